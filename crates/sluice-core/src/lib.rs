@@ -1,0 +1,26 @@
+//! sluice-core: Linux traffic control as a sans-IO library.
+//!
+//! # Layout
+//!
+//! - [`time`]: nanosecond [`time::Time`] and psched ticks; the caller owns the clock.
+//! - [`units`]: rates, sizes and times parsed and printed exactly as tc(8) does.
+//! - [`rate`]: the kernel's `psched_ratecfg` (length to transmission time).
+//! - [`handle`]: `major:minor` handles.
+//! - [`packet`]: the packet and the skb metadata qdiscs read.
+//! - [`stats`]: counters, drop reasons and the rate estimator.
+//! - [`qdisc`]: the [`qdisc::Qdisc`] trait, the stats-keeping [`qdisc::QdiscNode`], one file per qdisc.
+//! - [`error`]: refusals shaped like the kernel's netlink answers.
+//!
+//! Nothing here reads a clock, touches a file or socket, or uses a global RNG:
+//! time and seeds come in from the front ends (sluice-tc, the simulator, the
+//! live data plane).
+#![warn(missing_docs)]
+
+pub mod error;
+pub mod handle;
+pub mod packet;
+pub mod qdisc;
+pub mod rate;
+pub mod stats;
+pub mod time;
+pub mod units;

@@ -1,0 +1,358 @@
+//! Queueing disciplines: the trait every qdisc implements, the node that
+//! wraps each one with its statistics, and the registry of kinds.
+//!
+//! The trait is modelled on the kernel's `Qdisc_ops`: `enqueue`, `dequeue`,
+//! `reset`, `change` (which `init` calls), `dump`. Two differences make it
+//! sans-IO: time arrives in a [`Cx`], and instead of arming a watchdog timer a
+//! qdisc that holds packets it may not yet send answers [`Dequeue::Wait`] with
+//! the time to come back.
+//!
+//! Statistics live in [`QdiscNode`], which wraps every qdisc — the root and
+//! every child a classful qdisc owns — so the counters are updated in one
+//! place. A qdisc that drops packets it had already queued (head drop, AQM, a
+//! child's drop seen from its parent) reports them with [`Cx::shed`]; each
+//! node on the way up subtracts them from its backlog and counts them as
+//! drops, which is what the kernel's `qdisc_tree_reduce_backlog` does.
+
+pub mod fifo;
+
+use crate::error::{TcError, TcResult};
+use crate::handle::Handle;
+use crate::packet::Packet;
+use crate::stats::{DropReason, RateEstimator, Stats};
+use crate::time::Time;
+use serde::{Deserialize, Serialize};
+
+/// What a dequeue yields.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Dequeue {
+    /// The next packet to transmit.
+    Packet(Packet),
+    /// Packets are queued but none may leave before this time (the watchdog).
+    Wait(Time),
+    /// Nothing is queued.
+    Empty,
+}
+
+impl Dequeue {
+    /// The earlier of two wake-up answers, for a parent that asks several children.
+    pub fn earliest(a: Option<Time>, b: Option<Time>) -> Option<Time> {
+        match (a, b) {
+            (Some(x), Some(y)) => Some(x.min(y)),
+            (x, None) => x,
+            (None, y) => y,
+        }
+    }
+}
+
+/// Per-call context: the time, and a tally of queued packets shed during the call.
+#[derive(Debug, Default)]
+pub struct Cx {
+    /// The current time.
+    pub now: Time,
+    shed_packets: u64,
+    shed_bytes: u64,
+    /// Every queued packet shed during calls with this context, with its
+    /// reason and length (for tracing; the front end clears it). Refused
+    /// packets are not listed: the outermost enqueue returns their reason.
+    pub drops: Vec<(DropReason, u32)>,
+}
+
+impl Cx {
+    /// A context at `now`.
+    pub fn new(now: Time) -> Self {
+        Cx { now, ..Default::default() }
+    }
+    /// Report that a packet of `len` bytes that was queued below has been dropped.
+    pub fn shed(&mut self, len: u32, reason: DropReason) {
+        self.shed_packets += 1;
+        self.shed_bytes += len as u64;
+        self.drops.push((reason, len));
+    }
+}
+
+/// Information about the device a qdisc is attached to (`qdisc_dev(sch)`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DevInfo {
+    /// Interface name.
+    pub name: String,
+    /// MTU in bytes.
+    pub mtu: u32,
+    /// Transmit queue length (the default limit of fifos).
+    pub txqueuelen: u32,
+    /// Length of the link-layer header added on the wire (14 for Ethernet).
+    pub hard_header_len: u32,
+}
+
+impl Default for DevInfo {
+    fn default() -> Self {
+        DevInfo { name: "eth0".into(), mtu: 1500, txqueuelen: 1000, hard_header_len: 14 }
+    }
+}
+
+/// Options of every kind of qdisc, as tc sends them and the kernel dumps them.
+///
+/// Each variant's struct lives in that qdisc's file. Optional fields are the
+/// netlink attributes that may be absent; `dump` fills in what the kernel
+/// reports, and creating a qdisc from its dump gives the same qdisc.
+#[allow(missing_docs)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum QdiscOpts {
+    Pfifo(fifo::FifoOpts),
+    Bfifo(fifo::FifoOpts),
+    PfifoHeadDrop(fifo::FifoOpts),
+}
+
+impl QdiscOpts {
+    /// The kind name tc uses (`pfifo`, `htb`, ...).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            QdiscOpts::Pfifo(_) => "pfifo",
+            QdiscOpts::Bfifo(_) => "bfifo",
+            QdiscOpts::PfifoHeadDrop(_) => "pfifo_head_drop",
+        }
+    }
+}
+
+/// Build a qdisc of the kind `opts` names (`qdisc_create` + `init`).
+pub fn create(opts: &QdiscOpts, dev: &DevInfo) -> TcResult<Box<dyn Qdisc>> {
+    Ok(match opts {
+        QdiscOpts::Pfifo(o) => Box::new(fifo::Fifo::new(fifo::FifoKind::Packets, o, dev)?),
+        QdiscOpts::Bfifo(o) => Box::new(fifo::Fifo::new(fifo::FifoKind::Bytes, o, dev)?),
+        QdiscOpts::PfifoHeadDrop(o) => Box::new(fifo::Fifo::new(fifo::FifoKind::HeadDrop, o, dev)?),
+    })
+}
+
+/// Per-kind extended statistics (`TCA_STATS_APP`), for `tc -s`.
+#[allow(missing_docs)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum XStats {
+    None,
+}
+
+/// A queueing discipline. Implementations keep their own queues and state;
+/// the wrapping [`QdiscNode`] keeps the counters.
+pub trait Qdisc: Send + std::fmt::Debug {
+    /// Queue `pkt`, or refuse it with the reason. May shed other queued packets
+    /// (reported through [`Cx::shed`]).
+    fn enqueue(&mut self, pkt: Packet, cx: &mut Cx) -> Result<(), (Packet, DropReason)>;
+    /// Take the next packet to send, or say when to come back.
+    fn dequeue(&mut self, cx: &mut Cx) -> Dequeue;
+    /// Drop everything queued (`qdisc_reset`); statistics are the node's business.
+    fn reset(&mut self);
+    /// Validate `opts` completely, then apply them (`tc qdisc change`).
+    fn change(&mut self, opts: &QdiscOpts, dev: &DevInfo) -> TcResult<()>;
+    /// The current options, as the kernel dumps them.
+    fn dump(&self) -> QdiscOpts;
+    /// How often the qdisc throttled (kept by qdiscs that shape).
+    fn overlimits(&self) -> u64 {
+        0
+    }
+    /// Per-kind statistics.
+    fn xstats(&self) -> XStats {
+        XStats::None
+    }
+    /// The class interface, for classful qdiscs.
+    fn classes(&mut self) -> Option<&mut dyn Classful> {
+        None
+    }
+    /// The class interface, read-only.
+    fn classes_ref(&self) -> Option<&dyn Classful> {
+        None
+    }
+}
+
+/// One class as `tc class show` lists it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClassInfo {
+    /// The class id.
+    pub classid: Handle,
+    /// The parent class, or the qdisc handle for top-level classes.
+    pub parent: Handle,
+    /// Handle of the attached leaf qdisc, if any.
+    pub leaf: Option<Handle>,
+    /// Per-kind class options and statistics, for printing.
+    pub opts: ClassOpts,
+    /// Counters.
+    pub stats: Stats,
+}
+
+/// Options of a class, per qdisc kind.
+#[allow(missing_docs)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ClassOpts {
+    /// Classes with nothing to configure (prio bands, mq queues).
+    Plain,
+}
+
+/// The class side of a classful qdisc (`Qdisc_class_ops`).
+pub trait Classful {
+    /// Create class `classid` under `parent` or change it (`cl_ops->change`).
+    fn change_class(&mut self, classid: Handle, parent: Handle, opts: Option<&ClassOpts>, dev: &DevInfo)
+        -> TcResult<()>;
+    /// Delete a class (`cl_ops->delete`).
+    fn delete_class(&mut self, classid: Handle) -> TcResult<()>;
+    /// Every class, parents before children.
+    fn list(&self) -> Vec<ClassInfo>;
+    /// Does the class exist?
+    fn contains(&self, classid: Handle) -> bool {
+        self.list().iter().any(|c| c.classid == classid)
+    }
+    /// Attach `new` as the class's leaf (or restore the default leaf for `None`);
+    /// returns the old leaf (`cl_ops->graft`).
+    fn graft(&mut self, classid: Handle, new: Option<QdiscNode>, dev: &DevInfo) -> TcResult<Option<QdiscNode>>;
+    /// The leaf qdiscs, for walking the tree.
+    fn leaves(&mut self) -> Vec<&mut QdiscNode>;
+    /// The leaf qdiscs, read-only.
+    fn leaves_ref(&self) -> Vec<&QdiscNode>;
+}
+
+/// A qdisc in a tree: its handle, parent, counters and the qdisc itself.
+#[derive(Debug)]
+pub struct QdiscNode {
+    /// This qdisc's handle (`major:0`).
+    pub handle: Handle,
+    /// The parent class (or `ROOT` / `INGRESS`).
+    pub parent: Handle,
+    /// Counters, updated by the node around every call.
+    pub stats: Stats,
+    /// The rate estimator, if one was configured.
+    pub estimator: Option<RateEstimator>,
+    /// The qdisc.
+    pub qdisc: Box<dyn Qdisc>,
+    /// A packet taken from the qdisc by `peek` and not yet dequeued.
+    peeked: Option<Packet>,
+}
+
+impl QdiscNode {
+    /// Wrap a qdisc.
+    pub fn new(handle: Handle, parent: Handle, qdisc: Box<dyn Qdisc>) -> Self {
+        QdiscNode { handle, parent, stats: Stats::default(), estimator: None, qdisc, peeked: None }
+    }
+
+    /// Create a qdisc of the kind `opts` names and wrap it.
+    pub fn create(handle: Handle, parent: Handle, opts: &QdiscOpts, dev: &DevInfo) -> TcResult<Self> {
+        Ok(Self::new(handle, parent, create(opts, dev)?))
+    }
+
+    /// The kind name.
+    pub fn kind(&self) -> &'static str {
+        self.qdisc.dump().kind()
+    }
+
+    /// Enqueue through the qdisc, keeping the counters. `Err` means the packet
+    /// was not queued (and was counted as dropped unless stolen).
+    pub fn enqueue(&mut self, pkt: Packet, cx: &mut Cx) -> Result<(), DropReason> {
+        let len = pkt.len;
+        let (p0, b0) = (cx.shed_packets, cx.shed_bytes);
+        let r = self.qdisc.enqueue(pkt, cx);
+        self.account_shed(cx, p0, b0);
+        match r {
+            Ok(()) => {
+                self.stats.qlen += 1;
+                self.stats.backlog += len as u64;
+                Ok(())
+            }
+            Err((_pkt, reason)) => {
+                if reason.counts() {
+                    self.stats.drops += 1;
+                }
+                Err(reason)
+            }
+        }
+    }
+
+    /// Dequeue through the qdisc, keeping the counters.
+    pub fn dequeue(&mut self, cx: &mut Cx) -> Dequeue {
+        let d = match self.peeked.take() {
+            Some(p) => Dequeue::Packet(p),
+            None => {
+                let (p0, b0) = (cx.shed_packets, cx.shed_bytes);
+                let d = self.qdisc.dequeue(cx);
+                self.account_shed(cx, p0, b0);
+                d
+            }
+        };
+        if let Dequeue::Packet(p) = &d {
+            self.stats.qlen -= 1;
+            self.stats.backlog -= p.len as u64;
+            self.stats.bytes += p.len as u64;
+            self.stats.packets += 1;
+            if let Some(e) = &mut self.estimator {
+                e.update(cx.now, &self.stats);
+            }
+        }
+        d
+    }
+
+    /// Look at the next packet without taking it (`qdisc_peek_dequeued`): the
+    /// packet is dequeued from the qdisc and held here until `dequeue`.
+    pub fn peek(&mut self, cx: &mut Cx) -> Option<&Packet> {
+        if self.peeked.is_none() {
+            let (p0, b0) = (cx.shed_packets, cx.shed_bytes);
+            let d = self.qdisc.dequeue(cx);
+            self.account_shed(cx, p0, b0);
+            match d {
+                Dequeue::Packet(p) => self.peeked = Some(p),
+                _ => return None,
+            }
+        }
+        self.peeked.as_ref()
+    }
+
+    /// Drop everything queued in this subtree (`qdisc_reset`).
+    pub fn reset(&mut self) {
+        self.qdisc.reset();
+        self.peeked = None;
+        self.stats.qlen = 0;
+        self.stats.backlog = 0;
+    }
+
+    /// Counters as `tc -s` shows them (overlimits come from the qdisc).
+    pub fn stats(&self) -> Stats {
+        Stats { overlimits: self.stats.overlimits + self.qdisc.overlimits(), ..self.stats }
+    }
+
+    fn account_shed(&mut self, cx: &Cx, p0: u64, b0: u64) {
+        let (p, b) = (cx.shed_packets - p0, cx.shed_bytes - b0);
+        if p > 0 {
+            self.stats.qlen -= p as u32;
+            self.stats.backlog -= b;
+            self.stats.drops += p;
+        }
+    }
+
+    /// Find the qdisc with handle `major:` in this subtree.
+    pub fn find(&self, handle: Handle) -> Option<&QdiscNode> {
+        if self.handle == handle {
+            return Some(self);
+        }
+        self.qdisc.classes_ref()?.leaves_ref().into_iter().find_map(|l| l.find(handle))
+    }
+
+    /// Find the qdisc with handle `major:` in this subtree, mutably.
+    pub fn find_mut(&mut self, handle: Handle) -> Option<&mut QdiscNode> {
+        if self.handle == handle {
+            return Some(self);
+        }
+        self.qdisc.classes()?.leaves().into_iter().find_map(|l| l.find_mut(handle))
+    }
+
+    /// Every qdisc in this subtree, this one first, depth first.
+    pub fn walk(&self) -> Vec<&QdiscNode> {
+        let mut out = vec![self];
+        if let Some(c) = self.qdisc.classes_ref() {
+            for l in c.leaves_ref() {
+                out.extend(l.walk());
+            }
+        }
+        out
+    }
+}
+
+/// Checks shared by qdiscs' `change`: refuse options of another kind.
+pub fn wrong_kind(expected: &str, got: &QdiscOpts) -> TcError {
+    TcError::inval(format!("qdisc kind mismatch: expected {expected}, got {}", got.kind()))
+}
