@@ -9,6 +9,7 @@
 //! - [`packet`]: the packet and the skb metadata qdiscs read.
 //! - [`stats`]: counters, drop reasons and the rate estimator.
 //! - [`qdisc`]: the [`qdisc::Qdisc`] trait, the stats-keeping [`qdisc::QdiscNode`], one file per qdisc.
+//! - [`cls`]: classifiers and the filter blocks qdiscs hold.
 //! - [`error`]: refusals shaped like the kernel's netlink answers.
 //!
 //! Nothing here reads a clock, touches a file or socket, or uses a global RNG:
@@ -16,6 +17,7 @@
 //! live data plane).
 #![warn(missing_docs)]
 
+pub mod cls;
 pub mod error;
 pub mod handle;
 pub mod packet;

@@ -15,6 +15,14 @@
 //! drops, which is what the kernel's `qdisc_tree_reduce_backlog` does.
 
 pub mod fifo;
+pub mod htb;
+pub mod ingress;
+pub mod noqueue;
+pub mod pfifo_fast;
+pub mod prio;
+pub mod sfq;
+pub mod tbf;
+pub mod token_bucket;
 
 use crate::error::{TcError, TcResult};
 use crate::handle::Handle;
@@ -82,11 +90,15 @@ pub struct DevInfo {
     pub txqueuelen: u32,
     /// Length of the link-layer header added on the wire (14 for Ethernet).
     pub hard_header_len: u32,
+    /// Seed for qdiscs that need randomness (sfq's perturbation, netem): each
+    /// such qdisc seeds its own generator from this, so runs are repeatable.
+    #[serde(default)]
+    pub seed: u64,
 }
 
 impl Default for DevInfo {
     fn default() -> Self {
-        DevInfo { name: "eth0".into(), mtu: 1500, txqueuelen: 1000, hard_header_len: 14 }
+        DevInfo { name: "eth0".into(), mtu: 1500, txqueuelen: 1000, hard_header_len: 14, seed: 0 }
     }
 }
 
@@ -102,6 +114,15 @@ pub enum QdiscOpts {
     Pfifo(fifo::FifoOpts),
     Bfifo(fifo::FifoOpts),
     PfifoHeadDrop(fifo::FifoOpts),
+    PfifoFast(pfifo_fast::PfifoFastOpts),
+    Prio(prio::PrioOpts),
+    Tbf(tbf::TbfOpts),
+    Sfq(sfq::SfqOpts),
+    Htb(htb::HtbOpts),
+    Ingress(ingress::IngressOpts),
+    Clsact(ingress::IngressOpts),
+    Noqueue,
+    Noop,
 }
 
 impl QdiscOpts {
@@ -111,6 +132,15 @@ impl QdiscOpts {
             QdiscOpts::Pfifo(_) => "pfifo",
             QdiscOpts::Bfifo(_) => "bfifo",
             QdiscOpts::PfifoHeadDrop(_) => "pfifo_head_drop",
+            QdiscOpts::PfifoFast(_) => "pfifo_fast",
+            QdiscOpts::Prio(_) => "prio",
+            QdiscOpts::Tbf(_) => "tbf",
+            QdiscOpts::Sfq(_) => "sfq",
+            QdiscOpts::Htb(_) => "htb",
+            QdiscOpts::Ingress(_) => "ingress",
+            QdiscOpts::Clsact(_) => "clsact",
+            QdiscOpts::Noqueue => "noqueue",
+            QdiscOpts::Noop => "noop",
         }
     }
 }
@@ -121,6 +151,15 @@ pub fn create(opts: &QdiscOpts, dev: &DevInfo) -> TcResult<Box<dyn Qdisc>> {
         QdiscOpts::Pfifo(o) => Box::new(fifo::Fifo::new(fifo::FifoKind::Packets, o, dev)?),
         QdiscOpts::Bfifo(o) => Box::new(fifo::Fifo::new(fifo::FifoKind::Bytes, o, dev)?),
         QdiscOpts::PfifoHeadDrop(o) => Box::new(fifo::Fifo::new(fifo::FifoKind::HeadDrop, o, dev)?),
+        QdiscOpts::PfifoFast(o) => Box::new(pfifo_fast::PfifoFast::new(o, dev)?),
+        QdiscOpts::Prio(o) => Box::new(prio::Prio::new(o, dev)?),
+        QdiscOpts::Tbf(o) => Box::new(tbf::Tbf::new(o, dev)?),
+        QdiscOpts::Sfq(o) => Box::new(sfq::Sfq::new(o, dev)?),
+        QdiscOpts::Htb(o) => Box::new(htb::Htb::new(o, dev)?),
+        QdiscOpts::Ingress(o) => Box::new(ingress::Ingress::new(ingress::IngressKind::Ingress, o, dev)?),
+        QdiscOpts::Clsact(o) => Box::new(ingress::Ingress::new(ingress::IngressKind::Clsact, o, dev)?),
+        QdiscOpts::Noqueue => Box::new(noqueue::Noqueue::new(false)),
+        QdiscOpts::Noop => Box::new(noqueue::Noqueue::new(true)),
     })
 }
 
@@ -129,6 +168,10 @@ pub fn create(opts: &QdiscOpts, dev: &DevInfo) -> TcResult<Box<dyn Qdisc>> {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum XStats {
     None,
+    /// HTB class statistics (lended, borrowed, giants, tokens, ctokens).
+    HtbClass(htb::HtbClassXstats),
+    /// SFQ class (flow) statistics.
+    SfqClass(sfq::SfqClassXstats),
 }
 
 /// A queueing discipline. Implementations keep their own queues and state;
@@ -176,6 +219,8 @@ pub struct ClassInfo {
     pub opts: ClassOpts,
     /// Counters.
     pub stats: Stats,
+    /// Per-kind class statistics.
+    pub xstats: XStats,
 }
 
 /// Options of a class, per qdisc kind.
@@ -183,8 +228,10 @@ pub struct ClassInfo {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ClassOpts {
-    /// Classes with nothing to configure (prio bands, mq queues).
+    /// Classes with nothing to configure (prio bands, sfq flows).
     Plain,
+    /// An HTB class.
+    Htb(htb::HtbClassOpts),
 }
 
 /// The class side of a classful qdisc (`Qdisc_class_ops`).
