@@ -22,6 +22,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NETNS = "gold"
@@ -97,7 +98,11 @@ def parse_cmds(path):
                     header.append(line)
                     continue
                 raise SystemExit("%s: command before first case: %r" % (path, line))
-            if line.startswith("%setup "):
+            if line.startswith("%unstable"):
+                cur["unstable"] = line[len("%unstable"):].strip()
+            elif line.startswith("%sleep "):
+                cur["items"].append(("sleep", float(line.split()[1])))
+            elif line.startswith("%setup "):
                 cur["setup"] = line.split()[1]
                 assert cur["setup"] in ("up", "down", "none"), line
             elif line.startswith("%file "):
@@ -137,6 +142,8 @@ def run_case(case, tmpdir):
     out = ["### case: " + case["name"]]
     if case["setup"] != "up":
         out.append("%setup " + case["setup"])
+    if case.get("unstable"):
+        out.append("%unstable " + case["unstable"])
     setup(case["setup"])
     # clean scratch dir for %file items
     for fn in os.listdir(tmpdir):
@@ -144,6 +151,9 @@ def run_case(case, tmpdir):
     for item in case["items"]:
         if item[0] == "comment":
             out.append(item[1])
+        elif item[0] == "sleep":
+            out.append("%%sleep %g" % item[1])
+            time.sleep(item[1])
         elif item[0] == "file":
             _, name, lines = item
             out.append("%file " + name)

@@ -10,6 +10,7 @@
 //! - [`stats`]: counters, drop reasons and the rate estimator.
 //! - [`qdisc`]: the [`qdisc::Qdisc`] trait, the stats-keeping [`qdisc::QdiscNode`], one file per qdisc.
 //! - [`cls`]: classifiers and the filter blocks qdiscs hold.
+//! - [`device`]: a device's qdisc tree and the kernel's rules for changing it.
 //! - [`error`]: refusals shaped like the kernel's netlink answers.
 //!
 //! Nothing here reads a clock, touches a file or socket, or uses a global RNG:
@@ -18,6 +19,7 @@
 #![warn(missing_docs)]
 
 pub mod cls;
+pub mod device;
 pub mod error;
 pub mod handle;
 pub mod packet;

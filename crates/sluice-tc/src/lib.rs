@@ -1,1 +1,34 @@
-//! x
+//! sluice-tc: the `tc` and `ip` command languages over sluice-core.
+//!
+//! # Layout
+//!
+//! - [`args`]: iproute2's argument conventions (prefix matching, stock errors).
+//! - [`out`]: text and JSON output exactly as iproute2's printers write it.
+//! - [`net`]: a namespace's devices and per-namespace counters.
+//! - [`tc`]: `tc qdisc|class ...`: parse, apply to a device, print.
+//! - [`ip`]: the `ip link` subset that sets up devices.
+//! - [`state`]: the state directory: commands persist between invocations.
+//! - `q/`: per-kind option syntax, one file per qdisc kind.
+//!
+//! Every command yields an [`Outcome`]: stdout, stderr and exit status, as the
+//! iproute2 tool would have produced them.
+#![warn(missing_docs)]
+
+pub mod args;
+pub mod ip;
+pub mod net;
+pub mod out;
+mod q;
+pub mod state;
+pub mod tc;
+
+/// What a command printed and how it exited.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+    /// Exit status.
+    pub code: i32,
+}

@@ -1,1 +1,172 @@
-fn main(){}
+//! The `sluice` binary: `sluice tc ...`, `sluice ip ...`; invoked through a
+//! link named `tc` or `ip` it behaves as that tool, so existing scripts run
+//! unchanged with the links first on PATH.
+
+use sluice_tc::net::Net;
+use sluice_tc::state::{state_dir, Session};
+use sluice_tc::{ip, tc, Outcome};
+use std::io::Write;
+use std::process::ExitCode;
+
+fn emit(o: &Outcome) -> ExitCode {
+    let _ = std::io::stdout().write_all(o.stdout.as_bytes());
+    let _ = std::io::stderr().write_all(o.stderr.as_bytes());
+    ExitCode::from((o.code & 0xff) as u8)
+}
+
+/// Replay one logged command (first word names the tool).
+fn replay(net: &mut Net, words: &[String]) {
+    match words.first().map(String::as_str) {
+        Some("tc") => {
+            let _ = tc::run(net, &tc::Opts::default(), &words[1..]);
+        }
+        Some("ip") => {
+            let _ = ip::run(net, &words[1..]);
+        }
+        _ => {}
+    }
+}
+
+fn open(netns: Option<&str>) -> Result<Session, Outcome> {
+    Session::open(&state_dir(), netns, replay).map_err(|e| Outcome {
+        stderr: format!(
+            "sluice: cannot open state in {}: {e}\n",
+            state_dir().display()
+        ),
+        code: 1,
+        ..Default::default()
+    })
+}
+
+fn run_tc(argv: &[String]) -> Outcome {
+    let (opts, words) = match tc::parse_global(argv) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let mut s = match open(opts.netns.as_deref()) {
+        Ok(s) => s,
+        Err(o) => return o,
+    };
+    if let Some(file) = &opts.batch {
+        return run_batch(&mut s, &opts, file);
+    }
+    let o = tc::run(&mut s.net, &opts, &words);
+    if o.code == 0 && tc::mutates(&words) {
+        let mut logged = vec!["tc".to_string()];
+        logged.extend(words);
+        if let Err(e) = s.record(logged) {
+            return Outcome {
+                stderr: format!("sluice: cannot save state: {e}\n"),
+                code: 1,
+                ..o
+            };
+        }
+    }
+    o
+}
+
+/// `tc -b FILE`: one command per line; stop at the first failure unless `-force`.
+fn run_batch(s: &mut Session, opts: &tc::Opts, file: &str) -> Outcome {
+    let text = if file == "-" {
+        std::io::read_to_string(std::io::stdin()).unwrap_or_default()
+    } else {
+        match std::fs::read_to_string(file) {
+            Ok(t) => t,
+            Err(_) => {
+                return Outcome {
+                    stderr: format!(
+                        "Cannot open file \"{file}\" for reading: No such file or directory\n"
+                    ),
+                    code: 1,
+                    ..Default::default()
+                }
+            }
+        }
+    };
+    let mut all = Outcome::default();
+    for (lineno, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("");
+        let words: Vec<String> = line.split_whitespace().map(String::from).collect();
+        if words.is_empty() {
+            continue;
+        }
+        let o = tc::run(&mut s.net, opts, &words);
+        all.stdout.push_str(&o.stdout);
+        all.stderr.push_str(&o.stderr);
+        if o.code == 0 && tc::mutates(&words) {
+            let mut logged = vec!["tc".to_string()];
+            logged.extend(words);
+            let _ = s.record(logged);
+        }
+        if o.code != 0 {
+            all.stderr
+                .push_str(&format!("Command failed {}:{}\n", file, lineno + 1));
+            all.code = 1;
+            if !opts.force {
+                break;
+            }
+        }
+    }
+    all
+}
+
+fn run_ip(argv: &[String]) -> Outcome {
+    let mut netns = None;
+    let mut words = vec![];
+    let mut it = argv.iter();
+    while let Some(w) = it.next() {
+        if w == "-n" || w == "-netns" {
+            netns = it.next().cloned();
+        } else {
+            words.push(w.clone());
+        }
+    }
+    let mut s = match open(netns.as_deref()) {
+        Ok(s) => s,
+        Err(o) => return o,
+    };
+    let o = ip::run(&mut s.net, &words);
+    if o.code == 0 && ip::mutates(&words) {
+        let mut logged = vec!["ip".to_string()];
+        logged.extend(words);
+        if let Err(e) = s.record(logged) {
+            return Outcome {
+                stderr: format!("sluice: cannot save state: {e}\n"),
+                code: 1,
+                ..o
+            };
+        }
+    }
+    o
+}
+
+const USAGE: &str = "usage: sluice { tc | ip } ARGS...
+  sluice tc ...   the tc command language (iproute2 6.x syntax and output)
+  sluice ip ...   the ip link subset that creates and configures devices
+Invoked through a link named tc or ip, sluice behaves as that tool.
+State lives in $SLUICE_STATE_DIR (default: a per-user directory).
+";
+
+fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().collect();
+    let prog = argv
+        .first()
+        .and_then(|p| std::path::Path::new(p).file_name())
+        .and_then(|n| n.to_str())
+        .unwrap_or("sluice")
+        .to_string();
+    let o = match prog.as_str() {
+        "tc" => run_tc(&argv[1..]),
+        "ip" => run_ip(&argv[1..]),
+        _ => match argv.get(1).map(String::as_str) {
+            Some("tc") => run_tc(&argv[2..]),
+            Some("ip") => run_ip(&argv[2..]),
+            _ => Outcome {
+                stderr: USAGE.into(),
+                code: if argv.len() > 1 { 255 } else { 0 },
+                ..Default::default()
+            },
+        },
+    };
+    emit(&o)
+}

@@ -1,0 +1,510 @@
+//! A network device's traffic-control state and the kernel's rules for
+//! changing it.
+//!
+//! Modelled on net/sched/sch_api.c (`tc_modify_qdisc`, `tc_get_qdisc`,
+//! `qdisc_graft`, `tc_ctl_tclass`) and sch_generic.c (default qdiscs). A device
+//! has one egress root qdisc and optionally an ingress or clsact qdisc. When the
+//! user has attached no root, the device has a default one with handle 0:
+//! `noop` while the device has never been up, then `noqueue` for devices that
+//! need no queue (loopback, veth, dummy, or `txqueuelen 0`) and `pfifo_fast`
+//! for the rest. Requests carry netlink flags as tc sets them: `add` is
+//! CREATE|EXCL, `replace` CREATE|REPLACE, `change` none, `link` REPLACE; the
+//! decisions below follow the kernel's case analysis on those flags, with its
+//! error codes and extack messages.
+
+use crate::error::{Errno, TcError, TcResult};
+use crate::handle::Handle;
+use crate::qdisc::{DevInfo, QdiscNode, QdiscOpts};
+use serde::{Deserialize, Serialize};
+
+/// What kind of interface this is (decides the default qdisc).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DevKind {
+    /// `lo`.
+    Loopback,
+    /// One end of a veth pair.
+    Veth {
+        /// The other end's name.
+        peer: String,
+    },
+    /// A dummy device.
+    Dummy,
+    /// An Ethernet-like NIC with a transmit queue (the simulator's links).
+    Ether,
+}
+
+impl DevKind {
+    /// Does the device declare `IFF_NO_QUEUE` (default qdisc noqueue)?
+    pub fn no_queue(&self) -> bool {
+        !matches!(self, DevKind::Ether)
+    }
+}
+
+/// Netlink request flags, as tc sets them per command.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NlFlags {
+    /// `NLM_F_CREATE`.
+    pub create: bool,
+    /// `NLM_F_EXCL`.
+    pub excl: bool,
+    /// `NLM_F_REPLACE`.
+    pub replace: bool,
+}
+
+impl NlFlags {
+    /// `tc ... add`.
+    pub const ADD: NlFlags = NlFlags {
+        create: true,
+        excl: true,
+        replace: false,
+    };
+    /// `tc ... replace`.
+    pub const REPLACE: NlFlags = NlFlags {
+        create: true,
+        excl: false,
+        replace: true,
+    };
+    /// `tc ... change`.
+    pub const CHANGE: NlFlags = NlFlags {
+        create: false,
+        excl: false,
+        replace: false,
+    };
+    /// `tc ... link`.
+    pub const LINK: NlFlags = NlFlags {
+        create: false,
+        excl: false,
+        replace: true,
+    };
+}
+
+/// One interface's traffic-control state.
+#[derive(Debug)]
+pub struct Device {
+    /// Interface index.
+    pub ifindex: u32,
+    /// Name, MTU, txqueuelen, ...
+    pub info: DevInfo,
+    /// Interface kind.
+    pub kind: DevKind,
+    /// Administratively up?
+    pub up: bool,
+    /// Has the device ever been up (before that its default qdisc is noop)?
+    pub activated: bool,
+    /// The egress root qdisc (handle 0 when it is the default one).
+    pub root: QdiscNode,
+    /// The ingress or clsact qdisc.
+    pub ingress: Option<QdiscNode>,
+}
+
+fn err(errno: Errno, msg: &str) -> TcError {
+    TcError::msg(errno, msg)
+}
+
+impl Device {
+    /// A device that is down, with the default (noop) root.
+    pub fn new(ifindex: u32, info: DevInfo, kind: DevKind) -> Self {
+        let root = default_root(&info, &kind, false);
+        Device {
+            ifindex,
+            info,
+            kind,
+            up: false,
+            activated: false,
+            root,
+            ingress: None,
+        }
+    }
+
+    /// Bring the device up or down (`ip link set up/down`). Up attaches the
+    /// default qdisc if the user attached none (`dev_activate`).
+    pub fn set_up(&mut self, up: bool) {
+        self.up = up;
+        if up {
+            self.activated = true;
+            if self.root.handle.is_unspec() {
+                self.root = default_root(&self.info, &self.kind, true);
+            }
+        }
+    }
+
+    /// Change the transmit queue length; a default root follows it.
+    pub fn set_txqueuelen(&mut self, len: u32) {
+        self.info.txqueuelen = len;
+        if self.root.handle.is_unspec() {
+            self.root = default_root(&self.info, &self.kind, self.activated);
+        }
+    }
+
+    /// Find a qdisc by handle in the egress tree or ingress (`qdisc_lookup`).
+    pub fn find(&self, handle: Handle) -> Option<&QdiscNode> {
+        if let Some(q) = self.root.find(handle) {
+            return Some(q);
+        }
+        self.ingress.as_ref().filter(|q| q.handle == handle)
+    }
+
+    fn find_mut(&mut self, handle: Handle) -> Option<&mut QdiscNode> {
+        if self.root.find(handle).is_some() {
+            return self.root.find_mut(handle);
+        }
+        self.ingress.as_mut().filter(|q| q.handle == handle)
+    }
+
+    /// Every qdisc in the order `tc qdisc show` lists them: the root tree, then ingress.
+    pub fn qdiscs(&self) -> Vec<&QdiscNode> {
+        let mut v = self.root.walk();
+        v.extend(self.ingress.as_ref());
+        v
+    }
+
+    /// The handle of the qdisc currently attached at `parent`/`classid`, and
+    /// whether a qdisc exists there that the user created (handle != 0).
+    fn attached(&self, clid: Handle) -> TcResult<Option<Handle>> {
+        if clid.is_root() {
+            return Ok(Some(self.root.handle));
+        }
+        if clid == Handle::INGRESS {
+            return Ok(self.ingress.as_ref().map(|q| q.handle));
+        }
+        let p = self
+            .find(clid.qdisc())
+            .ok_or_else(|| err(Errno::ENOENT, "Failed to find specified qdisc"))?;
+        let cls = p
+            .qdisc
+            .classes_ref()
+            .ok_or_else(|| err(Errno::EOPNOTSUPP, "Parent qdisc is not classful"))?;
+        if !cls.contains(clid) {
+            return Err(err(Errno::ENOENT, "Specified class not found"));
+        }
+        let leaf = cls
+            .leaves_ref()
+            .into_iter()
+            .find(|l| l.parent == clid)
+            .map(|l| l.handle);
+        Ok(leaf)
+    }
+
+    /// `tc qdisc add|replace|change|link dev D parent P [handle H] KIND OPTS`.
+    ///
+    /// `alloc` hands out automatic handles (`8001:`, ...) when none is given.
+    pub fn modify_qdisc(
+        &mut self,
+        parent: Handle,
+        handle: Handle,
+        opts: &QdiscOpts,
+        flags: NlFlags,
+        alloc: &mut dyn FnMut(&Device) -> Option<Handle>,
+    ) -> TcResult<()> {
+        let kind = opts.kind();
+        let target: Option<Handle>; // an existing qdisc to change
+        if !parent.is_unspec() {
+            let existing = self.attached(parent)?.filter(|h| !h.is_unspec());
+            let mut create = false;
+            let mut change_target = existing;
+            if existing.is_none() || handle.is_unspec() || existing != Some(handle) {
+                if !handle.is_unspec() {
+                    if existing.is_some() && !flags.replace {
+                        return Err(err(Errno::EEXIST, "NLM_F_REPLACE needed to override"));
+                    }
+                    if handle.minor() != 0 {
+                        return Err(err(Errno::EINVAL, "Invalid minor handle"));
+                    }
+                    match self.find(handle) {
+                        None => create = true,
+                        Some(q) => {
+                            if flags.excl {
+                                return Err(err(
+                                    Errno::EEXIST,
+                                    "Exclusivity flag on, cannot override",
+                                ));
+                            }
+                            if q.kind() != kind {
+                                return Err(err(Errno::EINVAL, "Invalid qdisc name"));
+                            }
+                            if matches!(q.kind(), "ingress" | "clsact") {
+                                return Err(err(
+                                    Errno::EINVAL,
+                                    "Cannot regraft ingress or clsact Qdiscs",
+                                ));
+                            }
+                            if parent == Handle::INGRESS {
+                                return Err(err(Errno::EINVAL, "Ingress cannot graft directly"));
+                            }
+                            // Moving an existing qdisc to another parent.
+                            return Err(err(Errno::EINVAL, "Qdisc parent/child loop detected"));
+                        }
+                    }
+                } else {
+                    match existing {
+                        None => create = true,
+                        Some(h) => {
+                            let cur_kind = self.find(h).map(|q| q.kind()).unwrap_or("");
+                            if flags.create && flags.replace && (flags.excl || cur_kind != kind) {
+                                create = true;
+                            }
+                            change_target = Some(h);
+                        }
+                    }
+                }
+            }
+            if create {
+                return self.create_and_graft(parent, handle, opts, flags, alloc);
+            }
+            target = change_target;
+        } else {
+            if handle.is_unspec() {
+                return Err(err(Errno::EINVAL, "Handle cannot be zero"));
+            }
+            target = self.find(handle).map(|q| q.handle);
+        }
+        let h = target.ok_or_else(|| err(Errno::ENOENT, "Specified qdisc not found"))?;
+        if flags.excl {
+            return Err(err(Errno::EEXIST, "Exclusivity flag on, cannot modify"));
+        }
+        let dev = self.info.clone();
+        let q = self
+            .find_mut(h)
+            .ok_or_else(|| err(Errno::ENOENT, "Specified qdisc not found"))?;
+        if q.kind() != kind {
+            return Err(err(Errno::EINVAL, "Invalid qdisc name"));
+        }
+        q.qdisc.change(opts, &dev)
+    }
+
+    fn create_and_graft(
+        &mut self,
+        parent: Handle,
+        handle: Handle,
+        opts: &QdiscOpts,
+        flags: NlFlags,
+        alloc: &mut dyn FnMut(&Device) -> Option<Handle>,
+    ) -> TcResult<()> {
+        if !flags.create {
+            return Err(err(
+                Errno::ENOENT,
+                "Qdisc not found. To create specify NLM_F_CREATE flag",
+            ));
+        }
+        let is_ingress = matches!(opts, QdiscOpts::Ingress(_) | QdiscOpts::Clsact(_));
+        if is_ingress != (parent == Handle::INGRESS) {
+            return Err(if is_ingress {
+                err(Errno::EOPNOTSUPP, "Can only be attached as root qdisc")
+            } else {
+                err(Errno::EINVAL, "Specified qdisc kind is unknown")
+            });
+        }
+        if matches!(opts, QdiscOpts::Noop)
+            || (matches!(opts, QdiscOpts::Noqueue) && !parent.is_root())
+        {
+            return Err(if matches!(opts, QdiscOpts::Noqueue) {
+                err(Errno::EINVAL, "Cannot assign noqueue to a class")
+            } else {
+                err(Errno::ENOENT, "Specified qdisc kind is unknown")
+            });
+        }
+        let handle = if is_ingress {
+            Handle::new(0xffff, 0)
+        } else if handle.is_unspec() {
+            alloc(self).ok_or_else(|| {
+                err(
+                    Errno::ENOSPC,
+                    "Maximum number of qdisc handles was exceeded",
+                )
+            })?
+        } else {
+            handle
+        };
+        let node = QdiscNode::create(handle, parent, opts, &self.info)?;
+        if parent == Handle::INGRESS {
+            self.ingress = Some(node);
+        } else if parent.is_root() {
+            self.root = node;
+        } else {
+            let dev = self.info.clone();
+            let p = self
+                .find_mut(parent.qdisc())
+                .ok_or_else(|| err(Errno::ENOENT, "Failed to find specified qdisc"))?;
+            let cls = p
+                .qdisc
+                .classes()
+                .ok_or_else(|| err(Errno::EOPNOTSUPP, "Parent qdisc is not classful"))?;
+            cls.graft(parent, Some(node), &dev)?;
+        }
+        Ok(())
+    }
+
+    /// `tc qdisc del dev D parent P [handle H] [KIND]`.
+    pub fn delete_qdisc(
+        &mut self,
+        parent: Handle,
+        handle: Handle,
+        kind: Option<&str>,
+    ) -> TcResult<()> {
+        if parent.is_unspec() {
+            let q = self
+                .find(handle)
+                .ok_or_else(|| err(Errno::ENOENT, "Failed to find qdisc with specified handle"))?;
+            if kind.is_some_and(|k| k != q.kind()) {
+                return Err(err(Errno::EINVAL, "Invalid qdisc name"));
+            }
+            return Err(err(Errno::EINVAL, "Classid cannot be zero"));
+        }
+        let (qh, qkind) = if parent.is_root() {
+            (self.root.handle, self.root.kind())
+        } else if parent.major() == 0xffff {
+            match &self.ingress {
+                Some(q) => (q.handle, q.kind()),
+                None => {
+                    return Err(err(
+                        Errno::ENOENT,
+                        "Cannot find specified qdisc on specified device",
+                    ))
+                }
+            }
+        } else {
+            let p = self
+                .find(parent.qdisc())
+                .ok_or_else(|| err(Errno::ENOENT, "Failed to find qdisc with specified classid"))?;
+            let cls = p
+                .qdisc
+                .classes_ref()
+                .ok_or_else(|| err(Errno::EOPNOTSUPP, "Parent qdisc is not classful"))?;
+            if !cls.contains(parent) {
+                return Err(err(Errno::ENOENT, "Specified class not found"));
+            }
+            match cls.leaves_ref().into_iter().find(|l| l.parent == parent) {
+                Some(l) => (l.handle, l.kind()),
+                None => {
+                    return Err(err(
+                        Errno::ENOENT,
+                        "Cannot find specified qdisc on specified device",
+                    ))
+                }
+            }
+        };
+        if !handle.is_unspec() && qh != handle {
+            return Err(err(Errno::EINVAL, "Invalid handle"));
+        }
+        if kind.is_some_and(|k| k != qkind) {
+            return Err(err(Errno::EINVAL, "Invalid qdisc name"));
+        }
+        if qh.is_unspec() {
+            return Err(err(
+                Errno::ENOENT,
+                "Cannot delete qdisc with handle of zero",
+            ));
+        }
+        if parent.is_root() {
+            self.root = default_root(&self.info, &self.kind, self.activated);
+        } else if parent.major() == 0xffff {
+            self.ingress = None;
+        } else {
+            let dev = self.info.clone();
+            if let Some(cls) = self
+                .find_mut(parent.qdisc())
+                .and_then(|p| p.qdisc.classes())
+            {
+                cls.graft(parent, None, &dev)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `tc class add|change|replace dev D parent P classid C KIND OPTS` (`tc_ctl_tclass`).
+    pub fn modify_class(
+        &mut self,
+        parent: Handle,
+        classid: Handle,
+        opts: Option<&crate::qdisc::ClassOpts>,
+        flags: NlFlags,
+    ) -> TcResult<()> {
+        let (q, parent, clid) = self.resolve_class(parent, classid)?;
+        let dev = self.info.clone();
+        let node = self
+            .find_mut(q)
+            .ok_or_else(|| TcError::errno(Errno::ENOENT))?;
+        let cls = node
+            .qdisc
+            .classes()
+            .ok_or_else(|| TcError::errno(Errno::EINVAL))?;
+        let exists = !clid.is_unspec() && cls.contains(clid);
+        if !exists && !flags.create {
+            return Err(TcError::errno(Errno::ENOENT));
+        }
+        if exists && flags.excl {
+            return Err(TcError::errno(Errno::EEXIST));
+        }
+        cls.change_class(clid, parent, opts, &dev)
+    }
+
+    /// `tc class del dev D [parent P] classid C`.
+    pub fn delete_class(&mut self, parent: Handle, classid: Handle) -> TcResult<()> {
+        let (q, _parent, clid) = self.resolve_class(parent, classid)?;
+        let node = self
+            .find_mut(q)
+            .ok_or_else(|| TcError::errno(Errno::ENOENT))?;
+        let cls = node
+            .qdisc
+            .classes()
+            .ok_or_else(|| TcError::errno(Errno::EINVAL))?;
+        if clid.is_unspec() || !cls.contains(clid) {
+            return Err(TcError::errno(Errno::ENOENT));
+        }
+        cls.delete_class(clid)
+    }
+
+    /// Step 1 of `tc_ctl_tclass`: the qdisc, the full parent id and the full class id.
+    fn resolve_class(&self, parent: Handle, classid: Handle) -> TcResult<(Handle, Handle, Handle)> {
+        let mut qid = classid.qdisc();
+        let mut portid = parent;
+        if !parent.is_root() {
+            let qid1 = parent.qdisc();
+            if !qid.is_unspec() && !qid1.is_unspec() {
+                if qid != qid1 {
+                    return Err(TcError::errno(Errno::EINVAL));
+                }
+            } else if !qid1.is_unspec() {
+                qid = qid1;
+            } else if qid.is_unspec() {
+                qid = self.root.handle;
+            }
+            if !portid.is_unspec() {
+                portid = Handle(qid.0 | parent.minor() as u32);
+            }
+        } else if qid.is_unspec() {
+            qid = self.root.handle;
+        }
+        if self.find(qid).is_none() {
+            return Err(TcError::errno(Errno::ENOENT));
+        }
+        let clid = if classid.is_unspec() {
+            if portid.is_root() {
+                qid
+            } else {
+                Handle::UNSPEC
+            }
+        } else {
+            Handle(qid.0 | classid.minor() as u32)
+        };
+        Ok((qid, portid, clid))
+    }
+}
+
+/// The qdisc the kernel attaches when the user has attached none.
+pub fn default_root(info: &DevInfo, kind: &DevKind, activated: bool) -> QdiscNode {
+    let opts = if !activated {
+        QdiscOpts::Noop
+    } else if kind.no_queue() || info.txqueuelen == 0 {
+        QdiscOpts::Noqueue
+    } else {
+        QdiscOpts::PfifoFast(Default::default())
+    };
+    QdiscNode::create(Handle::UNSPEC, Handle::ROOT, &opts, info).unwrap_or_else(|_| {
+        QdiscNode::new(
+            Handle::UNSPEC,
+            Handle::ROOT,
+            Box::new(crate::qdisc::noqueue::Noqueue::new(true)),
+        )
+    })
+}

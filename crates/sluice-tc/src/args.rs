@@ -1,0 +1,90 @@
+//! iproute2's argument conventions: prefix matching and its stock errors.
+//!
+//! iproute2 accepts any non-empty prefix of a keyword where it uses
+//! `matches()` (`tc q s` is `tc qdisc show`) and an exact word where it uses
+//! `strcmp`; the front end follows it keyword by keyword. A failure is a
+//! [`Fail`]: the text iproute2 writes to stderr and its exit status.
+
+/// A failed command: what goes to stderr and the exit status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fail {
+    /// Text for stderr, newline included.
+    pub stderr: String,
+    /// Exit status (iproute2's `return -1` is 255).
+    pub code: i32,
+}
+
+/// Result of a command.
+pub type CmdResult<T = ()> = Result<T, Fail>;
+
+impl Fail {
+    /// A failure with a message line and an exit status.
+    pub fn new(code: i32, msg: impl Into<String>) -> Self {
+        let mut s = msg.into();
+        if !s.is_empty() && !s.ends_with('\n') {
+            s.push('\n');
+        }
+        Fail { stderr: s, code }
+    }
+}
+
+/// iproute2 `matches(arg, keyword)`: `arg` is a non-empty prefix of `keyword`.
+pub fn matches(arg: &str, keyword: &str) -> bool {
+    !arg.is_empty() && keyword.starts_with(arg)
+}
+
+/// `incomplete_command()`.
+pub fn incomplete() -> Fail {
+    Fail::new(255, "Command line is not complete. Try option \"help\"")
+}
+
+/// `invarg(msg, arg)`.
+pub fn invarg(msg: &str, arg: &str) -> Fail {
+    Fail::new(255, format!("Error: argument \"{arg}\" is wrong: {msg}"))
+}
+
+/// `duparg(key, arg)`.
+pub fn duparg(key: &str, arg: &str) -> Fail {
+    Fail::new(
+        255,
+        format!("Error: duplicate \"{key}\": \"{arg}\" is the second value."),
+    )
+}
+
+/// A cursor over the words of a command.
+#[derive(Debug, Clone)]
+pub struct Args<'a> {
+    words: &'a [String],
+    pos: usize,
+}
+
+impl<'a> Args<'a> {
+    /// A cursor at the first word.
+    pub fn new(words: &'a [String]) -> Self {
+        Args { words, pos: 0 }
+    }
+    /// The current word, if any.
+    pub fn peek(&self) -> Option<&'a str> {
+        self.words.get(self.pos).map(|s| s.as_str())
+    }
+    /// Take the current word.
+    pub fn next(&mut self) -> Option<&'a str> {
+        let w = self.peek();
+        if w.is_some() {
+            self.pos += 1;
+        }
+        w
+    }
+    /// `NEXT_ARG()`: the next word, or "Command line is not complete".
+    pub fn value(&mut self) -> CmdResult<&'a str> {
+        self.next().ok_or_else(incomplete)
+    }
+    /// No words left?
+    pub fn is_empty(&self) -> bool {
+        self.pos >= self.words.len()
+    }
+    /// The words not yet taken.
+    pub fn rest(&self) -> &'a [String] {
+        &self.words[self.pos.min(self.words.len())..]
+    }
+}

@@ -1,0 +1,80 @@
+//! A network namespace as sluice keeps it: its devices and the counters the
+//! kernel keeps per namespace (next interface index, next automatic qdisc handle).
+
+use sluice_core::device::{DevKind, Device};
+use sluice_core::handle::Handle;
+use sluice_core::qdisc::DevInfo;
+
+/// The devices of one namespace.
+#[derive(Debug)]
+pub struct Net {
+    /// Devices in ifindex order.
+    pub devices: Vec<Device>,
+    next_ifindex: u32,
+    /// The automatic-handle counter (`qdisc_alloc_handle`'s static).
+    pub autohandle: u32,
+    /// Seed given to each new device for its qdiscs' generators.
+    pub seed: u64,
+}
+
+impl Default for Net {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Net {
+    /// A namespace holding only `lo`, down, as a fresh network namespace has.
+    pub fn new() -> Self {
+        let mut net = Net {
+            devices: vec![],
+            next_ifindex: 1,
+            autohandle: 0x8000_0000,
+            seed: 0,
+        };
+        let info = DevInfo {
+            name: "lo".into(),
+            mtu: 65536,
+            txqueuelen: 1000,
+            hard_header_len: 14,
+            seed: 0,
+        };
+        net.add_device(info, DevKind::Loopback);
+        net
+    }
+
+    /// Add a device (down) and return its index.
+    pub fn add_device(&mut self, mut info: DevInfo, kind: DevKind) -> u32 {
+        let idx = self.next_ifindex;
+        self.next_ifindex += 1;
+        info.seed = self.seed.wrapping_add(idx as u64);
+        self.devices.push(Device::new(idx, info, kind));
+        idx
+    }
+
+    /// The device named `name`.
+    pub fn dev(&self, name: &str) -> Option<&Device> {
+        self.devices.iter().find(|d| d.info.name == name)
+    }
+
+    /// The device named `name`, mutably.
+    pub fn dev_mut(&mut self, name: &str) -> Option<&mut Device> {
+        self.devices.iter_mut().find(|d| d.info.name == name)
+    }
+}
+
+/// The next automatic qdisc handle not used on `dev` (`qdisc_alloc_handle`:
+/// one counter for all devices, from `8001:` up, wrapping before `ffff:`).
+pub fn alloc_handle(counter: &mut u32, dev: &Device) -> Option<Handle> {
+    for _ in 0..0x8000 {
+        *counter = counter.wrapping_add(0x1_0000);
+        if *counter == 0xffff_0000 {
+            *counter = 0x8000_0000;
+        }
+        let h = Handle(*counter);
+        if dev.find(h).is_none() {
+            return Some(h);
+        }
+    }
+    None
+}

@@ -1,0 +1,102 @@
+//! The state directory: how `sluice tc` remembers between invocations.
+//!
+//! Each namespace (`-n NAME`, or the default one) is a log of the commands
+//! that succeeded, one JSON array of words per line, in
+//! `$SLUICE_STATE_DIR/netns/<name>.log`. Loading replays the log into a fresh
+//! [`Net`], so everything the kernel derives from history — automatic handles,
+//! the order classes and qdiscs are listed in — comes out as it did. A command
+//! that succeeds and changes something is appended by writing a new file and
+//! renaming it over the old one, so a crash mid-write leaves the old log
+//! whole. Invocations are serialized by an exclusive lock on `lock` in the
+//! directory.
+
+use crate::net::Net;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Which tool a logged command belongs to.
+pub const TOOLS: [&str; 2] = ["tc", "ip"];
+
+/// The state directory: `$SLUICE_STATE_DIR`, else a per-user directory.
+pub fn state_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("SLUICE_STATE_DIR") {
+        return PathBuf::from(d);
+    }
+    if let Some(d) = std::env::var_os("XDG_RUNTIME_DIR") {
+        return PathBuf::from(d).join("sluice");
+    }
+    let user = std::env::var("USER").unwrap_or_else(|_| "user".into());
+    std::env::temp_dir().join(format!("sluice-{user}"))
+}
+
+fn log_path(dir: &Path, netns: Option<&str>) -> PathBuf {
+    dir.join("netns")
+        .join(format!("{}.log", netns.unwrap_or("default")))
+}
+
+/// A namespace loaded under the directory lock; dropped, it releases the lock.
+pub struct Session {
+    _lock: fd_lock::RwLockWriteGuard<'static, fs::File>,
+    path: PathBuf,
+    log: Vec<Vec<String>>,
+    /// The namespace, replayed from the log.
+    pub net: Net,
+}
+
+/// Replays one logged command into `net`.
+pub type Replay = fn(&mut Net, &[String]);
+
+impl Session {
+    /// Lock the directory and load namespace `netns`, replaying its log with `replay`.
+    pub fn open(dir: &Path, netns: Option<&str>, replay: Replay) -> std::io::Result<Session> {
+        fs::create_dir_all(dir.join("netns"))?;
+        let f = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join("lock"))?;
+        // The guard borrows the lock; leak one small lock object per process invocation.
+        let lock: &'static mut fd_lock::RwLock<fs::File> =
+            Box::leak(Box::new(fd_lock::RwLock::new(f)));
+        let guard = lock.write()?;
+        let path = log_path(dir, netns);
+        let mut log = vec![];
+        if let Ok(text) = fs::read_to_string(&path) {
+            for line in text.lines().filter(|l| !l.trim().is_empty()) {
+                match serde_json::from_str::<Vec<String>>(line) {
+                    Ok(words) => log.push(words),
+                    Err(e) => {
+                        return Err(std::io::Error::new(
+                            std::io::ErrorKind::InvalidData,
+                            format!("{}: corrupt state line: {e}", path.display()),
+                        ))
+                    }
+                }
+            }
+        }
+        let mut net = Net::new();
+        for words in &log {
+            replay(&mut net, words);
+        }
+        Ok(Session {
+            _lock: guard,
+            path,
+            log,
+            net,
+        })
+    }
+
+    /// Record a successful state-changing command (tool name first) durably.
+    pub fn record(&mut self, words: Vec<String>) -> std::io::Result<()> {
+        self.log.push(words);
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+        for w in &self.log {
+            writeln!(tmp, "{}", serde_json::to_string(w).unwrap_or_default())?;
+        }
+        tmp.as_file().sync_all()?;
+        tmp.persist(&self.path).map_err(|e| e.error)?;
+        Ok(())
+    }
+}

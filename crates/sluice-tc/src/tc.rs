@@ -1,0 +1,650 @@
+//! `tc`: global options, objects (`qdisc`, `class`), commands, and printing.
+//!
+//! Follows iproute2's tc.c, tc_qdisc.c and tc_class.c: the same keyword
+//! matching, the same order of checks (options are parsed before the device is
+//! looked up), the same messages and exit statuses (`return -1` is 255, a
+//! kernel refusal is 2, an unknown device 1).
+
+use crate::args::{duparg, invarg, matches, Args, CmdResult, Fail};
+use crate::net::{alloc_handle, Net};
+use crate::out::{Out, To};
+use crate::q;
+use crate::Outcome;
+use sluice_core::device::{Device, NlFlags};
+use sluice_core::error::TcError;
+use sluice_core::handle::Handle;
+use sluice_core::qdisc::{QdiscNode, QdiscOpts};
+use sluice_core::stats::Stats;
+use sluice_core::units::fmt_size;
+
+/// tc's global options.
+#[derive(Debug, Default, Clone)]
+pub struct Opts {
+    /// `-s`
+    pub stats: bool,
+    /// `-d`
+    pub details: bool,
+    /// `-j`
+    pub json: bool,
+    /// `-p`
+    pub pretty: bool,
+    /// `-force` (batch: go on after errors)
+    pub force: bool,
+    /// `-b FILE`
+    pub batch: Option<String>,
+    /// `-n NAME`
+    pub netns: Option<String>,
+}
+
+const USAGE: &str = "Usage:\ttc [ OPTIONS ] OBJECT { COMMAND | help }
+\ttc [-force] -batch filename
+where  OBJECT := { qdisc | class | filter | chain |
+\t\t    action | monitor | exec }
+       OPTIONS := { -V[ersion] | -s[tatistics] | -d[etails] | -r[aw] |
+\t\t    -o[neline] | -j[son] | -p[retty] | -c[olor]
+\t\t    -b[atch] [filename] | -n[etns] name | -N[umeric] |
+\t\t     -nm | -nam[es] | { -cf | -conf } path
+\t\t     -br[ief] }
+";
+
+/// Split tc's global options from the command words.
+pub fn parse_global(argv: &[String]) -> Result<(Opts, Vec<String>), Outcome> {
+    let mut o = Opts::default();
+    let mut i = 0;
+    while i < argv.len() && argv[i].starts_with('-') && argv[i].len() > 1 {
+        let a = argv[i].trim_start_matches('-');
+        let a = if argv[i].starts_with("--") { a } else { a };
+        let next = |i: &mut usize| -> Result<String, Outcome> {
+            *i += 1;
+            argv.get(*i)
+                .cloned()
+                .ok_or_else(|| fail_outcome(&crate::args::incomplete()))
+        };
+        if matches(a, "stats") || matches(a, "statistics") {
+            o.stats = true;
+        } else if matches(a, "details") {
+            o.details = true;
+        } else if matches(a, "json") {
+            o.json = true;
+        } else if matches(a, "pretty") {
+            o.pretty = true;
+        } else if matches(a, "Version") {
+            return Err(Outcome {
+                stdout: "tc utility, iproute2-6.1.0, libbpf 1.1.2\n".into(),
+                ..Default::default()
+            });
+        } else if matches(a, "help") {
+            return Err(Outcome {
+                stderr: USAGE.into(),
+                ..Default::default()
+            });
+        } else if matches(a, "force") {
+            o.force = true;
+        } else if matches(a, "batch") {
+            o.batch = Some(next(&mut i)?);
+        } else if matches(a, "netns") {
+            o.netns = Some(next(&mut i)?);
+        } else if matches(a, "raw")
+            || matches(a, "iec")
+            || matches(a, "graph")
+            || matches(a, "oneline")
+            || matches(a, "color")
+            || a.starts_with("color=")
+            || matches(a, "Numeric")
+            || matches(a, "brief")
+            || a == "nm"
+            || matches(a, "names")
+        {
+            // Accepted and (for now) without effect on sluice's output.
+        } else {
+            return Err(Outcome {
+                stderr: format!("Option \"{}\" is unknown, try \"tc -help\".\n", argv[i]),
+                code: 255,
+                ..Default::default()
+            });
+        }
+        i += 1;
+    }
+    Ok((o, argv[i..].to_vec()))
+}
+
+fn fail_outcome(f: &Fail) -> Outcome {
+    Outcome {
+        stderr: f.stderr.clone(),
+        code: f.code,
+        ..Default::default()
+    }
+}
+
+/// Does this command change state (so it must be logged when it succeeds)?
+pub fn mutates(words: &[String]) -> bool {
+    let (Some(obj), Some(cmd)) = (words.first(), words.get(1)) else {
+        return false;
+    };
+    let obj_ok = ["qdisc", "class", "filter", "chain", "actions"]
+        .iter()
+        .any(|o| matches(obj, o));
+    obj_ok
+        && ["add", "change", "replace", "link", "delete"]
+            .iter()
+            .any(|c| matches(cmd, c))
+}
+
+/// Run one tc command (global options already taken off) against `net`.
+pub fn run(net: &mut Net, opts: &Opts, words: &[String]) -> Outcome {
+    let mut out = Out::new(opts.json, opts.pretty);
+    let r = dispatch(net, opts, words, &mut out);
+    let stdout = out.finish();
+    match r {
+        Ok(()) => Outcome {
+            stdout,
+            ..Default::default()
+        },
+        Err(f) => Outcome {
+            stdout: if opts.json { String::new() } else { stdout },
+            stderr: f.stderr,
+            code: f.code,
+        },
+    }
+}
+
+fn dispatch(net: &mut Net, opts: &Opts, words: &[String], out: &mut Out) -> CmdResult {
+    let mut a = Args::new(words);
+    let Some(obj) = a.next() else {
+        return Err(Fail::new(0, USAGE.trim_end()));
+    };
+    if matches(obj, "qdisc") {
+        qdisc_cmd(net, opts, &mut a, out)
+    } else if matches(obj, "class") {
+        class_cmd(net, opts, &mut a, out)
+    } else if matches(obj, "help") {
+        Err(Fail::new(0, USAGE.trim_end()))
+    } else {
+        Err(Fail::new(
+            255,
+            format!("Object \"{obj}\" is unknown, try \"tc help\"."),
+        ))
+    }
+}
+
+const QDISC_USAGE: &str = "Usage: tc qdisc [ add | del | replace | change | show ] dev STRING
+       [ handle QHANDLE ] [ root | ingress | clsact | parent CLASSID ]
+       [ estimator INTERVAL TIME_CONSTANT ]
+       [ stab [ help | STAB_OPTIONS] ]
+       [ ingress_block BLOCK_INDEX ] [ egress_block BLOCK_INDEX ]
+       [ [ QDISC_KIND ] [ help | OPTIONS ] ]
+
+       tc qdisc { show | list } [ dev STRING ] [ QDISC_ID ] [ invisible ]
+Where:
+QDISC_KIND := { [p|b]fifo | tbf | prio | red | etc. }
+OPTIONS := ... try tc qdisc add <desired QDISC_KIND> help
+STAB_OPTIONS := ... try tc qdisc add stab help
+QDISC_ID := { root | ingress | handle QHANDLE | parent CLASSID }";
+
+fn kernel_err(e: TcError) -> Fail {
+    Fail::new(2, e.describe())
+}
+
+fn nodev(name: &str) -> Fail {
+    Fail::new(1, format!("Cannot find device \"{name}\""))
+}
+
+fn qdisc_cmd(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdResult {
+    let Some(cmd) = a.next() else {
+        return qdisc_list(net, opts, a, out);
+    };
+    let flags = if matches(cmd, "add") {
+        NlFlags::ADD
+    } else if matches(cmd, "change") {
+        NlFlags::CHANGE
+    } else if matches(cmd, "replace") {
+        NlFlags::REPLACE
+    } else if matches(cmd, "link") {
+        NlFlags::LINK
+    } else if matches(cmd, "delete") {
+        return qdisc_modify(net, a, None);
+    } else if matches(cmd, "list") || matches(cmd, "show") || matches(cmd, "lst") {
+        return qdisc_list(net, opts, a, out);
+    } else if matches(cmd, "help") {
+        return Err(Fail::new(255, QDISC_USAGE));
+    } else {
+        return Err(Fail::new(
+            255,
+            format!("Command \"{cmd}\" is unknown, try \"tc qdisc help\"."),
+        ));
+    };
+    qdisc_modify(net, a, Some(flags))
+}
+
+/// `tc_qdisc_modify`; `flags == None` is `delete`.
+fn qdisc_modify(net: &mut Net, a: &mut Args, flags: Option<NlFlags>) -> CmdResult {
+    let mut dev: Option<&str> = None;
+    let mut handle = Handle::UNSPEC;
+    let mut parent = Handle::UNSPEC;
+    let mut kind: Option<String> = None;
+    while let Some(w) = a.next() {
+        match w {
+            "dev" => {
+                let v = a.value()?;
+                if dev.is_some() {
+                    return Err(duparg("dev", v));
+                }
+                dev = Some(v);
+            }
+            "handle" => {
+                let v = a.value()?;
+                if !handle.is_unspec() {
+                    return Err(duparg("handle", v));
+                }
+                handle = Handle::parse_qdisc(v).ok_or_else(|| invarg("invalid qdisc ID", v))?;
+            }
+            "root" => {
+                if !parent.is_unspec() {
+                    return Err(Fail::new(255, "Error: \"root\" is duplicate parent ID"));
+                }
+                parent = Handle::ROOT;
+            }
+            "ingress" | "clsact" => {
+                if !parent.is_unspec() {
+                    return Err(Fail::new(
+                        255,
+                        format!("Error: \"{w}\" is a duplicate parent ID"),
+                    ));
+                }
+                parent = Handle::INGRESS;
+                handle = Handle::new(0xffff, 0);
+                kind = Some(w.to_string());
+                break;
+            }
+            "parent" => {
+                let v = a.value()?;
+                if !parent.is_unspec() {
+                    return Err(duparg("parent", v));
+                }
+                parent = Handle::parse_classid(v).ok_or_else(|| invarg("invalid parent ID", v))?;
+            }
+            w if matches(w, "estimator") => {
+                return Err(Fail::new(255, "sluice: \"estimator\" is not supported yet"));
+            }
+            w if matches(w, "help") => return Err(Fail::new(255, QDISC_USAGE)),
+            w => {
+                kind = Some(w.to_string());
+                break;
+            }
+        }
+    }
+    let devinfo = dev.and_then(|d| net.dev(d)).map(|d| d.info.clone());
+    let qopts = match (&kind, flags) {
+        (Some(k), Some(_)) if k == "ingress" || k == "clsact" => {
+            parse_ingress_words(k, a)?;
+            Some(if k == "ingress" {
+                QdiscOpts::Ingress(Default::default())
+            } else {
+                QdiscOpts::Clsact(Default::default())
+            })
+        }
+        (Some(k), Some(_)) => q::parse_qdisc(k, a, devinfo.as_ref())?,
+        (Some(k), None) => {
+            // `tc qdisc del ... KIND [opts]`: tc parses the options too.
+            if k != "ingress" && k != "clsact" {
+                q::parse_qdisc(k, a, devinfo.as_ref())?;
+            }
+            None
+        }
+        (None, _) => {
+            if let Some(w) = a.peek() {
+                return Err(Fail::new(
+                    255,
+                    format!("Garbage instead of arguments \"{w} ...\". Try \"tc qdisc help\"."),
+                ));
+            }
+            None
+        }
+    };
+    let Some(dname) = dev else {
+        return Err(Fail::new(2, "RTNETLINK answers: No such device"));
+    };
+    let ah = &mut net.autohandle;
+    let d: &mut Device = net
+        .devices
+        .iter_mut()
+        .find(|d| d.info.name == dname)
+        .ok_or_else(|| nodev(dname))?;
+    match flags {
+        None => d
+            .delete_qdisc(parent, handle, kind.as_deref())
+            .map_err(kernel_err),
+        Some(fl) => {
+            let Some(o) = qopts else {
+                return Err(match kind {
+                    Some(_) => kernel_err(TcError::msg(
+                        sluice_core::error::Errno::ENOENT,
+                        "Specified qdisc kind is unknown",
+                    )),
+                    None => kernel_err(TcError::msg(
+                        sluice_core::error::Errno::EINVAL,
+                        "Qdisc kind not specified",
+                    )),
+                });
+            };
+            d.modify_qdisc(parent, handle, &o, fl, &mut |dev| alloc_handle(ah, dev))
+                .map_err(kernel_err)
+        }
+    }
+}
+
+fn parse_ingress_words(kind: &str, a: &mut Args) -> CmdResult {
+    while let Some(w) = a.next() {
+        if w == "handle" {
+            a.value()?;
+        } else {
+            let usage = format!("Usage: ... {kind} ");
+            return Err(Fail::new(1, format!("What is \"{w}\"?\n{usage}")));
+        }
+    }
+    Ok(())
+}
+
+/// `tc qdisc show [dev D] [root|ingress|handle H|parent P]`.
+fn qdisc_list(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdResult {
+    let mut dev: Option<&str> = None;
+    let mut filter_parent: Option<Handle> = None;
+    let mut filter_handle: Option<Handle> = None;
+    while let Some(w) = a.next() {
+        match w {
+            "dev" => {
+                let v = a.value()?;
+                if dev.is_some() {
+                    return Err(duparg("dev", v));
+                }
+                dev = Some(v);
+            }
+            "root" => filter_parent = Some(Handle::ROOT),
+            "ingress" | "clsact" => filter_parent = Some(Handle::INGRESS),
+            "parent" => {
+                let v = a.value()?;
+                filter_parent =
+                    Some(Handle::parse_classid(v).ok_or_else(|| invarg("invalid parent ID", v))?);
+            }
+            "handle" => {
+                let v = a.value()?;
+                filter_handle =
+                    Some(Handle::parse_qdisc(v).ok_or_else(|| invarg("invalid handle ID", v))?);
+            }
+            "invisible" => {}
+            w if matches(w, "help") => return Err(Fail::new(255, QDISC_USAGE)),
+            w => {
+                return Err(Fail::new(
+                    255,
+                    format!("What is \"{w}\"? Try \"tc qdisc help\"."),
+                ))
+            }
+        }
+    }
+    if let Some(d) = dev {
+        if net.dev(d).is_none() {
+            return Err(nodev(d));
+        }
+    }
+    for d in &net.devices {
+        if dev.is_some_and(|n| n != d.info.name) {
+            continue;
+        }
+        for q in d.qdiscs() {
+            if matches!(q.qdisc.dump(), QdiscOpts::Noop) {
+                continue;
+            }
+            if filter_handle.is_some_and(|h| h.major() != q.handle.major()) {
+                continue;
+            }
+            if let Some(p) = filter_parent {
+                if q.parent != p {
+                    continue;
+                }
+            }
+            print_qdisc(d, q, dev.is_none(), opts, out);
+        }
+    }
+    Ok(())
+}
+
+fn print_qdisc(d: &Device, q: &QdiscNode, show_dev: bool, opts: &Opts, out: &mut Out) {
+    let o = q.qdisc.dump();
+    out.open("");
+    out.str(To::Any, "kind", &format!("qdisc {} ", o.kind()), o.kind());
+    let h = format!("{:x}:", q.handle.major());
+    out.str(To::Any, "handle", &format!("{h} "), &h);
+    if show_dev {
+        out.str(
+            To::Any,
+            "dev",
+            &format!("dev {} ", d.info.name),
+            &d.info.name,
+        );
+    }
+    if q.parent.is_root() {
+        out.bool(To::Any, "root", "root ", true);
+    } else if !q.parent.is_unspec() {
+        let p = q.parent.to_string();
+        out.str(To::Any, "parent", &format!("parent {p} "), &p);
+    }
+    if q.parent.is_root() {
+        out.uint(To::Any, "refcnt", "refcnt 2 ", 2);
+    }
+    out.open("options");
+    if matches!(o, QdiscOpts::Ingress(_) | QdiscOpts::Clsact(_)) {
+        out.text("---------------- ");
+    }
+    q::print_qdisc(&o, out, opts.details);
+    out.close();
+    out.nl();
+    if opts.stats {
+        print_stats(&q.stats(), out);
+        out.nl();
+        q::print_xstats(&q.qdisc.xstats(), out);
+    }
+    out.close();
+}
+
+/// `print_tcstats_attr` with the " " prefix.
+pub fn print_stats(s: &Stats, out: &mut Out) {
+    out.text(" ");
+    out.uint(
+        To::Any,
+        "bytes",
+        &format!("Sent {} bytes", s.bytes),
+        s.bytes,
+    );
+    out.uint(
+        To::Any,
+        "packets",
+        &format!(" {} pkt", s.packets),
+        s.packets,
+    );
+    out.uint(To::Any, "drops", &format!(" (dropped {}", s.drops), s.drops);
+    out.uint(
+        To::Any,
+        "overlimits",
+        &format!(", overlimits {}", s.overlimits),
+        s.overlimits,
+    );
+    out.uint(
+        To::Any,
+        "requeues",
+        &format!(" requeues {}) ", s.requeues),
+        s.requeues,
+    );
+    out.text("\n ");
+    out.uint(
+        To::Any,
+        "backlog",
+        &format!("backlog {}", fmt_size(s.backlog as u32)),
+        s.backlog,
+    );
+    out.uint(To::Any, "qlen", &format!(" {}p", s.qlen), s.qlen as u64);
+    out.text(&format!(" requeues {}", s.requeues));
+}
+
+const CLASS_USAGE: &str = "Usage: tc class [ add | del | change | replace | show ] dev STRING
+       [ classid CLASSID ] [ root | parent CLASSID ]
+       [ [ QDISC_KIND ] [ help | OPTIONS ] ]
+
+       tc class show [ dev STRING ] [ root | parent CLASSID ]
+Where:
+QDISC_KIND := { prio | etc. }
+OPTIONS := ... try tc class add <desired QDISC_KIND> help";
+
+fn class_cmd(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdResult {
+    let Some(cmd) = a.next() else {
+        return class_list(net, opts, a, out);
+    };
+    let flags = if matches(cmd, "add") {
+        Some(NlFlags::ADD)
+    } else if matches(cmd, "change") {
+        Some(NlFlags::CHANGE)
+    } else if matches(cmd, "replace") {
+        Some(NlFlags::REPLACE)
+    } else if matches(cmd, "delete") {
+        None
+    } else if matches(cmd, "list") || matches(cmd, "show") || matches(cmd, "lst") {
+        return class_list(net, opts, a, out);
+    } else if matches(cmd, "help") {
+        return Err(Fail::new(255, CLASS_USAGE));
+    } else {
+        return Err(Fail::new(
+            255,
+            format!("Command \"{cmd}\" is unknown, try \"tc class help\"."),
+        ));
+    };
+    let mut dev: Option<&str> = None;
+    let mut classid = Handle::UNSPEC;
+    let mut parent = Handle::UNSPEC;
+    let mut kind: Option<&str> = None;
+    while let Some(w) = a.next() {
+        match w {
+            "dev" => {
+                let v = a.value()?;
+                if dev.is_some() {
+                    return Err(duparg("dev", v));
+                }
+                dev = Some(v);
+            }
+            "classid" => {
+                let v = a.value()?;
+                if !classid.is_unspec() {
+                    return Err(duparg("classid", v));
+                }
+                classid = Handle::parse_classid(v).ok_or_else(|| invarg("invalid class ID", v))?;
+            }
+            "handle" => {
+                return Err(Fail::new(
+                    255,
+                    "Error: try \"classid\" instead of \"handle\"",
+                ))
+            }
+            "root" => {
+                if !parent.is_unspec() {
+                    return Err(Fail::new(255, "Error: \"root\" is duplicate parent ID."));
+                }
+                parent = Handle::ROOT;
+            }
+            "parent" => {
+                let v = a.value()?;
+                if !parent.is_unspec() {
+                    return Err(duparg("parent", v));
+                }
+                parent = Handle::parse_classid(v).ok_or_else(|| invarg("invalid parent ID", v))?;
+            }
+            w if matches(w, "help") => return Err(Fail::new(255, CLASS_USAGE)),
+            w => {
+                kind = Some(w);
+                break;
+            }
+        }
+    }
+    let copts = match kind {
+        Some(k) => q::parse_class(k, a)?,
+        None => {
+            if let Some(w) = a.peek() {
+                return Err(Fail::new(
+                    255,
+                    format!("Garbage instead of arguments \"{w} ...\". Try \"tc class help\"."),
+                ));
+            }
+            None
+        }
+    };
+    let Some(dname) = dev else {
+        return Err(Fail::new(2, "RTNETLINK answers: No such device"));
+    };
+    let d = net.dev_mut(dname).ok_or_else(|| nodev(dname))?;
+    match flags {
+        None => d.delete_class(parent, classid).map_err(kernel_err),
+        Some(fl) => d
+            .modify_class(parent, classid, copts.as_ref(), fl)
+            .map_err(kernel_err),
+    }
+}
+
+fn class_list(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdResult {
+    let mut dev: Option<&str> = None;
+    let mut filter_parent: Option<Handle> = None;
+    while let Some(w) = a.next() {
+        match w {
+            "dev" => dev = Some(a.value()?),
+            "root" => filter_parent = Some(Handle::ROOT),
+            "parent" => {
+                let v = a.value()?;
+                filter_parent =
+                    Some(Handle::parse_classid(v).ok_or_else(|| invarg("invalid parent ID", v))?);
+            }
+            w if matches(w, "help") => return Err(Fail::new(255, CLASS_USAGE)),
+            w => {
+                return Err(Fail::new(
+                    255,
+                    format!("What is \"{w}\"? Try \"tc class help\"."),
+                ))
+            }
+        }
+    }
+    let Some(dname) = dev else {
+        return Err(Fail::new(255, "Must specify a device."));
+    };
+    let d = net.dev(dname).ok_or_else(|| nodev(dname))?;
+    for q in d.qdiscs() {
+        let Some(cls) = q.qdisc.classes_ref() else {
+            continue;
+        };
+        let kind = q.qdisc.dump().kind();
+        for c in cls.list() {
+            if filter_parent.is_some_and(|p| p != c.parent) {
+                continue;
+            }
+            out.open("");
+            out.str(To::Any, "class", &format!("class {kind} "), kind);
+            let h = c.classid.to_string();
+            out.str(To::Any, "handle", &format!("{h} "), &h);
+            if c.parent.is_root() {
+                out.bool(To::Any, "root", "root ", true);
+            } else {
+                let p = c.parent.to_string();
+                out.str(To::Any, "parent", &format!("parent {p} "), &p);
+            }
+            if let Some(l) = c.leaf.filter(|l| !l.is_unspec()) {
+                let s = format!("{:x}:", l.major());
+                out.str(To::Any, "leaf", &format!("leaf {s} "), &s);
+            }
+            out.open("options");
+            q::print_class(&c.opts, out, opts.details);
+            out.close();
+            out.nl();
+            if opts.stats {
+                print_stats(&c.stats, out);
+                out.nl();
+                q::print_xstats(&c.xstats, out);
+            }
+            out.close();
+        }
+    }
+    Ok(())
+}
