@@ -66,11 +66,17 @@ pub struct TcError {
 impl TcError {
     /// An error with an extended-ack message.
     pub fn msg(errno: Errno, extack: impl Into<String>) -> Self {
-        TcError { errno, extack: Some(extack.into()) }
+        TcError {
+            errno,
+            extack: Some(extack.into()),
+        }
     }
     /// A bare errno, as older kernel paths answer.
     pub fn errno(errno: Errno) -> Self {
-        TcError { errno, extack: None }
+        TcError {
+            errno,
+            extack: None,
+        }
     }
     /// `EINVAL` with a message: the most common refusal.
     pub fn inval(extack: impl Into<String>) -> Self {

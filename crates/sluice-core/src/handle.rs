@@ -8,7 +8,9 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// A 32-bit traffic-control handle or class id.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 pub struct Handle(pub u32);
 
 impl Handle {

@@ -42,12 +42,18 @@ pub struct Packet {
 impl Packet {
     /// A packet of `len` accounted bytes carrying the given network-layer bytes.
     pub fn new(data: Vec<u8>, len: u32, protocol: u16) -> Self {
-        Packet { data, len, protocol, ..Default::default() }
+        Packet {
+            data,
+            len,
+            protocol,
+            ..Default::default()
+        }
     }
 
     /// The IPv4 TOS byte, if this is IPv4 with a header present.
     pub fn ipv4_tos(&self) -> Option<u8> {
-        (self.protocol == ETH_P_IP && self.data.len() >= 2 && self.data[0] >> 4 == 4).then(|| self.data[1])
+        (self.protocol == ETH_P_IP && self.data.len() >= 2 && self.data[0] >> 4 == 4)
+            .then(|| self.data[1])
     }
 
     /// The DS field / traffic class of IPv4 or IPv6.

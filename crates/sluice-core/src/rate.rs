@@ -92,16 +92,31 @@ mod tests {
     #[test]
     fn transmission_times_follow_the_rate() {
         // 1 Mbit/s = 125000 B/s: 1500 bytes take 12 ms.
-        let r = RateCfg::new(RateSpec { rate: 125_000, ..Default::default() });
+        let r = RateCfg::new(RateSpec {
+            rate: 125_000,
+            ..Default::default()
+        });
         let t = r.l2t_ns(1500);
         assert!((11_999_000..=12_000_000).contains(&t), "{t}");
         // ATM: 100 bytes need 3 cells = 159 bytes on the wire.
-        let atm = RateCfg::new(RateSpec { rate: 125_000, linklayer: LinkLayer::Atm, ..Default::default() });
+        let atm = RateCfg::new(RateSpec {
+            rate: 125_000,
+            linklayer: LinkLayer::Atm,
+            ..Default::default()
+        });
         assert_eq!(atm.l2t_ns(100), r.l2t_ns(159));
         // mpu raises small packets; overhead adds to all.
-        let mpu = RateCfg::new(RateSpec { rate: 125_000, mpu: 64, ..Default::default() });
+        let mpu = RateCfg::new(RateSpec {
+            rate: 125_000,
+            mpu: 64,
+            ..Default::default()
+        });
         assert_eq!(mpu.l2t_ns(10), r.l2t_ns(64));
-        let oh = RateCfg::new(RateSpec { rate: 125_000, overhead: 24, ..Default::default() });
+        let oh = RateCfg::new(RateSpec {
+            rate: 125_000,
+            overhead: 24,
+            ..Default::default()
+        });
         assert_eq!(oh.l2t_ns(100), r.l2t_ns(124));
     }
 }

@@ -71,13 +71,21 @@ pub struct RateEstimator {
 impl RateEstimator {
     /// An estimator sampling every `2^interval_log / 4` s with weight `2^-ewma_log`.
     pub fn new(interval_log: i8, ewma_log: u8) -> Self {
-        RateEstimator { interval_log, ewma_log, ..Default::default() }
+        RateEstimator {
+            interval_log,
+            ewma_log,
+            ..Default::default()
+        }
     }
 
     /// The sampling period.
     pub fn period(&self) -> Duration {
         let quarter = 250_000_000u64;
-        Duration(if self.interval_log >= 0 { quarter << self.interval_log } else { quarter >> -self.interval_log })
+        Duration(if self.interval_log >= 0 {
+            quarter << self.interval_log
+        } else {
+            quarter >> -self.interval_log
+        })
     }
 
     /// Feed the counters at `now`; samples are taken once per period.

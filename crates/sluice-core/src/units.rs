@@ -31,7 +31,11 @@ pub fn strtod(s: &str) -> Option<(f64, &str)> {
     };
     let sign = if neg { -1.0 } else { 1.0 };
     let rest = &t[i..];
-    let lower: String = rest.chars().take(8).collect::<String>().to_ascii_lowercase();
+    let lower: String = rest
+        .chars()
+        .take(8)
+        .collect::<String>()
+        .to_ascii_lowercase();
     if lower.starts_with("infinity") {
         return Some((sign * f64::INFINITY, &rest[8..]));
     }
@@ -139,7 +143,9 @@ pub fn strtoul(s: &str, base: u32) -> Option<(u64, &str)> {
     }
     let mut v: u64 = 0;
     for c in digits[..end].chars() {
-        v = v.saturating_mul(base as u64).saturating_add(c.to_digit(base).unwrap() as u64);
+        v = v
+            .saturating_mul(base as u64)
+            .saturating_add(c.to_digit(base).unwrap() as u64);
     }
     if neg {
         v = v.wrapping_neg();

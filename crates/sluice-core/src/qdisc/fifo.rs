@@ -6,7 +6,8 @@
 //! make room, so the queue holds the newest data. Without a `limit` the
 //! device's `txqueuelen` is used (times the MTU plus link header for bfifo).
 //! Lowering the limit with `change` drops nothing already queued, as in the
-//! kernel; the next arrivals see the new limit.
+//! kernel; the next arrivals see the new limit. A change without a limit
+//! changes nothing.
 //!
 //! Invariant: `len(queue) <= limit` (pfifo) / `bytes <= limit` (bfifo) after
 //! every enqueue that was accepted while the limit was in force.
@@ -48,14 +49,24 @@ pub struct Fifo {
 impl Fifo {
     /// `fifo_init`.
     pub fn new(kind: FifoKind, opts: &FifoOpts, dev: &DevInfo) -> TcResult<Self> {
-        let mut f = Fifo { kind, limit: 0, queue: VecDeque::new(), bytes: 0 };
+        let mut f = Fifo {
+            kind,
+            limit: 0,
+            queue: VecDeque::new(),
+            bytes: 0,
+        };
         f.limit = f.limit_for(opts, dev);
         Ok(f)
     }
 
     /// A pfifo of `limit` packets, as classful qdiscs create for their default leaves.
     pub fn pfifo(limit: u32) -> Self {
-        Fifo { kind: FifoKind::Packets, limit, queue: VecDeque::new(), bytes: 0 }
+        Fifo {
+            kind: FifoKind::Packets,
+            limit,
+            queue: VecDeque::new(),
+            bytes: 0,
+        }
     }
 
     fn limit_for(&self, opts: &FifoOpts, dev: &DevInfo) -> u32 {
@@ -124,12 +135,18 @@ impl Qdisc for Fifo {
             | (FifoKind::HeadDrop, QdiscOpts::PfifoHeadDrop(o)) => o,
             _ => return Err(wrong_kind(self.dump().kind(), opts)),
         };
-        self.limit = self.limit_for(o, dev);
+        // A change without options (`tc qdisc change ... pfifo`) carries no
+        // TCA_OPTIONS, and the kernel then changes nothing.
+        if o.limit.is_some() {
+            self.limit = self.limit_for(o, dev);
+        }
         Ok(())
     }
 
     fn dump(&self) -> QdiscOpts {
-        let o = FifoOpts { limit: Some(self.limit) };
+        let o = FifoOpts {
+            limit: Some(self.limit),
+        };
         match self.kind {
             FifoKind::Packets => QdiscOpts::Pfifo(o),
             FifoKind::Bytes => QdiscOpts::Bfifo(o),
@@ -151,7 +168,11 @@ mod tests {
     }
 
     fn pkt(id: u64, len: u32) -> Packet {
-        Packet { id, len, ..Default::default() }
+        Packet {
+            id,
+            len,
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -198,10 +219,19 @@ mod tests {
 
     #[test]
     fn default_limits_come_from_the_device() {
-        let dev = DevInfo { txqueuelen: 100, mtu: 1500, ..Default::default() };
+        let dev = DevInfo {
+            txqueuelen: 100,
+            mtu: 1500,
+            ..Default::default()
+        };
         let p = Fifo::new(FifoKind::Packets, &FifoOpts::default(), &dev).unwrap();
         assert_eq!(p.dump(), QdiscOpts::Pfifo(FifoOpts { limit: Some(100) }));
         let b = Fifo::new(FifoKind::Bytes, &FifoOpts::default(), &dev).unwrap();
-        assert_eq!(b.dump(), QdiscOpts::Bfifo(FifoOpts { limit: Some(151_400) }));
+        assert_eq!(
+            b.dump(),
+            QdiscOpts::Bfifo(FifoOpts {
+                limit: Some(151_400)
+            })
+        );
     }
 }

@@ -69,7 +69,10 @@ pub struct Cx {
 impl Cx {
     /// A context at `now`.
     pub fn new(now: Time) -> Self {
-        Cx { now, ..Default::default() }
+        Cx {
+            now,
+            ..Default::default()
+        }
     }
     /// Report that a packet of `len` bytes that was queued below has been dropped.
     pub fn shed(&mut self, len: u32, reason: DropReason) {
@@ -98,7 +101,13 @@ pub struct DevInfo {
 
 impl Default for DevInfo {
     fn default() -> Self {
-        DevInfo { name: "eth0".into(), mtu: 1500, txqueuelen: 1000, hard_header_len: 14, seed: 0 }
+        DevInfo {
+            name: "eth0".into(),
+            mtu: 1500,
+            txqueuelen: 1000,
+            hard_header_len: 14,
+            seed: 0,
+        }
     }
 }
 
@@ -156,8 +165,14 @@ pub fn create(opts: &QdiscOpts, dev: &DevInfo) -> TcResult<Box<dyn Qdisc>> {
         QdiscOpts::Tbf(o) => Box::new(tbf::Tbf::new(o, dev)?),
         QdiscOpts::Sfq(o) => Box::new(sfq::Sfq::new(o, dev)?),
         QdiscOpts::Htb(o) => Box::new(htb::Htb::new(o, dev)?),
-        QdiscOpts::Ingress(o) => Box::new(ingress::Ingress::new(ingress::IngressKind::Ingress, o, dev)?),
-        QdiscOpts::Clsact(o) => Box::new(ingress::Ingress::new(ingress::IngressKind::Clsact, o, dev)?),
+        QdiscOpts::Ingress(o) => Box::new(ingress::Ingress::new(
+            ingress::IngressKind::Ingress,
+            o,
+            dev,
+        )?),
+        QdiscOpts::Clsact(o) => {
+            Box::new(ingress::Ingress::new(ingress::IngressKind::Clsact, o, dev)?)
+        }
         QdiscOpts::Noqueue => Box::new(noqueue::Noqueue::new(false)),
         QdiscOpts::Noop => Box::new(noqueue::Noqueue::new(true)),
     })
@@ -237,8 +252,13 @@ pub enum ClassOpts {
 /// The class side of a classful qdisc (`Qdisc_class_ops`).
 pub trait Classful {
     /// Create class `classid` under `parent` or change it (`cl_ops->change`).
-    fn change_class(&mut self, classid: Handle, parent: Handle, opts: Option<&ClassOpts>, dev: &DevInfo)
-        -> TcResult<()>;
+    fn change_class(
+        &mut self,
+        classid: Handle,
+        parent: Handle,
+        opts: Option<&ClassOpts>,
+        dev: &DevInfo,
+    ) -> TcResult<()>;
     /// Delete a class (`cl_ops->delete`).
     fn delete_class(&mut self, classid: Handle) -> TcResult<()>;
     /// Every class, parents before children.
@@ -249,7 +269,12 @@ pub trait Classful {
     }
     /// Attach `new` as the class's leaf (or restore the default leaf for `None`);
     /// returns the old leaf (`cl_ops->graft`).
-    fn graft(&mut self, classid: Handle, new: Option<QdiscNode>, dev: &DevInfo) -> TcResult<Option<QdiscNode>>;
+    fn graft(
+        &mut self,
+        classid: Handle,
+        new: Option<QdiscNode>,
+        dev: &DevInfo,
+    ) -> TcResult<Option<QdiscNode>>;
     /// The leaf qdiscs, for walking the tree.
     fn leaves(&mut self) -> Vec<&mut QdiscNode>;
     /// The leaf qdiscs, read-only.
@@ -276,11 +301,23 @@ pub struct QdiscNode {
 impl QdiscNode {
     /// Wrap a qdisc.
     pub fn new(handle: Handle, parent: Handle, qdisc: Box<dyn Qdisc>) -> Self {
-        QdiscNode { handle, parent, stats: Stats::default(), estimator: None, qdisc, peeked: None }
+        QdiscNode {
+            handle,
+            parent,
+            stats: Stats::default(),
+            estimator: None,
+            qdisc,
+            peeked: None,
+        }
     }
 
     /// Create a qdisc of the kind `opts` names and wrap it.
-    pub fn create(handle: Handle, parent: Handle, opts: &QdiscOpts, dev: &DevInfo) -> TcResult<Self> {
+    pub fn create(
+        handle: Handle,
+        parent: Handle,
+        opts: &QdiscOpts,
+        dev: &DevInfo,
+    ) -> TcResult<Self> {
         Ok(Self::new(handle, parent, create(opts, dev)?))
     }
 
@@ -359,7 +396,10 @@ impl QdiscNode {
 
     /// Counters as `tc -s` shows them (overlimits come from the qdisc).
     pub fn stats(&self) -> Stats {
-        Stats { overlimits: self.stats.overlimits + self.qdisc.overlimits(), ..self.stats }
+        Stats {
+            overlimits: self.stats.overlimits + self.qdisc.overlimits(),
+            ..self.stats
+        }
     }
 
     fn account_shed(&mut self, cx: &Cx, p0: u64, b0: u64) {
@@ -376,7 +416,11 @@ impl QdiscNode {
         if self.handle == handle {
             return Some(self);
         }
-        self.qdisc.classes_ref()?.leaves_ref().into_iter().find_map(|l| l.find(handle))
+        self.qdisc
+            .classes_ref()?
+            .leaves_ref()
+            .into_iter()
+            .find_map(|l| l.find(handle))
     }
 
     /// Find the qdisc with handle `major:` in this subtree, mutably.
@@ -384,7 +428,11 @@ impl QdiscNode {
         if self.handle == handle {
             return Some(self);
         }
-        self.qdisc.classes()?.leaves().into_iter().find_map(|l| l.find_mut(handle))
+        self.qdisc
+            .classes()?
+            .leaves()
+            .into_iter()
+            .find_map(|l| l.find_mut(handle))
     }
 
     /// Every qdisc in this subtree, this one first, depth first.
@@ -401,5 +449,8 @@ impl QdiscNode {
 
 /// Checks shared by qdiscs' `change`: refuse options of another kind.
 pub fn wrong_kind(expected: &str, got: &QdiscOpts) -> TcError {
-    TcError::inval(format!("qdisc kind mismatch: expected {expected}, got {}", got.kind()))
+    TcError::inval(format!(
+        "qdisc kind mismatch: expected {expected}, got {}",
+        got.kind()
+    ))
 }

@@ -24,7 +24,11 @@ pub struct TokenBucket {
 impl TokenBucket {
     /// A full bucket.
     pub fn new(rate: RateCfg, depth: i64) -> Self {
-        TokenBucket { rate, depth, tokens: depth }
+        TokenBucket {
+            rate,
+            depth,
+            tokens: depth,
+        }
     }
 
     /// Nanoseconds it costs to send `len` bytes.
@@ -39,7 +43,10 @@ impl TokenBucket {
     /// a long idle period cannot overflow.)
     #[inline]
     pub fn after(&self, elapsed: i64, len: u32) -> i64 {
-        let toks = elapsed.min(self.depth).saturating_add(self.tokens).min(self.depth);
+        let toks = elapsed
+            .min(self.depth)
+            .saturating_add(self.tokens)
+            .min(self.depth);
         toks - self.cost(len)
     }
 }
