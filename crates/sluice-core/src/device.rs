@@ -15,6 +15,7 @@
 use crate::error::{Errno, TcError, TcResult};
 use crate::handle::Handle;
 use crate::qdisc::{DevInfo, QdiscNode, QdiscOpts};
+use crate::stats::RateEstimator;
 use serde::{Deserialize, Serialize};
 
 /// What kind of interface this is (decides the default qdisc).
@@ -76,6 +77,21 @@ impl NlFlags {
         excl: false,
         replace: true,
     };
+}
+
+/// A `tc qdisc add|change|replace|link` request, as tc puts it in netlink.
+#[derive(Clone, Debug, Default)]
+pub struct QdiscRequest {
+    /// `tcm_parent`: `root`, `ingress`, a class, or unspecified.
+    pub parent: Handle,
+    /// `tcm_handle`: unspecified lets the kernel choose.
+    pub handle: Handle,
+    /// `TCA_KIND`, if given (it may name a kind sluice does not have).
+    pub kind: Option<String>,
+    /// `TCA_OPTIONS`, parsed; `None` when tc sent no options.
+    pub opts: Option<QdiscOpts>,
+    /// `TCA_RATE`: a rate estimator.
+    pub estimator: Option<RateEstimator>,
 }
 
 /// One interface's traffic-control state.
@@ -190,13 +206,12 @@ impl Device {
     /// `alloc` hands out automatic handles (`8001:`, ...) when none is given.
     pub fn modify_qdisc(
         &mut self,
-        parent: Handle,
-        handle: Handle,
-        opts: &QdiscOpts,
+        req: &QdiscRequest,
         flags: NlFlags,
         alloc: &mut dyn FnMut(&Device) -> Option<Handle>,
     ) -> TcResult<()> {
-        let kind = opts.kind();
+        let (parent, handle) = (req.parent, req.handle);
+        let kind_differs = |q: &QdiscNode| req.kind.as_deref().is_some_and(|k| k != q.kind());
         let target: Option<Handle>; // an existing qdisc to change
         if !parent.is_unspec() {
             let existing = self.attached(parent)?.filter(|h| !h.is_unspec());
@@ -219,8 +234,11 @@ impl Device {
                                     "Exclusivity flag on, cannot override",
                                 ));
                             }
-                            if q.kind() != kind {
-                                return Err(err(Errno::EINVAL, "Invalid qdisc name"));
+                            if kind_differs(q) {
+                                return Err(err(
+                                    Errno::EINVAL,
+                                    "Invalid qdisc name: must match existing qdisc",
+                                ));
                             }
                             if matches!(q.kind(), "ingress" | "clsact") {
                                 return Err(err(
@@ -239,8 +257,8 @@ impl Device {
                     match existing {
                         None => create = true,
                         Some(h) => {
-                            let cur_kind = self.find(h).map(|q| q.kind()).unwrap_or("");
-                            if flags.create && flags.replace && (flags.excl || cur_kind != kind) {
+                            let differs = self.find(h).is_some_and(kind_differs);
+                            if flags.create && flags.replace && (flags.excl || differs) {
                                 create = true;
                             }
                             change_target = Some(h);
@@ -249,7 +267,7 @@ impl Device {
                 }
             }
             if create {
-                return self.create_and_graft(parent, handle, opts, flags, alloc);
+                return self.create_and_graft(req, flags, alloc);
             }
             target = change_target;
         } else {
@@ -266,17 +284,24 @@ impl Device {
         let q = self
             .find_mut(h)
             .ok_or_else(|| err(Errno::ENOENT, "Specified qdisc not found"))?;
-        if q.kind() != kind {
-            return Err(err(Errno::EINVAL, "Invalid qdisc name"));
+        if kind_differs(q) {
+            return Err(err(
+                Errno::EINVAL,
+                "Invalid qdisc name: must match existing qdisc",
+            ));
         }
-        q.qdisc.change(opts, &dev)
+        if let Some(opts) = &req.opts {
+            q.qdisc.change(opts, &dev)?;
+        }
+        if let Some(e) = req.estimator {
+            q.estimator = Some(e);
+        }
+        Ok(())
     }
 
     fn create_and_graft(
         &mut self,
-        parent: Handle,
-        handle: Handle,
-        opts: &QdiscOpts,
+        req: &QdiscRequest,
         flags: NlFlags,
         alloc: &mut dyn FnMut(&Device) -> Option<Handle>,
     ) -> TcResult<()> {
@@ -286,6 +311,14 @@ impl Device {
                 "Qdisc not found. To create specify NLM_F_CREATE flag",
             ));
         }
+        let (parent, handle) = (req.parent, req.handle);
+        let Some(opts) = &req.opts else {
+            if req.kind.as_deref() == Some("mq") {
+                // mq needs a multiqueue device; sluice's devices have one queue.
+                return Err(TcError::errno(Errno::EOPNOTSUPP));
+            }
+            return Err(err(Errno::ENOENT, "Specified qdisc kind is unknown"));
+        };
         let is_ingress = matches!(opts, QdiscOpts::Ingress(_) | QdiscOpts::Clsact(_));
         if is_ingress != (parent == Handle::INGRESS) {
             return Err(if is_ingress {
@@ -315,7 +348,8 @@ impl Device {
         } else {
             handle
         };
-        let node = QdiscNode::create(handle, parent, opts, &self.info)?;
+        let mut node = QdiscNode::create(handle, parent, opts, &self.info)?;
+        node.estimator = req.estimator;
         if parent == Handle::INGRESS {
             self.ingress = Some(node);
         } else if parent.is_root() {
@@ -346,7 +380,10 @@ impl Device {
                 .find(handle)
                 .ok_or_else(|| err(Errno::ENOENT, "Failed to find qdisc with specified handle"))?;
             if kind.is_some_and(|k| k != q.kind()) {
-                return Err(err(Errno::EINVAL, "Invalid qdisc name"));
+                return Err(err(
+                    Errno::EINVAL,
+                    "Invalid qdisc name: must match existing qdisc",
+                ));
             }
             return Err(err(Errno::EINVAL, "Classid cannot be zero"));
         }
@@ -387,7 +424,10 @@ impl Device {
             return Err(err(Errno::EINVAL, "Invalid handle"));
         }
         if kind.is_some_and(|k| k != qkind) {
-            return Err(err(Errno::EINVAL, "Invalid qdisc name"));
+            return Err(err(
+                Errno::EINVAL,
+                "Invalid qdisc name: must match existing qdisc",
+            ));
         }
         if qh.is_unspec() {
             return Err(err(

@@ -290,14 +290,18 @@ fn show_link(net: &Net, d: &Device) -> String {
         )
     };
     format!(
-        "{}: {}: <{}> mtu {} qdisc {} state {} mode DEFAULT group default qlen {}\n    {}\n",
+        "{}: {}: <{}> mtu {} qdisc {} state {} mode DEFAULT group default {}\n    {}\n",
         d.ifindex,
         name,
         flags.join(","),
         d.info.mtu,
         qdisc,
         state,
-        d.info.txqueuelen,
+        if d.info.txqueuelen > 0 {
+            format!("qlen {}", d.info.txqueuelen)
+        } else {
+            String::new()
+        },
         link
     )
 }

@@ -10,12 +10,12 @@ use crate::net::{alloc_handle, Net};
 use crate::out::{Out, To};
 use crate::q;
 use crate::Outcome;
-use sluice_core::device::{Device, NlFlags};
+use sluice_core::device::{Device, NlFlags, QdiscRequest};
 use sluice_core::error::TcError;
 use sluice_core::handle::Handle;
 use sluice_core::qdisc::{QdiscNode, QdiscOpts};
-use sluice_core::stats::Stats;
-use sluice_core::units::fmt_size;
+use sluice_core::stats::{RateEstimator, Stats};
+use sluice_core::units::{fmt_rate, fmt_size, parse_time_us};
 
 /// tc's global options.
 #[derive(Debug, Default, Clone)]
@@ -222,6 +222,7 @@ fn qdisc_modify(net: &mut Net, a: &mut Args, flags: Option<NlFlags>) -> CmdResul
     let mut handle = Handle::UNSPEC;
     let mut parent = Handle::UNSPEC;
     let mut kind: Option<String> = None;
+    let mut estimator = None;
     while let Some(w) = a.next() {
         match w {
             "dev" => {
@@ -264,7 +265,10 @@ fn qdisc_modify(net: &mut Net, a: &mut Args, flags: Option<NlFlags>) -> CmdResul
                 parent = Handle::parse_classid(v).ok_or_else(|| invarg("invalid parent ID", v))?;
             }
             w if matches(w, "estimator") => {
-                return Err(Fail::new(255, "sluice: \"estimator\" is not supported yet"));
+                if estimator.is_some() {
+                    return Err(duparg("estimator", a.peek().unwrap_or("")));
+                }
+                estimator = Some(parse_estimator(a)?);
             }
             w if matches(w, "help") => return Err(Fail::new(255, QDISC_USAGE)),
             w => {
@@ -315,22 +319,73 @@ fn qdisc_modify(net: &mut Net, a: &mut Args, flags: Option<NlFlags>) -> CmdResul
             .delete_qdisc(parent, handle, kind.as_deref())
             .map_err(kernel_err),
         Some(fl) => {
-            let Some(o) = qopts else {
-                return Err(match kind {
-                    Some(_) => kernel_err(TcError::msg(
-                        sluice_core::error::Errno::ENOENT,
-                        "Specified qdisc kind is unknown",
-                    )),
-                    None => kernel_err(TcError::msg(
-                        sluice_core::error::Errno::EINVAL,
-                        "Qdisc kind not specified",
-                    )),
-                });
+            let req = QdiscRequest {
+                parent,
+                handle,
+                kind,
+                opts: qopts,
+                estimator,
             };
-            d.modify_qdisc(parent, handle, &o, fl, &mut |dev| alloc_handle(ah, dev))
+            d.modify_qdisc(&req, fl, &mut |dev| alloc_handle(ah, dev))
                 .map_err(kernel_err)
         }
     }
+}
+
+const EST_USAGE: &str = "Usage: ... estimator INTERVAL TIME-CONST
+  INTERVAL is interval between measurements
+  TIME-CONST is averaging time constant
+Example: ... est 1sec 8sec
+";
+
+/// `parse_estimator` + `tc_setup_estimator` (tc_estimator.c).
+fn parse_estimator(a: &mut Args) -> CmdResult<RateEstimator> {
+    let help = |w: &str| matches(w, "help");
+    let v = a.value()?;
+    let bad_interval = || {
+        let mut f = invarg("estimator", "invalid estimator interval");
+        f.stderr = f.stderr.replace(
+            "argument \"estimator\" is wrong: invalid estimator interval",
+            "argument \"invalid estimator interval\" is wrong: estimator",
+        );
+        f
+    };
+    if help(v) {
+        let mut f = bad_interval();
+        f.stderr = format!("{EST_USAGE}{}", f.stderr);
+        return Err(f);
+    }
+    let interval = parse_time_us(v).map_err(|_| bad_interval())?;
+    let v = a.value()?;
+    let bad_tc = Fail::new(
+        255,
+        "Error: argument \"invalid estimator time constant\" is wrong: estimator",
+    );
+    if help(v) {
+        return Err(Fail::new(255, format!("{EST_USAGE}{}", bad_tc.stderr)));
+    }
+    let time_const = parse_time_us(v).map_err(|_| bad_tc)?;
+    let out_of_range = || Fail::new(255, "Error: estimator parameters are out of range.");
+    let mut ilog = 0i32;
+    while ilog <= 5 && interval as u64 > (1u64 << ilog) * 250_000 {
+        ilog += 1;
+    }
+    if ilog > 5 {
+        return Err(out_of_range());
+    }
+    let mut ewma = 1u32;
+    while ewma < 32 {
+        let w = 1.0 - 1.0 / (1u64 << ewma) as f64;
+        if interval as f64 / (-w.ln()) > time_const as f64 {
+            break;
+        }
+        ewma += 1;
+    }
+    ewma -= 1;
+    if ewma == 0 || ewma >= 31 {
+        return Err(out_of_range());
+    }
+    Ok(RateEstimator::new((ilog - 2) as i8, ewma as u8))
 }
 
 fn parse_ingress_words(kind: &str, a: &mut Args) -> CmdResult {
@@ -439,7 +494,7 @@ fn print_qdisc(d: &Device, q: &QdiscNode, show_dev: bool, opts: &Opts, out: &mut
     out.close();
     out.nl();
     if opts.stats {
-        print_stats(&q.stats(), out);
+        print_stats(&q.stats(), q.estimator.as_ref(), out);
         out.nl();
         q::print_xstats(&q.qdisc.xstats(), out);
     }
@@ -447,7 +502,7 @@ fn print_qdisc(d: &Device, q: &QdiscNode, show_dev: bool, opts: &Opts, out: &mut
 }
 
 /// `print_tcstats_attr` with the " " prefix.
-pub fn print_stats(s: &Stats, out: &mut Out) {
+pub fn print_stats(s: &Stats, est: Option<&RateEstimator>, out: &mut Out) {
     out.text(" ");
     out.uint(
         To::Any,
@@ -475,6 +530,13 @@ pub fn print_stats(s: &Stats, out: &mut Out) {
         s.requeues,
     );
     out.text("\n ");
+    if let Some(e) = est {
+        let (bps, pps) = e.read();
+        out.uint(To::Json, "rate", "", bps / 8);
+        out.text(&format!("rate {}", fmt_rate(bps / 8)));
+        out.uint(To::Any, "pps", &format!(" {pps}pps"), pps);
+        out.text(" ");
+    }
     out.uint(
         To::Any,
         "backlog",
@@ -639,7 +701,7 @@ fn class_list(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdRes
             out.close();
             out.nl();
             if opts.stats {
-                print_stats(&c.stats, out);
+                print_stats(&c.stats, None, out);
                 out.nl();
                 q::print_xstats(&c.xstats, out);
             }

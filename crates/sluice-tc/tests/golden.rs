@@ -5,7 +5,8 @@
 //! capture: `lo` down, a veth pair PEER (ifindex 2) / DEV (ifindex 3), both up.
 //! Every `tc` command's stdout, stderr and exit status must match. The cases
 //! listed in `MUST_PASS` are the ones sluice claims; the test also prints how
-//! many other cases pass, so progress is visible.
+//! many other cases pass, so progress is visible; `GOLDEN_VERBOSE=fifo` (a
+//! file-name prefix) prints the first mismatch of every failing case there.
 
 use sluice_tc::net::Net;
 use sluice_tc::{ip, tc, Outcome};
@@ -34,7 +35,13 @@ fn parse(text: &str) -> Vec<Case> {
     let mut cases: Vec<Case> = vec![];
     for line in text.lines() {
         if let Some(name) = line.strip_prefix("### case: ") {
-            cases.push(Case { name: name.into(), setup: "up".into(), unstable: false, uses_files: false, cmds: vec![] });
+            cases.push(Case {
+                name: name.into(),
+                setup: "up".into(),
+                unstable: false,
+                uses_files: false,
+                cmds: vec![],
+            });
             continue;
         }
         let Some(c) = cases.last_mut() else { continue };
@@ -45,7 +52,12 @@ fn parse(text: &str) -> Vec<Case> {
         } else if line.starts_with("%file") || line.starts_with("%|") {
             c.uses_files = true;
         } else if let Some(cmd) = line.strip_prefix("$ ") {
-            c.cmds.push(Cmd { line: cmd.into(), stdout: String::new(), stderr: String::new(), code: 0 });
+            c.cmds.push(Cmd {
+                line: cmd.into(),
+                stdout: String::new(),
+                stderr: String::new(),
+                code: 0,
+            });
         } else if let Some(cmd) = c.cmds.last_mut() {
             if let Some(o) = line.strip_prefix("> ") {
                 cmd.stdout.push_str(o);
@@ -73,7 +85,10 @@ fn setup(kind: &str) -> Net {
     let mut net = Net::new();
     if kind != "none" {
         let w = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
-        assert_eq!(ip::run(&mut net, &w("link add dev DEV type veth peer name PEER")).code, 0);
+        assert_eq!(
+            ip::run(&mut net, &w("link add dev DEV type veth peer name PEER")).code,
+            0
+        );
         if kind == "up" {
             assert_eq!(ip::run(&mut net, &w("link set dev DEV up")).code, 0);
             assert_eq!(ip::run(&mut net, &w("link set dev PEER up")).code, 0);
@@ -102,7 +117,9 @@ fn run_line(net: &mut Net, line: &str) -> Option<Outcome> {
 fn check(case: &Case) -> Result<(), String> {
     let mut net = setup(&case.setup);
     for c in &case.cmds {
-        let Some(got) = run_line(&mut net, &c.line) else { continue };
+        let Some(got) = run_line(&mut net, &c.line) else {
+            continue;
+        };
         if got.stdout != c.stdout || got.stderr != c.stderr || got.code != c.code {
             return Err(format!(
                 "case {:?}: `{}`\n--- want (exit {}):\n{}{}--- got (exit {}):\n{}{}",
@@ -128,7 +145,10 @@ fn golden_cases_match_the_kernel() {
     let mut failures = vec![];
     let mut passed = 0;
     let mut total = 0;
-    let mut entries: Vec<_> = std::fs::read_dir(golden_dir()).expect("golden dir").flatten().collect();
+    let mut entries: Vec<_> = std::fs::read_dir(golden_dir())
+        .expect("golden dir")
+        .flatten()
+        .collect();
     entries.sort_by_key(|e| e.path());
     for e in entries {
         let path = e.path();
@@ -143,8 +163,12 @@ fn golden_cases_match_the_kernel() {
             }
             total += 1;
             let r = check(&case);
-            if r.is_ok() {
-                passed += 1;
+            match &r {
+                Ok(()) => passed += 1,
+                Err(msg) if std::env::var("GOLDEN_VERBOSE").is_ok_and(|v| file.starts_with(&v)) => {
+                    eprintln!("{file}: {msg}")
+                }
+                Err(_) => {}
             }
             if MUST_PASS.contains(&(file.as_str(), case.name.as_str())) {
                 if let Err(msg) = r {

@@ -4,7 +4,7 @@
 //! `bfifo` in bytes; both drop the arriving packet when it would exceed the
 //! limit (tail drop). `pfifo_head_drop` instead drops the oldest packet to
 //! make room, so the queue holds the newest data. Without a `limit` the
-//! device's `txqueuelen` is used (times the MTU plus link header for bfifo).
+//! device's `txqueuelen` is used (see `DevInfo::default_qlen`) (times the MTU plus link header for bfifo).
 //! Lowering the limit with `change` drops nothing already queued, as in the
 //! kernel; the next arrivals see the new limit. A change without a limit
 //! changes nothing.
@@ -71,7 +71,7 @@ impl Fifo {
 
     fn limit_for(&self, opts: &FifoOpts, dev: &DevInfo) -> u32 {
         opts.limit.unwrap_or_else(|| {
-            let pkts = dev.txqueuelen.max(1);
+            let pkts = dev.default_qlen();
             match self.kind {
                 FifoKind::Bytes => pkts.saturating_mul(dev.mtu + dev.hard_header_len),
                 _ => pkts,

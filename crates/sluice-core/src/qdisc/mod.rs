@@ -99,6 +99,20 @@ pub struct DevInfo {
     pub seed: u64,
 }
 
+impl DevInfo {
+    /// The queue length that default limits derive from (pfifo's limit, HTB's
+    /// direct_qlen, ...): `txqueuelen`, except that a device whose
+    /// txqueuelen is 0 gives 1000, as kernel 6.18 was observed to do
+    /// (tests/golden/devices.golden, "txqueuelen 0 effects").
+    pub fn default_qlen(&self) -> u32 {
+        if self.txqueuelen == 0 {
+            1000
+        } else {
+            self.txqueuelen
+        }
+    }
+}
+
 impl Default for DevInfo {
     fn default() -> Self {
         DevInfo {

@@ -6,8 +6,8 @@ use sluice_core::qdisc::fifo::FifoOpts;
 use sluice_core::qdisc::QdiscOpts;
 use sluice_core::units::{fmt_size, parse_size};
 
-fn usage(kind: &str) -> String {
-    format!("Usage: ... {kind} [ limit NUMBER ]")
+fn usage(_kind: &str) -> String {
+    "Usage: ... <[p|b]fifo | pfifo_head_drop> [ limit NUMBER ]".to_string()
 }
 
 pub(super) fn parse(kind: &str, args: &mut Args) -> CmdResult<QdiscOpts> {

@@ -19,10 +19,19 @@ pub fn parse_qdisc(
     Ok(Some(match kind {
         "pfifo" | "bfifo" | "pfifo_head_drop" => fifo::parse(kind, args)?,
         "pfifo_fast" => pfifo_fast::parse(args)?,
+        "noqueue" => {
+            if let Some(w) = args.peek() {
+                return Err(crate::args::Fail::new(
+                    1,
+                    format!("Unknown qdisc \"noqueue\", hence option \"{w}\" is unparsable"),
+                ));
+            }
+            QdiscOpts::Noqueue
+        }
         _ => {
             if let Some(w) = args.peek() {
                 return Err(crate::args::Fail::new(
-                    255,
+                    1,
                     format!("Unknown qdisc \"{kind}\", hence option \"{w}\" is unparsable"),
                 ));
             }
