@@ -451,14 +451,15 @@ impl Device {
         Ok(())
     }
 
-    /// `tc class add|change|replace dev D parent P classid C KIND OPTS` (`tc_ctl_tclass`).
+    /// `tc class add|change|replace dev D parent P classid C KIND OPTS`
+    /// (`tc_ctl_tclass`). Success may carry the kernel's warning.
     pub fn modify_class(
         &mut self,
         parent: Handle,
         classid: Handle,
         opts: Option<&crate::qdisc::ClassOpts>,
         flags: NlFlags,
-    ) -> TcResult<()> {
+    ) -> TcResult<Option<String>> {
         let (q, parent, clid) = self.resolve_class(parent, classid)?;
         let dev = self.info.clone();
         let node = self
@@ -475,7 +476,8 @@ impl Device {
         if exists && flags.excl {
             return Err(TcError::errno(Errno::EEXIST));
         }
-        cls.change_class(clid, parent, opts, &dev)
+        cls.change_class(clid, parent, opts, &dev)?;
+        Ok(node.qdisc.take_warning())
     }
 
     /// `tc class del dev D [parent P] classid C`.

@@ -184,10 +184,12 @@ pub fn parse_rate(s: &str) -> Result<u64, BadUnit> {
             .ok_or(BadUnit)?;
         bps *= scale;
     }
-    if bps.is_nan() || bps < 0.0 {
+    if bps.is_nan() {
         return Err(BadUnit);
     }
-    Ok((bps / 8.0) as u64)
+    // C converts the double to __u64 with truncation; small negative rates
+    // become 0 (and tc then says the rate is missing).
+    Ok(((bps / 8.0) as i64) as u64)
 }
 
 /// `get_rate` (32-bit): like [`parse_rate`] but refuses rates that overflow u32 bytes/s.

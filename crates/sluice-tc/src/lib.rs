@@ -8,6 +8,7 @@
 //! - [`tc`]: `tc qdisc|class ...`: parse, apply to a device, print.
 //! - [`ip`]: the `ip link` subset that sets up devices.
 //! - [`state`]: the state directory: commands persist between invocations.
+//! - [`tc_core`]: iproute2's byte/time/tick conversions.
 //! - `q/`: per-kind option syntax, one file per qdisc kind.
 //!
 //! Every command yields an [`Outcome`]: stdout, stderr and exit status, as the
@@ -21,6 +22,7 @@ pub mod out;
 mod q;
 pub mod state;
 pub mod tc;
+pub mod tc_core;
 
 /// What a command printed and how it exited.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]

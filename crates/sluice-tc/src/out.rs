@@ -45,6 +45,8 @@ pub struct Out {
     pub pretty: bool,
     text: String,
     stack: Vec<(Option<String>, J)>,
+    /// Warnings for stderr on success (the kernel's extended-ack warnings).
+    pub warnings: String,
 }
 
 impl Out {
@@ -55,6 +57,7 @@ impl Out {
             pretty,
             text: String::new(),
             stack: vec![(None, J::Arr(vec![]))],
+            warnings: String::new(),
         }
     }
 
@@ -65,6 +68,11 @@ impl Out {
             J::Arr(a) => a.push(v),
             _ => {}
         }
+    }
+
+    /// A kernel warning: `Warning: MSG` on stderr.
+    pub fn warn(&mut self, msg: &str) {
+        self.warnings.push_str(&format!("Warning: {msg}\n"));
     }
 
     /// Text only.

@@ -134,12 +134,10 @@ pub fn mutates(words: &[String]) -> bool {
 pub fn run(net: &mut Net, opts: &Opts, words: &[String]) -> Outcome {
     let mut out = Out::new(opts.json, opts.pretty);
     let r = dispatch(net, opts, words, &mut out);
+    let warnings = std::mem::take(&mut out.warnings);
     let stdout = out.finish();
     match r {
-        Ok(()) => Outcome {
-            stdout,
-            ..Default::default()
-        },
+        Ok(()) => Outcome { stdout, stderr: warnings, code: 0 },
         Err(f) => Outcome {
             stdout: if opts.json { String::new() } else { stdout },
             stderr: f.stderr,
@@ -446,7 +444,9 @@ fn qdisc_list(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdRes
             continue;
         }
         for q in d.qdiscs() {
-            if matches!(q.qdisc.dump(), QdiscOpts::Noop) {
+            // Builtin noop and the default leaves classful qdiscs create
+            // (handle 0 below the root) are not in the kernel's dump.
+            if matches!(q.qdisc.dump(), QdiscOpts::Noop) || (q.handle.is_unspec() && !q.parent.is_root()) {
                 continue;
             }
             if filter_handle.is_some_and(|h| h.major() != q.handle.major()) {
@@ -642,9 +642,12 @@ fn class_cmd(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdResu
     let d = net.dev_mut(dname).ok_or_else(|| nodev(dname))?;
     match flags {
         None => d.delete_class(parent, classid).map_err(kernel_err),
-        Some(fl) => d
-            .modify_class(parent, classid, copts.as_ref(), fl)
-            .map_err(kernel_err),
+        Some(fl) => {
+            if let Some(w) = d.modify_class(parent, classid, copts.as_ref(), fl).map_err(kernel_err)? {
+                out.warn(&w);
+            }
+            Ok(())
+        }
     }
 }
 
@@ -673,6 +676,9 @@ fn class_list(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdRes
         return Err(Fail::new(255, "Must specify a device."));
     };
     let d = net.dev(dname).ok_or_else(|| nodev(dname))?;
+    // iproute2 6.1 prints classes as text even with -j (its print_class
+    // mixes text into JSON mode); the golden captures show exactly that.
+    out.json = false;
     for q in d.qdiscs() {
         let Some(cls) = q.qdisc.classes_ref() else {
             continue;
@@ -704,6 +710,7 @@ fn class_list(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdRes
                 print_stats(&c.stats, None, out);
                 out.nl();
                 q::print_xstats(&c.xstats, out);
+                out.nl();
             }
             out.close();
         }

@@ -225,6 +225,12 @@ pub trait Qdisc: Send + std::fmt::Debug {
     fn xstats(&self) -> XStats {
         XStats::None
     }
+    /// A warning the last configuration change produced (the kernel's
+    /// extended ack on success, e.g. HTB's "quantum of class ... is big"),
+    /// taken so it is reported once.
+    fn take_warning(&mut self) -> Option<String> {
+        None
+    }
     /// The class interface, for classful qdiscs.
     fn classes(&mut self) -> Option<&mut dyn Classful> {
         None
