@@ -98,12 +98,17 @@ impl Block {
                 if tp.protocol != ETH_P_ALL && tp.protocol != pkt.protocol {
                     continue;
                 }
-                let Some(res) = tp.cls.classify(pkt, now) else { continue };
+                let Some(res) = tp.cls.classify(pkt, now) else {
+                    continue;
+                };
                 match res.verdict {
                     Verdict::Reclassify => {
                         loops += 1;
                         if loops >= MAX_RECLASSIFY_LOOP {
-                            return Some(ClassifyResult { verdict: Verdict::Shot, ..res });
+                            return Some(ClassifyResult {
+                                verdict: Verdict::Shot,
+                                ..res
+                            });
                         }
                         chain = 0;
                         continue 'restart;

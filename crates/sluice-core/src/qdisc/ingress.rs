@@ -1,21 +1,570 @@
-//! PLACEHOLDER: being written. (Stub so the crate builds.)
-#![allow(missing_docs, dead_code)]
-use super::*;
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+//! ingress and clsact: filter hooks that queue nothing.
+//!
+//! Modelled on net/sched/sch_ingress.c and the hooks in net/core/dev.c
+//! (`sch_handle_ingress`, `sch_handle_egress`, `tc_run`). Both qdiscs sit at
+//! the device's `ffff:fff1` slot and own filter blocks: `ingress` one block,
+//! run on every received packet; `clsact` two, an ingress block (filters
+//! added with `parent ffff:fff2`, alias `ingress`) and an egress block
+//! (`parent ffff:fff3`, alias `egress`) run on every transmitted packet before
+//! the root qdisc sees it. Nothing is queued: the filters' verdict decides at
+//! once whether the packet goes on (policing, e.g. seed 003's
+//! `police rate 800kbit burst 10k drop` on `parent ffff:`), is dropped, or was
+//! taken by an action (mirred redirect, stolen).
+//!
+//! How a front end uses it: call [`Ingress::run`] with the hook and the packet
+//! before delivering a received packet (ingress hook) or before enqueueing a
+//! transmitted one into the root qdisc (egress hook), and act on the
+//! [`IngressVerdict`]. Through the generic [`Qdisc`] interface, `enqueue` runs
+//! the ingress hook and answers `Ok(())` for "pass" (the packet is then
+//! handed straight back by the next `dequeue`) or `Err` with
+//! [`DropReason::Action`] for a drop and [`DropReason::Stolen`] for a packet
+//! an action consumed.
+//!
+//! Counters (`tc -s qdisc show dev X ingress`), as `tc_run` keeps them and as
+//! measured on Linux 6.18 with a veth pair:
+//! - with no filter in a hook's block nothing is counted at all (the kernel
+//!   skips the block);
+//! - otherwise every packet that reaches the hook counts in "Sent", whatever
+//!   the verdict and whether or not a filter matched (a filter for
+//!   `protocol ip` still counts ARP packets);
+//! - a drop (`TC_ACT_SHOT`) also counts in "dropped";
+//! - at ingress the length counted, and seen by policers, is the network
+//!   layer length (`skb->len` after the MAC header was pulled): `Packet::len`
+//!   minus the device's `hard_header_len`; at egress it is the full length.
+//!   (Measured: three 33-byte IPv4 UDP packets counted `Sent 99 bytes 3 pkt`.)
+//!
+//! These kernel counters are [`Ingress::counters`]. A [`QdiscNode`] wrapping
+//! the qdisc keeps its own, which differ (it counts only passed packets, at
+//! full length); front ends should report `counters()`.
+//!
+//! Not modelled: shared blocks (`ingress_block`/`egress_block` indexes),
+//! `skb->tc_index` (set from the class id on `ok`), tcx/BPF links.
+//!
+//! [`QdiscNode`]: super::QdiscNode
+
+use super::{
+    wrong_kind, ClassInfo, ClassOpts, Classful, Cx, Dequeue, DevInfo, Qdisc, QdiscNode, QdiscOpts,
+};
+use crate::cls::{Block, Verdict};
+use crate::error::{Errno, TcError, TcResult};
+use crate::handle::Handle;
+use crate::packet::Packet;
+use crate::stats::{DropReason, Stats};
+use crate::time::Time;
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+
+/// ingress and clsact take no options.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IngressOpts {}
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct IngressClassOpts {}
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct IngressClassXstats {}
-#[derive(Debug)]
-pub struct Ingress;
+
+/// Which of the two qdiscs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum IngressKind { Ingress, Clsact }
-impl Ingress { pub fn new(_k: IngressKind, _o: &IngressOpts, _d: &DevInfo) -> TcResult<Self> { Err(TcError::inval("not yet implemented")) } }
+pub enum IngressKind {
+    /// `ingress`: one block, run on received packets.
+    Ingress,
+    /// `clsact`: an ingress block and an egress block.
+    Clsact,
+}
+
+/// Where a packet meets the filters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hook {
+    /// Received packets (`sch_handle_ingress`).
+    Ingress,
+    /// Transmitted packets, before the root qdisc (`sch_handle_egress`, clsact only).
+    Egress,
+}
+
+/// What becomes of a packet that went through a hook.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IngressVerdict {
+    /// Carry on: deliver it (ingress) or enqueue it into the root qdisc (egress).
+    Pass,
+    /// `TC_ACT_SHOT`: free it; counted as a drop.
+    Drop,
+    /// `stolen`, `queued` or `trap`: an action took it; not a drop.
+    Consumed,
+    /// `TC_ACT_REDIRECT`: a mirred action redirected it elsewhere.
+    Redirect,
+}
+
+/// An ingress or clsact qdisc.
+#[derive(Debug)]
+pub struct Ingress {
+    kind: IngressKind,
+    /// The ingress block (the only one of `ingress`).
+    ingress: Block,
+    /// The egress block (clsact only).
+    egress: Block,
+    /// The counters the kernel keeps for the qdisc (both hooks together).
+    counters: Stats,
+    /// Bytes of link-layer header not counted at ingress.
+    hard_header_len: u32,
+    /// Packets accepted through `Qdisc::enqueue`, handed back by `dequeue`.
+    passed: VecDeque<Packet>,
+}
+
+impl Ingress {
+    /// `ingress_init` / `clsact_init`.
+    pub fn new(kind: IngressKind, _opts: &IngressOpts, dev: &DevInfo) -> TcResult<Self> {
+        Ok(Ingress {
+            kind,
+            ingress: Block::default(),
+            egress: Block::default(),
+            counters: Stats::default(),
+            hard_header_len: dev.hard_header_len,
+            passed: VecDeque::new(),
+        })
+    }
+
+    /// Which qdisc this is.
+    pub fn kind(&self) -> IngressKind {
+        self.kind
+    }
+
+    /// The block of a hook (`None` for the egress hook of `ingress`).
+    pub fn block(&self, hook: Hook) -> Option<&Block> {
+        match (hook, self.kind) {
+            (Hook::Ingress, _) => Some(&self.ingress),
+            (Hook::Egress, IngressKind::Clsact) => Some(&self.egress),
+            (Hook::Egress, IngressKind::Ingress) => None,
+        }
+    }
+
+    /// The block of a hook, for adding and removing filters.
+    pub fn block_mut(&mut self, hook: Hook) -> Option<&mut Block> {
+        match (hook, self.kind) {
+            (Hook::Ingress, _) => Some(&mut self.ingress),
+            (Hook::Egress, IngressKind::Clsact) => Some(&mut self.egress),
+            (Hook::Egress, IngressKind::Ingress) => None,
+        }
+    }
+
+    /// The hook a filter `parent` names (`cl_ops->find` + `tcf_block`):
+    /// any class of `ingress` (`ffff:`, `ffff:fff2`, ...) is its one block;
+    /// clsact knows only `ffff:fff2` (ingress) and `ffff:fff3` (egress).
+    pub fn hook_for_parent(&self, parent: Handle) -> Option<Hook> {
+        match self.kind {
+            IngressKind::Ingress => Some(Hook::Ingress),
+            IngressKind::Clsact => match parent.minor() {
+                Handle::MIN_INGRESS => Some(Hook::Ingress),
+                Handle::MIN_EGRESS => Some(Hook::Egress),
+                _ => None,
+            },
+        }
+    }
+
+    /// The counters the kernel reports for this qdisc (`tc -s qdisc show`).
+    pub fn counters(&self) -> Stats {
+        self.counters
+    }
+
+    /// `tc_run`: pass `pkt` through the hook's filters at `now`.
+    pub fn run(&mut self, hook: Hook, pkt: &mut Packet, now: Time) -> IngressVerdict {
+        let strip = match hook {
+            Hook::Ingress => self.hard_header_len,
+            Hook::Egress => 0,
+        };
+        let Some(block) = (match (hook, self.kind) {
+            (Hook::Ingress, _) => Some(&mut self.ingress),
+            (Hook::Egress, IngressKind::Clsact) => Some(&mut self.egress),
+            (Hook::Egress, IngressKind::Ingress) => None,
+        }) else {
+            return IngressVerdict::Pass;
+        };
+        if block.is_empty() {
+            return IngressVerdict::Pass;
+        }
+        // The kernel's length here excludes the MAC header at ingress; show
+        // the filters (policers) that length, then restore ours.
+        let full_len = pkt.len;
+        pkt.len = full_len.saturating_sub(strip);
+        self.counters.bytes += pkt.len as u64;
+        self.counters.packets += 1;
+        let verdict = block.classify(pkt, now).map(|r| r.verdict);
+        pkt.len = full_len;
+        match verdict {
+            Some(Verdict::Shot) => {
+                self.counters.drops += 1;
+                IngressVerdict::Drop
+            }
+            Some(Verdict::Stolen | Verdict::Queued | Verdict::Trap) => IngressVerdict::Consumed,
+            Some(Verdict::Redirect) => IngressVerdict::Redirect,
+            _ => IngressVerdict::Pass,
+        }
+    }
+}
+
 impl Qdisc for Ingress {
-    fn enqueue(&mut self, p: Packet, _: &mut Cx) -> Result<(), (Packet, DropReason)> { Err((p, DropReason::Noop)) }
-    fn dequeue(&mut self, _: &mut Cx) -> Dequeue { Dequeue::Empty }
-    fn reset(&mut self) {}
-    fn change(&mut self, _: &QdiscOpts, _: &DevInfo) -> TcResult<()> { Err(TcError::inval("not yet implemented")) }
-    fn dump(&self) -> QdiscOpts { QdiscOpts::Noop }
+    /// Run the ingress hook; a passed packet comes back from the next `dequeue`.
+    fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Result<(), (Packet, DropReason)> {
+        match self.run(Hook::Ingress, &mut pkt, cx.now) {
+            IngressVerdict::Pass => {
+                self.passed.push_back(pkt);
+                Ok(())
+            }
+            IngressVerdict::Drop => Err((pkt, DropReason::Action)),
+            IngressVerdict::Consumed | IngressVerdict::Redirect => Err((pkt, DropReason::Stolen)),
+        }
+    }
+
+    fn dequeue(&mut self, _cx: &mut Cx) -> Dequeue {
+        self.passed
+            .pop_front()
+            .map_or(Dequeue::Empty, Dequeue::Packet)
+    }
+
+    fn reset(&mut self) {
+        self.passed.clear();
+    }
+
+    /// Neither qdisc has options; a change without options succeeds.
+    fn change(&mut self, opts: &QdiscOpts, _dev: &DevInfo) -> TcResult<()> {
+        match (self.kind, opts) {
+            (IngressKind::Ingress, QdiscOpts::Ingress(_))
+            | (IngressKind::Clsact, QdiscOpts::Clsact(_)) => Ok(()),
+            _ => Err(wrong_kind(self.dump().kind(), opts)),
+        }
+    }
+
+    fn dump(&self) -> QdiscOpts {
+        match self.kind {
+            IngressKind::Ingress => QdiscOpts::Ingress(IngressOpts {}),
+            IngressKind::Clsact => QdiscOpts::Clsact(IngressOpts {}),
+        }
+    }
+
+    fn classes(&mut self) -> Option<&mut dyn Classful> {
+        Some(self)
+    }
+
+    fn classes_ref(&self) -> Option<&dyn Classful> {
+        Some(self)
+    }
+}
+
+/// The class operations exist only so filters can name a hook: no class is
+/// ever listed, and nothing can be created, deleted or grafted.
+impl Classful for Ingress {
+    fn change_class(
+        &mut self,
+        _: Handle,
+        _: Handle,
+        _: Option<&ClassOpts>,
+        _: &DevInfo,
+    ) -> TcResult<()> {
+        Err(TcError::errno(Errno::EOPNOTSUPP))
+    }
+
+    fn delete_class(&mut self, classid: Handle) -> TcResult<()> {
+        if !self.contains(classid) {
+            return Err(TcError::msg(Errno::ENOENT, "Specified class not found"));
+        }
+        Err(TcError::errno(Errno::EOPNOTSUPP))
+    }
+
+    /// `ingress_walk` / `clsact_walk` list nothing.
+    fn list(&self) -> Vec<ClassInfo> {
+        Vec::new()
+    }
+
+    /// `ingress_find` finds every class; `clsact_find` only the two hooks.
+    fn contains(&self, classid: Handle) -> bool {
+        self.hook_for_parent(classid).is_some()
+    }
+
+    fn graft(
+        &mut self,
+        _: Handle,
+        _: Option<QdiscNode>,
+        _: &DevInfo,
+    ) -> TcResult<Option<QdiscNode>> {
+        Err(TcError::errno(Errno::EOPNOTSUPP))
+    }
+
+    fn leaves(&mut self) -> Vec<&mut QdiscNode> {
+        Vec::new()
+    }
+
+    fn leaves_ref(&self) -> Vec<&QdiscNode> {
+        Vec::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cls::{Classifier, ClassifyResult, TcfProto};
+    use crate::packet::{ETH_P_ARP, ETH_P_IP};
+
+    /// A filter matching one protocol and giving `verdict`.
+    #[derive(Debug)]
+    struct Proto(Verdict);
+    impl Classifier for Proto {
+        fn kind(&self) -> &'static str {
+            "matchall"
+        }
+        fn classify(&mut self, _pkt: &mut Packet, _now: Time) -> Option<ClassifyResult> {
+            Some(ClassifyResult {
+                classid: Handle::new(0, 1),
+                verdict: self.0,
+            })
+        }
+    }
+
+    /// A plain token-bucket policer (no peakrate): `rate` bytes/s, `burst` bytes.
+    #[derive(Debug)]
+    struct Police {
+        rate: u64,
+        burst: u64,
+        tokens_ns: u64,
+        last: Time,
+    }
+    impl Classifier for Police {
+        fn kind(&self) -> &'static str {
+            "u32"
+        }
+        fn classify(&mut self, pkt: &mut Packet, now: Time) -> Option<ClassifyResult> {
+            let cap = self.burst * 1_000_000_000 / self.rate;
+            self.tokens_ns = (self.tokens_ns + (now.0 - self.last.0)).min(cap);
+            self.last = now;
+            let cost = pkt.len as u64 * 1_000_000_000 / self.rate;
+            let verdict = if cost <= self.tokens_ns {
+                self.tokens_ns -= cost;
+                Verdict::Ok
+            } else {
+                Verdict::Shot
+            };
+            Some(ClassifyResult {
+                classid: Handle::new(0, 1),
+                verdict,
+            })
+        }
+    }
+
+    fn with_filter(
+        kind: IngressKind,
+        hook: Hook,
+        protocol: u16,
+        cls: Box<dyn Classifier>,
+    ) -> Ingress {
+        let mut q = Ingress::new(kind, &IngressOpts {}, &DevInfo::default()).unwrap();
+        q.block_mut(hook).unwrap().protos.push(TcfProto {
+            chain: 0,
+            prio: 50,
+            protocol,
+            cls,
+        });
+        q
+    }
+
+    fn udp(len_l3: u32) -> Packet {
+        Packet {
+            len: len_l3 + 14,
+            protocol: ETH_P_IP,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn without_filters_nothing_is_counted() {
+        let mut q =
+            Ingress::new(IngressKind::Ingress, &IngressOpts {}, &DevInfo::default()).unwrap();
+        for _ in 0..3 {
+            assert_eq!(
+                q.run(Hook::Ingress, &mut udp(33), Time(0)),
+                IngressVerdict::Pass
+            );
+        }
+        assert_eq!(q.counters(), Stats::default());
+    }
+
+    #[test]
+    fn every_packet_is_counted_at_network_length_once_a_filter_exists() {
+        // The live measurement: three 33-byte UDP datagrams -> Sent 99 bytes 3 pkt;
+        // ARP packets count too although the filter is for protocol ip.
+        let mut q = with_filter(
+            IngressKind::Ingress,
+            Hook::Ingress,
+            ETH_P_IP,
+            Box::new(Proto(Verdict::Ok)),
+        );
+        for _ in 0..3 {
+            assert_eq!(
+                q.run(Hook::Ingress, &mut udp(33), Time(0)),
+                IngressVerdict::Pass
+            );
+        }
+        assert_eq!((q.counters().bytes, q.counters().packets), (99, 3));
+        let mut arp = Packet {
+            len: 28 + 14,
+            protocol: ETH_P_ARP,
+            ..Default::default()
+        };
+        assert_eq!(
+            q.run(Hook::Ingress, &mut arp, Time(0)),
+            IngressVerdict::Pass
+        );
+        assert_eq!(
+            (q.counters().bytes, q.counters().packets, q.counters().drops),
+            (127, 4, 0)
+        );
+        assert_eq!(arp.len, 42, "the packet's own length is restored");
+    }
+
+    #[test]
+    fn drops_count_in_sent_and_dropped_and_stolen_only_in_sent() {
+        let mut q = with_filter(
+            IngressKind::Ingress,
+            Hook::Ingress,
+            ETH_P_IP,
+            Box::new(Proto(Verdict::Shot)),
+        );
+        assert_eq!(
+            q.run(Hook::Ingress, &mut udp(100), Time(0)),
+            IngressVerdict::Drop
+        );
+        let s = q.counters();
+        assert_eq!((s.packets, s.bytes, s.drops), (1, 100, 1));
+        let mut q = with_filter(
+            IngressKind::Ingress,
+            Hook::Ingress,
+            ETH_P_IP,
+            Box::new(Proto(Verdict::Stolen)),
+        );
+        assert_eq!(
+            q.run(Hook::Ingress, &mut udp(100), Time(0)),
+            IngressVerdict::Consumed
+        );
+        assert_eq!((q.counters().packets, q.counters().drops), (1, 0));
+    }
+
+    #[test]
+    fn ingress_policing_limits_the_received_rate() {
+        // Seed 003: police rate 800kbit burst 10k drop (the bucket starts
+        // full), offered 1600 kbit/s of 1000-byte network-layer packets for 10 s.
+        let (rate, burst) = (100_000u64, 10 * 1024u64);
+        let police = Police {
+            rate,
+            burst,
+            tokens_ns: burst * 1_000_000_000 / rate,
+            last: Time(0),
+        };
+        let mut q = with_filter(
+            IngressKind::Ingress,
+            Hook::Ingress,
+            ETH_P_IP,
+            Box::new(police),
+        );
+        let step = 5_000_000; // one packet every 5 ms
+        let mut passed = 0u64;
+        for i in 0..2000u64 {
+            if q.run(Hook::Ingress, &mut udp(1000), Time(i * step)) == IngressVerdict::Pass {
+                passed += 1000;
+            }
+        }
+        // Physics: at most burst + rate * elapsed bytes pass, and a policer
+        // wastes less than one packet of credit. Had the policer been shown
+        // the 1014-byte link length, fewer than 997 packets would pass.
+        let bound = burst + rate * 1999 * step / 1_000_000_000;
+        assert!(
+            passed <= bound && passed + 1000 > bound,
+            "passed {passed} of bound {bound}"
+        );
+        let s = q.counters();
+        assert_eq!(s.packets, 2000);
+        assert_eq!(s.drops, 2000 - passed / 1000);
+    }
+
+    #[test]
+    fn policers_see_the_network_length_at_ingress_and_the_full_length_at_egress() {
+        let mut q =
+            Ingress::new(IngressKind::Clsact, &IngressOpts {}, &DevInfo::default()).unwrap();
+        for hook in [Hook::Ingress, Hook::Egress] {
+            q.block_mut(hook).unwrap().protos.push(TcfProto {
+                chain: 0,
+                prio: 1,
+                protocol: ETH_P_IP,
+                cls: Box::new(Proto(Verdict::Ok)),
+            });
+        }
+        q.run(Hook::Ingress, &mut udp(100), Time(0));
+        q.run(Hook::Egress, &mut udp(100), Time(0));
+        // clsact counts both hooks in one set of counters.
+        assert_eq!((q.counters().packets, q.counters().bytes), (2, 100 + 114));
+    }
+
+    #[test]
+    fn clsact_has_two_blocks_ingress_one() {
+        let mut i =
+            Ingress::new(IngressKind::Ingress, &IngressOpts {}, &DevInfo::default()).unwrap();
+        assert!(i.block_mut(Hook::Egress).is_none());
+        assert_eq!(
+            i.hook_for_parent(Handle::new(0xffff, 0)),
+            Some(Hook::Ingress)
+        );
+        assert_eq!(
+            i.run(Hook::Egress, &mut udp(10), Time(0)),
+            IngressVerdict::Pass
+        );
+        let c = Ingress::new(IngressKind::Clsact, &IngressOpts {}, &DevInfo::default()).unwrap();
+        assert_eq!(
+            c.hook_for_parent(Handle::new(0xffff, 0xfff2)),
+            Some(Hook::Ingress)
+        );
+        assert_eq!(
+            c.hook_for_parent(Handle::new(0xffff, 0xfff3)),
+            Some(Hook::Egress)
+        );
+        assert_eq!(c.hook_for_parent(Handle::new(0xffff, 0)), None);
+        assert!(c.list().is_empty());
+        assert_eq!(c.dump(), QdiscOpts::Clsact(IngressOpts {}));
+        assert_eq!(i.dump(), QdiscOpts::Ingress(IngressOpts {}));
+    }
+
+    #[test]
+    fn through_the_qdisc_interface_a_passed_packet_comes_straight_back() {
+        let q = with_filter(
+            IngressKind::Ingress,
+            Hook::Ingress,
+            ETH_P_IP,
+            Box::new(Proto(Verdict::Ok)),
+        );
+        let mut n = QdiscNode::new(Handle::new(0xffff, 0), Handle::INGRESS, Box::new(q));
+        let mut cx = Cx::new(Time(0));
+        let p = Packet { id: 7, ..udp(50) };
+        assert!(n.enqueue(p.clone(), &mut cx).is_ok());
+        assert_eq!(n.dequeue(&mut cx), Dequeue::Packet(p));
+        assert_eq!(n.dequeue(&mut cx), Dequeue::Empty);
+        let q = with_filter(
+            IngressKind::Ingress,
+            Hook::Ingress,
+            ETH_P_IP,
+            Box::new(Proto(Verdict::Shot)),
+        );
+        let mut n = QdiscNode::new(Handle::new(0xffff, 0), Handle::INGRESS, Box::new(q));
+        assert_eq!(n.enqueue(udp(50), &mut cx), Err(DropReason::Action));
+    }
+
+    #[test]
+    fn nothing_can_be_grafted_or_created() {
+        let mut q =
+            Ingress::new(IngressKind::Ingress, &IngressOpts {}, &DevInfo::default()).unwrap();
+        let dev = DevInfo::default();
+        assert_eq!(
+            q.graft(Handle::new(0xffff, 1), None, &dev)
+                .unwrap_err()
+                .errno,
+            Errno::EOPNOTSUPP
+        );
+        assert_eq!(
+            q.change_class(Handle::new(0xffff, 1), Handle::INGRESS, None, &dev)
+                .unwrap_err()
+                .errno,
+            Errno::EOPNOTSUPP
+        );
+        assert!(q.change(&QdiscOpts::Ingress(IngressOpts {}), &dev).is_ok());
+        assert!(q.change(&QdiscOpts::Clsact(IngressOpts {}), &dev).is_err());
+    }
 }

@@ -9,11 +9,23 @@ pub struct SfqClassOpts {}
 pub struct SfqClassXstats {}
 #[derive(Debug)]
 pub struct Sfq;
-impl Sfq { pub fn new(_o: &SfqOpts, _d: &DevInfo) -> TcResult<Self> { Err(TcError::inval("not yet implemented")) } }
+impl Sfq {
+    pub fn new(_o: &SfqOpts, _d: &DevInfo) -> TcResult<Self> {
+        Err(TcError::inval("not yet implemented"))
+    }
+}
 impl Qdisc for Sfq {
-    fn enqueue(&mut self, p: Packet, _: &mut Cx) -> Result<(), (Packet, DropReason)> { Err((p, DropReason::Noop)) }
-    fn dequeue(&mut self, _: &mut Cx) -> Dequeue { Dequeue::Empty }
+    fn enqueue(&mut self, p: Packet, _: &mut Cx) -> Result<(), (Packet, DropReason)> {
+        Err((p, DropReason::Noop))
+    }
+    fn dequeue(&mut self, _: &mut Cx) -> Dequeue {
+        Dequeue::Empty
+    }
     fn reset(&mut self) {}
-    fn change(&mut self, _: &QdiscOpts, _: &DevInfo) -> TcResult<()> { Err(TcError::inval("not yet implemented")) }
-    fn dump(&self) -> QdiscOpts { QdiscOpts::Noop }
+    fn change(&mut self, _: &QdiscOpts, _: &DevInfo) -> TcResult<()> {
+        Err(TcError::inval("not yet implemented"))
+    }
+    fn dump(&self) -> QdiscOpts {
+        QdiscOpts::Noop
+    }
 }
