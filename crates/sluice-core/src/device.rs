@@ -193,12 +193,7 @@ impl Device {
         if !cls.contains(clid) {
             return Err(err(Errno::ENOENT, "Specified class not found"));
         }
-        let leaf = cls
-            .leaves_ref()
-            .into_iter()
-            .find(|l| l.parent == clid)
-            .map(|l| l.handle);
-        Ok(leaf)
+        Ok(cls.leaf(clid).map(|l| l.handle))
     }
 
     /// `tc qdisc add|replace|change|link dev D parent P [handle H] KIND OPTS`.
@@ -317,7 +312,12 @@ impl Device {
                 // mq needs a multiqueue device; sluice's devices have one queue.
                 return Err(TcError::errno(Errno::EOPNOTSUPP));
             }
-            return Err(err(Errno::ENOENT, "Specified qdisc kind is unknown"));
+            // A kind we have whose init needs options (tbf) refuses a bare
+            // request with EINVAL; a kind we lack is unknown.
+            return Err(match req.kind.as_deref() {
+                Some(k) if crate::qdisc::KINDS.contains(&k) => TcError::errno(Errno::EINVAL),
+                _ => err(Errno::ENOENT, "Specified qdisc kind is unknown"),
+            });
         };
         let is_ingress = matches!(opts, QdiscOpts::Ingress(_) | QdiscOpts::Clsact(_));
         if is_ingress != (parent == Handle::INGRESS) {
@@ -410,7 +410,7 @@ impl Device {
             if !cls.contains(parent) {
                 return Err(err(Errno::ENOENT, "Specified class not found"));
             }
-            match cls.leaves_ref().into_iter().find(|l| l.parent == parent) {
+            match cls.leaf(parent) {
                 Some(l) => (l.handle, l.kind()),
                 None => {
                     return Err(err(

@@ -9,6 +9,7 @@
 //! - [`packet`]: the packet and the skb metadata qdiscs read.
 //! - [`stats`]: counters, drop reasons and the rate estimator.
 //! - [`qdisc`]: the [`qdisc::Qdisc`] trait, the stats-keeping [`qdisc::QdiscNode`], one file per qdisc.
+//! - [`act`]: actions (police, gact) and the per-namespace action table.
 //! - [`cls`]: classifiers and the filter blocks qdiscs hold.
 //! - [`device`]: a device's qdisc tree and the kernel's rules for changing it.
 //! - [`error`]: refusals shaped like the kernel's netlink answers.
@@ -18,6 +19,7 @@
 //! live data plane).
 #![warn(missing_docs)]
 
+pub mod act;
 pub mod cls;
 pub mod device;
 pub mod error;

@@ -74,14 +74,16 @@ impl RateCfg {
     /// Nanoseconds to transmit `len` bytes (`psched_l2t_ns`).
     #[inline]
     pub fn l2t_ns(&self, len: u32) -> u64 {
-        let mut len = (len as i64 + self.spec.overhead as i64).max(0) as u64;
-        if len < self.spec.mpu as u64 {
-            len = self.spec.mpu as u64;
+        // The kernel computes in `unsigned int`, so lengths wrap rather than
+        // overflow; the product with `mult` (< 2^32) fits in 64 bits.
+        let mut len = len.wrapping_add(self.spec.overhead as u32);
+        if len < self.spec.mpu as u32 {
+            len = self.spec.mpu as u32;
         }
         if self.spec.linklayer == LinkLayer::Atm {
-            len = len.div_ceil(48) * 53;
+            len = len.div_ceil(48).wrapping_mul(53);
         }
-        (len * self.mult as u64) >> self.shift
+        (len as u64 * self.mult as u64) >> self.shift
     }
 }
 
@@ -118,5 +120,10 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(oh.l2t_ns(100), r.l2t_ns(124));
+        // Negative overhead shortens packets; huge lengths wrap as in C, never panic.
+        let neg = RateCfg::new(RateSpec { rate: 125_000, overhead: -4, ..Default::default() });
+        assert_eq!(neg.l2t_ns(104), r.l2t_ns(100));
+        let _ = atm.l2t_ns(u32::MAX);
+        let _ = oh.l2t_ns(u32::MAX);
     }
 }

@@ -229,6 +229,9 @@ pub fn parse_size(s: &str) -> Result<u32, BadUnit> {
             _ => return Err(BadUnit),
         };
     }
+    if sz > u32::MAX as f64 {
+        return Err(BadUnit);
+    }
     Ok(c_double_to_u32(sz))
 }
 
@@ -279,20 +282,26 @@ pub fn parse_time_ns(s: &str) -> Result<u64, BadUnit> {
 
 /// C's `%g` for the values tc prints with it (six significant digits).
 pub fn fmt_g(v: f64) -> String {
-    if v == 0.0 {
-        return "0".into();
+    fmt_g_prec(v, 6)
+}
+
+/// C's `%.{prec}g`: `prec` significant digits, fixed or exponent notation by
+/// the exponent after rounding, trailing zeros removed.
+pub fn fmt_g_prec(v: f64, prec: usize) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return if v.is_nan() { "nan".into() } else if v.is_infinite() { if v < 0.0 { "-inf".into() } else { "inf".into() } } else { "0".into() };
     }
-    let exp = v.abs().log10().floor() as i32;
-    if !(-5..6).contains(&exp) {
-        let s = format!("{:.5e}", v);
-        // Rust prints "1.23457e6"; C prints "1.23457e+06", trailing zeros trimmed.
-        let (m, e) = s.split_once('e').unwrap();
-        let m = trim_frac_zeros(m);
-        let e: i32 = e.parse().unwrap();
-        return format!("{}e{}{:02}", m, if e < 0 { '-' } else { '+' }, e.abs());
+    let p = prec.max(1);
+    let e_form = format!("{:.*e}", p - 1, v);
+    let (mant, exp) = e_form.split_once('e').unwrap_or((&e_form, "0"));
+    let x: i32 = exp.parse().unwrap_or(0);
+    if x < -4 || x >= p as i32 {
+        let m = trim_frac_zeros(mant);
+        format!("{}e{}{:02}", m, if x < 0 { '-' } else { '+' }, x.abs())
+    } else {
+        let decimals = (p as i32 - 1 - x).max(0) as usize;
+        trim_frac_zeros(&format!("{:.*}", decimals, v)).to_string()
     }
-    let decimals = (5 - exp).max(0) as usize;
-    trim_frac_zeros(&format!("{:.*}", decimals, v)).to_string()
 }
 
 fn trim_frac_zeros(s: &str) -> &str {
@@ -336,13 +345,13 @@ pub fn fmt_size(sz: u32) -> String {
     }
 }
 
-/// `print_time` for microsecond values: `50.0ms`, `1.0s`, `200us`.
+/// `print_time` for microsecond values: `50ms`, `49.8ms`, `1s`, `4.23e+03s`, `200us`.
 pub fn fmt_time_us(us: u32) -> String {
     let t = us as f64;
     if t >= 1e6 {
-        format!("{:.1}s", t / 1e6)
+        format!("{}s", fmt_g_prec(t / 1e6, 3))
     } else if t >= 1e3 {
-        format!("{:.1}ms", t / 1e3)
+        format!("{}ms", fmt_g_prec(t / 1e3, 3))
     } else {
         format!("{}us", us)
     }
@@ -405,8 +414,12 @@ mod tests {
         assert_eq!(fmt_size(1599), "1599b");
         assert_eq!(fmt_size(30720), "30Kb");
         assert_eq!(fmt_size(2 * 1024 * 1024), "2Mb");
-        assert_eq!(fmt_time_us(50_000), "50.0ms");
-        assert_eq!(fmt_time_us(10_000_000), "10.0s");
+        assert_eq!(fmt_time_us(50_000), "50ms");
+        assert_eq!(fmt_time_us(49_800), "49.8ms");
+        assert_eq!(fmt_time_us(81_920), "81.9ms");
+        assert_eq!(fmt_time_us(10_000_000), "10s");
+        assert_eq!(fmt_time_us(4_230_000_000), "4.23e+03s");
+        assert_eq!(fmt_g_prec(999.6, 3), "1e+03");
         assert_eq!(fmt_time_us(999), "999us");
         assert_eq!(fmt_time_ns(5_000_000), "5.000ms");
         assert_eq!(fmt_g(1234567.0), "1.23457e+06");

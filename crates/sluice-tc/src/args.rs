@@ -88,3 +88,13 @@ impl<'a> Args<'a> {
         &self.words[self.pos.min(self.words.len())..]
     }
 }
+
+/// iproute2 `get_integer(val, arg, 0)`: a C `int` in any base C accepts.
+pub fn get_integer(arg: &str) -> Option<i32> {
+    let (v, rest) = sluice_core::units::strtoul(arg, 0)?;
+    if !rest.is_empty() {
+        return None;
+    }
+    let v = v as i64;
+    i32::try_from(v).ok()
+}

@@ -13,7 +13,7 @@ use crate::Outcome;
 use sluice_core::device::{Device, NlFlags, QdiscRequest};
 use sluice_core::error::TcError;
 use sluice_core::handle::Handle;
-use sluice_core::qdisc::{QdiscNode, QdiscOpts};
+use sluice_core::qdisc::{QdiscNode, QdiscOpts, XStats};
 use sluice_core::stats::{RateEstimator, Stats};
 use sluice_core::units::{fmt_rate, fmt_size, parse_time_us};
 
@@ -707,9 +707,11 @@ fn class_list(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdRes
             out.close();
             out.nl();
             if opts.stats {
-                print_stats(&c.stats, None, out);
-                out.nl();
-                q::print_xstats(&c.xstats, out);
+                if c.xstats != XStats::Absent {
+                    print_stats(&c.stats, None, out);
+                    out.nl();
+                    q::print_xstats(&c.xstats, out);
+                }
                 out.nl();
             }
             out.close();

@@ -739,7 +739,7 @@ impl Exts {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::act::gact::GactOpts;
+    use super::gact::GactOpts;
 
     fn gact(v: Verdict, index: u32) -> ActionSpec {
         ActionSpec { index, opts: ActionOpts::Gact(GactOpts { action: v, random: None }), cookie: None }

@@ -1,17 +1,57 @@
 //! Classifiers ("filters") and the blocks of filter chains qdiscs hold.
 //!
 //! Modelled on net/sched/cls_api.c. A classful qdisc (and each of its classes
-//! that can hold filters, and the ingress/clsact qdiscs) owns a [`Block`]: chains
-//! of filter instances ("tcf_proto"), each with a priority, a protocol and a
-//! classifier kind. `tcf_classify` runs the instances of chain 0 in priority
-//! order, skipping those whose protocol does not match; the first that matches
-//! gives a result: a class id and an action verdict (`TC_ACT_*`). A verdict of
-//! `reclassify` restarts classification (bounded, as in the kernel), and
-//! `goto chain N` continues in chain N.
+//! that can hold filters, and the ingress/clsact qdiscs) owns a [`Block`]:
+//! numbered chains, each an ordered list of filter instances ("tcf_proto"),
+//! one per priority, each with a protocol and a classifier kind that holds
+//! the filter elements (u32 keeps hash tables of key nodes, fw one element per
+//! mark, matchall one).
+//!
+//! # Classification (`tcf_classify`)
+//!
+//! Chain 0's instances run in priority order, skipping those whose protocol
+//! is neither the packet's nor `all`. The first element that matches and
+//! whose actions do not answer `continue` gives the result: a class id and
+//! the verdict. `reclassify` restarts at chain 0 and `goto chain N` continues
+//! in chain N; together they may restart at most 16 times, the 17th restart
+//! drops the packet (`max_reclassify_loop`).
+//!
+//! # Management (`tc filter add/change/replace/del/get/show`, `tc chain`)
+//!
+//! [`Block::change_filter`], [`Block::delete_filter`], [`Block::get_filter`],
+//! [`Block::dump`] and the chain functions follow `tc_new_tfilter`,
+//! `tc_del_tfilter`, `tc_get_tfilter`, `tc_dump_tfilter` and `tc_ctl_chain`
+//! step by step, with the same errnos and extended-ack messages:
+//!
+//! - a missing priority is allocated: 0xC000 for the first instance, then one
+//!   below the lowest priority at or above 0x8000 (`tcf_auto_prio`);
+//! - an instance with the same priority must have the same protocol
+//!   ("Protocol mismatch for filter with specified priority") and kind;
+//! - chains exist while they hold instances, were created with `tc chain add`,
+//!   or are the target of a `goto chain` action (those are hidden from
+//!   `tc chain show`); they are listed in creation order;
+//! - deleting an instance's last element deletes the instance.
+//!
+//! Classifiers need things that live outside a block: the namespace's action
+//! table, the per-device state u32 shares between all blocks of one qdisc,
+//! the owning qdisc's handle and the device names (`indev`). A [`ClsEnv`]
+//! carries them into the calls that change filters.
+//!
+//! The dump ([`FilterDump`]) carries everything the kernel puts in its netlink
+//! answer, so a printer can reproduce iproute2's output.
 
+/// The action layer, also reachable as `cls::act`.
+pub use crate::act;
+pub mod fw;
+pub mod matchall;
+pub mod u32;
+
+use self::act::{ActionStats, ActionTable, EstimatorSpec, TC_ACT_EXT_VAL_MASK};
+use crate::error::{Errno, TcError, TcResult};
 use crate::handle::Handle;
 use crate::packet::{Packet, ETH_P_ALL};
 use crate::time::Time;
+use serde::{Deserialize, Serialize};
 
 /// An action's verdict: the kernel's `TC_ACT_*` control codes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -42,6 +82,49 @@ pub enum Verdict {
     Jump(u32),
 }
 
+const TC_ACT_JUMP: u32 = 1 << 28;
+const TC_ACT_GOTO_CHAIN: u32 = 2 << 28;
+
+impl Verdict {
+    /// The kernel's integer encoding.
+    pub fn to_raw(self) -> i32 {
+        match self {
+            Verdict::Continue => -1,
+            Verdict::Ok => 0,
+            Verdict::Reclassify => 1,
+            Verdict::Shot => 2,
+            Verdict::Pipe => 3,
+            Verdict::Stolen => 4,
+            Verdict::Queued => 5,
+            Verdict::Repeat => 6,
+            Verdict::Redirect => 7,
+            Verdict::Trap => 8,
+            Verdict::Jump(n) => (TC_ACT_JUMP | (n & TC_ACT_EXT_VAL_MASK)) as i32,
+            Verdict::GotoChain(n) => (TC_ACT_GOTO_CHAIN | (n & TC_ACT_EXT_VAL_MASK)) as i32,
+        }
+    }
+
+    /// Decode the kernel's integer (`tcf_action_check_ctrlact` accepts exactly these).
+    pub fn from_raw(v: i32) -> Option<Verdict> {
+        let u = v as u32;
+        Some(match (u & !TC_ACT_EXT_VAL_MASK, v) {
+            (_, -1) => Verdict::Continue,
+            (0, 0) => Verdict::Ok,
+            (0, 1) => Verdict::Reclassify,
+            (0, 2) => Verdict::Shot,
+            (0, 3) => Verdict::Pipe,
+            (0, 4) => Verdict::Stolen,
+            (0, 5) => Verdict::Queued,
+            (0, 6) => Verdict::Repeat,
+            (0, 7) => Verdict::Redirect,
+            (0, 8) => Verdict::Trap,
+            (TC_ACT_JUMP, _) => Verdict::Jump(u & TC_ACT_EXT_VAL_MASK),
+            (TC_ACT_GOTO_CHAIN, _) => Verdict::GotoChain(u & TC_ACT_EXT_VAL_MASK),
+            _ => return None,
+        })
+    }
+}
+
 /// What a matching filter says (`struct tcf_result` plus the verdict).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ClassifyResult {
@@ -51,48 +134,277 @@ pub struct ClassifyResult {
     pub verdict: Verdict,
 }
 
-/// One classifier instance (a `tcf_proto`): a kind holding one or more filter
-/// elements (u32 keeps many nodes; fw one per mark; matchall one).
+/// `TCA_CLS_FLAGS_SKIP_HW`.
+pub const TCA_CLS_FLAGS_SKIP_HW: u32 = 1;
+/// `TCA_CLS_FLAGS_SKIP_SW`: the filter is for hardware only and never matches in software.
+pub const TCA_CLS_FLAGS_SKIP_SW: u32 = 2;
+/// `TCA_CLS_FLAGS_IN_HW`.
+pub const TCA_CLS_FLAGS_IN_HW: u32 = 4;
+/// `TCA_CLS_FLAGS_NOT_IN_HW`: set on every filter here (printed `not_in_hw`).
+pub const TCA_CLS_FLAGS_NOT_IN_HW: u32 = 8;
+/// `TCA_CLS_FLAGS_VERBOSE`.
+pub const TCA_CLS_FLAGS_VERBOSE: u32 = 16;
+
+/// `tc_flags_valid`: known bits only, and not both skip flags.
+pub(crate) fn tc_flags_valid(flags: u32) -> bool {
+    if flags & !(TCA_CLS_FLAGS_SKIP_HW | TCA_CLS_FLAGS_SKIP_SW | TCA_CLS_FLAGS_VERBOSE) != 0 {
+        return false;
+    }
+    flags & (TCA_CLS_FLAGS_SKIP_HW | TCA_CLS_FLAGS_SKIP_SW) != (TCA_CLS_FLAGS_SKIP_HW | TCA_CLS_FLAGS_SKIP_SW)
+}
+
+/// Options of every kind of classifier (`TCA_OPTIONS`), as tc sends them.
+#[allow(missing_docs)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum FilterOpts {
+    U32(u32::U32Opts),
+    Fw(fw::FwOpts),
+    Matchall(matchall::MatchallOpts),
+}
+
+impl FilterOpts {
+    /// The kind name.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            FilterOpts::U32(_) => "u32",
+            FilterOpts::Fw(_) => "fw",
+            FilterOpts::Matchall(_) => "matchall",
+        }
+    }
+}
+
+/// A `tc filter` request as the kernel receives it (`struct tcmsg` and attributes).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FilterMsg {
+    /// `TCA_CHAIN` (0 when absent).
+    pub chain: u32,
+    /// `pref`/`prio` (the major half of `tcm_info`); 0 = not given.
+    pub prio: u16,
+    /// EtherType (the minor half of `tcm_info`), host order; 0 = not given.
+    pub protocol: u16,
+    /// `tcm_handle`: the element's handle; 0 = not given.
+    pub handle: u32,
+    /// `TCA_KIND`.
+    pub kind: Option<String>,
+    /// `TCA_OPTIONS` (must be of `kind`).
+    pub opts: Option<FilterOpts>,
+    /// `TCA_RATE`: an estimator for the filter's actions.
+    pub estimator: Option<EstimatorSpec>,
+}
+
+/// Which command: the netlink flags of `RTM_NEWTFILTER`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FilterCmd {
+    /// `tc filter add`: `NLM_F_CREATE | NLM_F_EXCL`.
+    Add,
+    /// `tc filter change`: no flags; the filter must exist.
+    Change,
+    /// `tc filter replace`: `NLM_F_CREATE`.
+    Replace,
+}
+
+impl FilterCmd {
+    fn create(self) -> bool {
+        self != FilterCmd::Change
+    }
+    fn excl(self) -> bool {
+        self == FilterCmd::Add
+    }
+}
+
+/// State shared by the blocks of one device (the kernel keeps it per qdisc
+/// in a global hash): u32's `tc_u_common`.
+#[derive(Debug, Default)]
+pub struct ClsShared {
+    pub(crate) u32: u32::U32Registry,
+}
+
+/// What changing filters needs from outside the block.
+pub struct ClsEnv<'a> {
+    /// The network namespace's actions.
+    pub actions: &'a mut ActionTable,
+    /// The device's shared classifier state.
+    pub shared: &'a mut ClsShared,
+    /// Handle of the qdisc owning the block (`block->q->handle`).
+    pub qdisc: Handle,
+    /// Does a network device of this name exist (`indev`)?
+    pub dev_exists: &'a dyn Fn(&str) -> bool,
+    /// The current time (actions record when they were installed).
+    pub now: Time,
+}
+
+/// A change request as a classifier sees it (`tp->ops->change`).
+pub struct ChangeReq<'a> {
+    /// `tcm_handle`.
+    pub handle: u32,
+    /// Did `get(handle)` find an element?
+    pub exists: bool,
+    /// `TCA_OPTIONS`.
+    pub opts: Option<&'a FilterOpts>,
+    /// `NLM_F_CREATE` was given.
+    pub create: bool,
+    /// `TCA_RATE`.
+    pub estimator: Option<EstimatorSpec>,
+}
+
+/// One filter element's options as the kernel dumps them.
+#[allow(missing_docs)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum FilterElemOpts {
+    /// A u32 hash table: `TCA_U32_DIVISOR` (the number of buckets).
+    U32Table { divisor: u32 },
+    U32(u32::U32KnodeDump),
+    Fw(fw::FwDump),
+    Matchall(matchall::MatchallDump),
+}
+
+/// One element of a walk: its handle, options and filter-level statistics.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FilterElement {
+    /// `tcm_handle`.
+    pub handle: u32,
+    /// `TCA_OPTIONS`; `None` when the kernel sends none.
+    pub opts: Option<FilterElemOpts>,
+    /// `TCA_STATS`/`TCA_STATS2` of an old-style policer.
+    pub stats: Option<ActionStats>,
+}
+
+/// One netlink message of `tc filter show`: an instance header (`handle` 0,
+/// no options) or an element.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FilterDump {
+    /// Chain index (`TCA_CHAIN`).
+    pub chain: u32,
+    /// Priority.
+    pub prio: u16,
+    /// EtherType, host order.
+    pub protocol: u16,
+    /// Kind name.
+    pub kind: &'static str,
+    /// `tcm_handle` (0 in the instance header).
+    pub handle: u32,
+    /// Element options.
+    pub opts: Option<FilterElemOpts>,
+    /// Filter-level statistics (old-style police).
+    pub stats: Option<ActionStats>,
+}
+
+/// One classifier instance (a `tcf_proto`): a kind holding filter elements.
 pub trait Classifier: Send + std::fmt::Debug {
     /// The kind name (`u32`, `fw`, `matchall`).
     fn kind(&self) -> &'static str;
     /// Match `pkt`; `None` means no element matched (`TC_ACT_UNSPEC`).
     fn classify(&mut self, pkt: &mut Packet, now: Time) -> Option<ClassifyResult>;
+    /// `tp->ops->get`: is there an element with this handle?
+    fn get(&self, _handle: u32) -> bool {
+        false
+    }
+    /// `tp->ops->change`: create or change an element. Validates completely
+    /// before changing anything.
+    fn change(&mut self, _req: &ChangeReq<'_>, _env: &mut ClsEnv<'_>) -> TcResult<()> {
+        Err(TcError::errno(Errno::EOPNOTSUPP))
+    }
+    /// `tp->ops->delete` of an existing element; answers whether the instance
+    /// is now empty and should go.
+    fn delete(&mut self, _handle: u32) -> TcResult<bool> {
+        Err(TcError::errno(Errno::EOPNOTSUPP))
+    }
+    /// `tp->ops->walk` with `dump`: every element in the kernel's order.
+    fn walk(&self) -> Vec<FilterElement> {
+        Vec::new()
+    }
+    /// `tp->ops->dump` of the element `get(handle)` finds.
+    fn dump_one(&self, _handle: u32) -> Option<FilterElement> {
+        None
+    }
+    /// Chains the elements' actions may `goto`.
+    fn goto_chains(&self) -> Vec<u32> {
+        Vec::new()
+    }
+    /// Elements whose class id is `classid` (the kernel's class bindings).
+    fn count_bound(&self, _classid: Handle) -> usize {
+        0
+    }
 }
 
-/// A filter instance in a chain.
+/// Create a classifier instance of `kind` (`tcf_proto_create` + `init`).
+fn create_classifier(kind: &str, prio: u16, env: &mut ClsEnv<'_>) -> TcResult<Box<dyn Classifier>> {
+    Ok(match kind {
+        "u32" => Box::new(u32::U32::new(prio, env)?),
+        "fw" => Box::new(fw::Fw::new(env.qdisc)),
+        "matchall" => Box::new(matchall::Matchall::default()),
+        _ => return Err(TcError::msg(Errno::ENOENT, "TC classifier not found")),
+    })
+}
+
+/// A filter instance in a chain (`struct tcf_proto`).
 #[derive(Debug)]
 pub struct TcfProto {
     /// Chain index.
     pub chain: u32,
-    /// Priority ("pref"): lower runs first.
+    /// Priority ("pref"), 1..=65535: lower runs first.
     pub prio: u32,
-    /// EtherType the instance applies to (`ETH_P_ALL` for all).
+    /// EtherType the instance applies to (`ETH_P_ALL` for all), host order.
     pub protocol: u16,
     /// The classifier.
     pub cls: Box<dyn Classifier>,
 }
 
-/// The filters attached to one qdisc or class, ordered by (chain, prio).
-#[derive(Debug, Default)]
-pub struct Block {
-    /// The instances, kept sorted by `(chain, prio)`.
-    pub protos: Vec<TcfProto>,
+#[derive(Debug)]
+struct ChainInfo {
+    index: u32,
+    /// Created with `tc chain add`.
+    explicit: bool,
 }
 
-/// How many times `reclassify` may restart classification (kernel `max_reclassify_loop`).
+/// The filters attached to one qdisc or class: chains of instances.
+///
+/// `protos` holds the instances of every chain, sorted by chain and priority
+/// (the management functions keep that order; tests may push instances
+/// directly). Chains are listed in creation order, as the kernel does.
+#[derive(Debug, Default)]
+pub struct Block {
+    /// The instances, sorted by `(chain, prio)`.
+    pub protos: Vec<TcfProto>,
+    /// Chains in creation order.
+    chains: Vec<ChainInfo>,
+    /// Handle of the owning qdisc (fw's "old method" compares marks with it).
+    qdisc: Handle,
+}
+
+/// How many times `reclassify`/`goto chain` may restart classification.
 const MAX_RECLASSIFY_LOOP: u32 = 16;
+/// The largest chain index (`TC_ACT_EXT_VAL_MASK`).
+const MAX_CHAIN: u32 = TC_ACT_EXT_VAL_MASK;
+/// Kind names are at most 15 bytes (`IFNAMSIZ` with the terminator).
+const MAX_KIND_LEN: usize = 15;
+/// First automatically allocated priority, and the bottom of the range.
+const AUTO_PRIO_FIRST: u32 = 0xC000;
+const AUTO_PRIO_FLOOR: u32 = 0x8000;
+
+/// Where an instance is, or would go, in `protos`.
+enum Slot {
+    Found(usize),
+    InsertAt(usize),
+}
 
 impl Block {
-    /// True when no filter is attached.
+    /// True when no filter can classify (chain 0 holds no instance).
     pub fn is_empty(&self) -> bool {
-        self.protos.is_empty()
+        !self.protos.iter().any(|tp| tp.chain == 0)
+    }
+
+    /// Record the owning qdisc's handle (done by every filter change too).
+    pub fn set_qdisc(&mut self, qdisc: Handle) {
+        self.qdisc = qdisc;
     }
 
     /// `tcf_classify`: run chain 0, following `goto chain` and `reclassify`.
     pub fn classify(&mut self, pkt: &mut Packet, now: Time) -> Option<ClassifyResult> {
         let mut chain = 0u32;
-        let mut loops = 0;
+        let mut restarts = 0u32;
         'restart: loop {
             for tp in self.protos.iter_mut().filter(|tp| tp.chain == chain) {
                 if tp.protocol != ETH_P_ALL && tp.protocol != pkt.protocol {
@@ -101,26 +413,385 @@ impl Block {
                 let Some(res) = tp.cls.classify(pkt, now) else {
                     continue;
                 };
-                match res.verdict {
-                    Verdict::Reclassify => {
-                        loops += 1;
-                        if loops >= MAX_RECLASSIFY_LOOP {
-                            return Some(ClassifyResult {
-                                verdict: Verdict::Shot,
-                                ..res
-                            });
-                        }
-                        chain = 0;
-                        continue 'restart;
-                    }
-                    Verdict::GotoChain(n) => {
-                        chain = n;
-                        continue 'restart;
-                    }
+                let next = match res.verdict {
+                    Verdict::Reclassify => 0,
+                    Verdict::GotoChain(n) => n,
                     _ => return Some(res),
+                };
+                if restarts >= MAX_RECLASSIFY_LOOP {
+                    return Some(ClassifyResult { verdict: Verdict::Shot, ..res });
                 }
+                restarts += 1;
+                chain = next;
+                continue 'restart;
             }
             return None;
         }
     }
+
+    fn has_protos(&self, chain: u32) -> bool {
+        self.protos.iter().any(|tp| tp.chain == chain)
+    }
+
+    /// Does the chain exist at all (possibly held only by actions)?
+    fn chain_exists(&self, chain: u32) -> bool {
+        self.chains.iter().any(|c| c.index == chain) || self.has_protos(chain)
+    }
+
+    /// Is the chain visible to the user (not held only by `goto chain` actions)?
+    fn chain_visible(&self, chain: u32) -> bool {
+        self.chains.iter().any(|c| c.index == chain && c.explicit) || self.has_protos(chain)
+    }
+
+    fn ensure_chain(&mut self, chain: u32) {
+        if !self.chains.iter().any(|c| c.index == chain) {
+            self.chains.push(ChainInfo { index: chain, explicit: false });
+        }
+    }
+
+    /// Chain indices in the kernel's list order.
+    fn chain_order(&self) -> Vec<u32> {
+        let mut order: Vec<u32> = self.chains.iter().map(|c| c.index).collect();
+        for tp in &self.protos {
+            if !order.contains(&tp.chain) {
+                order.push(tp.chain);
+            }
+        }
+        order
+    }
+
+    /// Drop chains nothing holds any more; create those `goto chain` actions need.
+    fn settle_chains(&mut self) {
+        let refs: Vec<u32> = self.protos.iter().flat_map(|tp| tp.cls.goto_chains()).collect();
+        let protos = &self.protos;
+        self.chains
+            .retain(|c| c.explicit || refs.contains(&c.index) || protos.iter().any(|tp| tp.chain == c.index));
+        for r in refs {
+            if r <= MAX_CHAIN {
+                self.ensure_chain(r);
+            }
+        }
+    }
+
+    /// `tcf_chain_tp_find`: the instance of `chain` with `prio`, or where one would go.
+    fn tp_find(&self, chain: u32, prio: u32, protocol: u16, allocate: bool) -> TcResult<Slot> {
+        let i = self.protos.iter().position(|tp| (tp.chain, tp.prio) >= (chain, prio)).unwrap_or(self.protos.len());
+        match self.protos.get(i) {
+            Some(tp) if tp.chain == chain && tp.prio == prio => {
+                if allocate {
+                    return Err(TcError::msg(Errno::ENOSPC, "Lowest ID from auto-alloc range already in use"));
+                }
+                if protocol != 0 && tp.protocol != protocol {
+                    return Err(TcError::inval("Protocol mismatch for filter with specified priority"));
+                }
+                Ok(Slot::Found(i))
+            }
+            _ => Ok(Slot::InsertAt(i)),
+        }
+    }
+
+    fn check_kind_len(kind: Option<&str>) -> TcResult<()> {
+        if kind.is_some_and(|k| k.len() > MAX_KIND_LEN) {
+            return Err(TcError::inval("Specified TC filter name too long"));
+        }
+        Ok(())
+    }
+
+    fn check_chain_index(index: u32) -> TcResult<()> {
+        if index > MAX_CHAIN {
+            return Err(TcError::inval("Specified chain index exceeds upper limit"));
+        }
+        Ok(())
+    }
+
+    fn kind_mismatch(msg_kind: Option<&str>, tp: &TcfProto) -> TcResult<()> {
+        match msg_kind {
+            Some(k) if k != tp.cls.kind() => Err(TcError::inval("Specified filter kind does not match existing one")),
+            _ => Ok(()),
+        }
+    }
+
+    fn msg_kind(msg: &FilterMsg) -> TcResult<Option<&str>> {
+        let kind = msg.kind.as_deref().or(msg.opts.as_ref().map(|o| o.kind()));
+        if let (Some(k), Some(o)) = (kind, &msg.opts) {
+            if k != o.kind() {
+                return Err(TcError::inval("Filter options do not match the filter kind"));
+            }
+        }
+        Ok(kind)
+    }
+
+    /// `tc filter add/change/replace` (`tc_new_tfilter`).
+    pub fn change_filter(&mut self, msg: &FilterMsg, cmd: FilterCmd, env: &mut ClsEnv<'_>) -> TcResult<()> {
+        self.qdisc = env.qdisc;
+        let kind = Self::msg_kind(msg)?;
+        let allocate = msg.prio == 0;
+        if allocate && !cmd.create() {
+            return Err(TcError::msg(Errno::ENOENT, "Invalid filter command with priority of zero"));
+        }
+        let prio = if allocate { AUTO_PRIO_FLOOR } else { msg.prio as u32 };
+        Self::check_kind_len(kind)?;
+        Self::check_chain_index(msg.chain)?;
+        // tcf_chain_get(.., create): the chain exists from here on, and goes
+        // again below if nothing ends up holding it.
+        self.ensure_chain(msg.chain);
+        let res = self.change_in_chain(msg, kind, prio, allocate, cmd, env);
+        self.settle_chains();
+        res
+    }
+
+    fn change_in_chain(
+        &mut self,
+        msg: &FilterMsg,
+        kind: Option<&str>,
+        prio: u32,
+        allocate: bool,
+        cmd: FilterCmd,
+        env: &mut ClsEnv<'_>,
+    ) -> TcResult<()> {
+        let (ti, created) = match self.tp_find(msg.chain, prio, msg.protocol, allocate)? {
+            Slot::Found(i) => (i, false),
+            Slot::InsertAt(at) => {
+                let Some(kind) = kind.filter(|_| msg.protocol != 0) else {
+                    return Err(TcError::inval("Filter kind and protocol must be specified"));
+                };
+                if !cmd.create() {
+                    return Err(TcError::msg(
+                        Errno::ENOENT,
+                        "Need both RTM_NEWTFILTER and NLM_F_CREATE to create a new filter",
+                    ));
+                }
+                let prio = if allocate {
+                    // One below the first instance at or above 0x8000, if any.
+                    match self.protos.get(at) {
+                        Some(tp) if tp.chain == msg.chain => tp.prio - 1,
+                        _ => AUTO_PRIO_FIRST,
+                    }
+                } else {
+                    prio
+                };
+                let cls = create_classifier(kind, prio as u16, env)?;
+                self.protos.insert(at, TcfProto { chain: msg.chain, prio, protocol: msg.protocol, cls });
+                (at, true)
+            }
+        };
+        let res = Self::change_in_tp(&mut self.protos[ti], msg, kind, cmd, env);
+        if res.is_err() && created {
+            self.protos.remove(ti);
+        }
+        res
+    }
+
+    fn change_in_tp(
+        tp: &mut TcfProto,
+        msg: &FilterMsg,
+        kind: Option<&str>,
+        cmd: FilterCmd,
+        env: &mut ClsEnv<'_>,
+    ) -> TcResult<()> {
+        Self::kind_mismatch(kind, tp)?;
+        let exists = tp.cls.get(msg.handle);
+        if !exists && !cmd.create() {
+            return Err(TcError::msg(
+                Errno::ENOENT,
+                "Need both RTM_NEWTFILTER and NLM_F_CREATE to create a new filter",
+            ));
+        }
+        if exists && cmd.excl() {
+            return Err(TcError::msg(Errno::EEXIST, "Filter already exists"));
+        }
+        let req = ChangeReq {
+            handle: msg.handle,
+            exists,
+            opts: msg.opts.as_ref(),
+            create: cmd.create(),
+            estimator: msg.estimator,
+        };
+        tp.cls.change(&req, env)
+    }
+
+    /// `tc filter del` (`tc_del_tfilter`): a priority 0 flushes the chain, a
+    /// handle 0 deletes the whole instance, otherwise one element.
+    pub fn delete_filter(&mut self, msg: &FilterMsg) -> TcResult<()> {
+        let kind = Self::msg_kind(msg)?;
+        if msg.prio == 0 && (msg.protocol != 0 || msg.handle != 0 || kind.is_some()) {
+            return Err(TcError::msg(Errno::ENOENT, "Cannot flush filters with protocol, handle or kind set"));
+        }
+        Self::check_kind_len(kind)?;
+        Self::check_chain_index(msg.chain)?;
+        // Filter requests also find chains held only by actions (tcf_chain_get).
+        if !self.chain_exists(msg.chain) {
+            if msg.prio == 0 {
+                return Ok(());
+            }
+            return Err(TcError::msg(Errno::ENOENT, "Cannot find specified filter chain"));
+        }
+        let res = self.delete_in_chain(msg, kind);
+        self.settle_chains();
+        res
+    }
+
+    fn delete_in_chain(&mut self, msg: &FilterMsg, kind: Option<&str>) -> TcResult<()> {
+        if msg.prio == 0 {
+            self.protos.retain(|tp| tp.chain != msg.chain);
+            return Ok(());
+        }
+        let ti = match self.tp_find(msg.chain, msg.prio as u32, msg.protocol, false)? {
+            Slot::Found(i) => i,
+            Slot::InsertAt(_) => {
+                return Err(TcError::msg(Errno::ENOENT, "Filter with specified priority/protocol not found"))
+            }
+        };
+        Self::kind_mismatch(kind, &self.protos[ti])?;
+        if msg.handle == 0 {
+            self.protos.remove(ti);
+            return Ok(());
+        }
+        if !self.protos[ti].cls.get(msg.handle) {
+            return Err(TcError::msg(Errno::ENOENT, "Specified filter handle not found"));
+        }
+        if self.protos[ti].cls.delete(msg.handle)? {
+            self.protos.remove(ti);
+        }
+        Ok(())
+    }
+
+    /// `tc filter get` (`tc_get_tfilter`): one element's dump.
+    pub fn get_filter(&self, msg: &FilterMsg) -> TcResult<FilterDump> {
+        let kind = Self::msg_kind(msg)?;
+        if msg.prio == 0 {
+            return Err(TcError::msg(Errno::ENOENT, "Invalid filter command with priority of zero"));
+        }
+        Self::check_kind_len(kind)?;
+        Self::check_chain_index(msg.chain)?;
+        if !self.chain_exists(msg.chain) {
+            return Err(TcError::inval("Cannot find specified filter chain"));
+        }
+        let tp = match self.tp_find(msg.chain, msg.prio as u32, msg.protocol, false)? {
+            Slot::Found(i) => &self.protos[i],
+            Slot::InsertAt(_) => {
+                return Err(TcError::msg(Errno::ENOENT, "Filter with specified priority/protocol not found"))
+            }
+        };
+        Self::kind_mismatch(kind, tp)?;
+        let Some(el) = tp.cls.dump_one(msg.handle) else {
+            return Err(TcError::msg(Errno::ENOENT, "Specified filter handle not found"));
+        };
+        Ok(Self::element_dump(tp, el))
+    }
+
+    fn element_dump(tp: &TcfProto, el: FilterElement) -> FilterDump {
+        FilterDump {
+            chain: tp.chain,
+            prio: tp.prio as u16,
+            protocol: tp.protocol,
+            kind: tp.cls.kind(),
+            handle: el.handle,
+            opts: el.opts,
+            stats: el.stats,
+        }
+    }
+
+    /// `tc filter show` (`tc_dump_tfilter`): chains in creation order (only
+    /// `chain` if given), instances by priority (only those of `prio` and
+    /// `protocol` when non-zero), each an instance header followed by its
+    /// elements in the classifier's walk order.
+    pub fn dump(&self, chain: Option<u32>, prio: u16, protocol: u16) -> Vec<FilterDump> {
+        let mut out = Vec::new();
+        for c in self.chain_order() {
+            if chain.is_some_and(|i| i != c) {
+                continue;
+            }
+            for tp in self.protos.iter().filter(|tp| tp.chain == c) {
+                if (prio != 0 && prio as u32 != tp.prio) || (protocol != 0 && protocol != tp.protocol) {
+                    continue;
+                }
+                out.push(FilterDump {
+                    chain: c,
+                    prio: tp.prio as u16,
+                    protocol: tp.protocol,
+                    kind: tp.cls.kind(),
+                    handle: 0,
+                    opts: None,
+                    stats: None,
+                });
+                out.extend(tp.cls.walk().into_iter().map(|el| Self::element_dump(tp, el)));
+            }
+        }
+        out
+    }
+
+    /// `tc chain add` (`tc_ctl_chain`, `RTM_NEWCHAIN`); `template` is a
+    /// classifier kind for a chain template, which none of ours supports.
+    pub fn add_chain(&mut self, index: u32, template: Option<&str>) -> TcResult<()> {
+        Self::check_chain_index(index)?;
+        if self.chain_visible(index) {
+            return Err(TcError::msg(Errno::EEXIST, "Filter chain already exists"));
+        }
+        if let Some(k) = template {
+            if k.len() > MAX_KIND_LEN {
+                return Err(TcError::inval("Specified TC chain template name too long"));
+            }
+            return Err(match k {
+                "u32" | "fw" | "matchall" => {
+                    TcError::msg(Errno::EOPNOTSUPP, "Chain templates are not supported with specified classifier")
+                }
+                _ => TcError::msg(Errno::ENOENT, "TC classifier not found"),
+            });
+        }
+        self.ensure_chain(index);
+        for c in self.chains.iter_mut().filter(|c| c.index == index) {
+            c.explicit = true;
+        }
+        Ok(())
+    }
+
+    /// `tc chain del`: flush the chain's filters and forget it.
+    pub fn delete_chain(&mut self, index: u32) -> TcResult<()> {
+        self.get_chain(index)?;
+        self.protos.retain(|tp| tp.chain != index);
+        for c in self.chains.iter_mut().filter(|c| c.index == index) {
+            c.explicit = false;
+        }
+        self.settle_chains();
+        Ok(())
+    }
+
+    /// `tc chain get`.
+    pub fn get_chain(&self, index: u32) -> TcResult<()> {
+        Self::check_chain_index(index)?;
+        if !self.chain_visible(index) {
+            return Err(TcError::inval("Cannot find specified filter chain"));
+        }
+        Ok(())
+    }
+
+    /// `tc chain show`: the visible chains in creation order.
+    pub fn chains(&self) -> Vec<u32> {
+        self.chain_order().into_iter().filter(|&c| self.chain_visible(c)).collect()
+    }
+
+    /// Remove every filter (the qdisc is being destroyed or its block flushed).
+    pub fn clear(&mut self) {
+        self.protos.clear();
+        self.chains.clear();
+    }
+
+    /// Filter elements in this block whose class id is `classid` (the
+    /// kernel's count of filters bound to a class).
+    pub fn count_bound(&self, classid: Handle) -> usize {
+        self.protos.iter().map(|tp| tp.cls.count_bound(classid)).sum()
+    }
 }
+
+/// Check an `indev` name (`tcf_change_indev`).
+pub(crate) fn check_indev(name: &str, env: &ClsEnv<'_>) -> TcResult<()> {
+    if name.len() >= 16 {
+        return Err(TcError::inval("Interface name too long"));
+    }
+    if !(env.dev_exists)(name) {
+        return Err(TcError::msg(Errno::ENODEV, "Network device not found"));
+    }
+    Ok(())
+}
+

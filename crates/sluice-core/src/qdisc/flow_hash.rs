@@ -70,7 +70,9 @@ fn finish(a: &mut u32, b: &mut u32, c: &mut u32) {
 
 /// `jhash`: lookup3 over bytes (Jenkins' `hashlittle`).
 pub fn jhash(key: &[u8], initval: u32) -> u32 {
-    let mut a = JHASH_INITVAL.wrapping_add(key.len() as u32).wrapping_add(initval);
+    let mut a = JHASH_INITVAL
+        .wrapping_add(key.len() as u32)
+        .wrapping_add(initval);
     let (mut b, mut c) = (a, a);
     let word = |s: &[u8]| {
         let mut w = [0u8; 4];
@@ -101,7 +103,9 @@ pub fn jhash(key: &[u8], initval: u32) -> u32 {
 
 /// `jhash2`: lookup3 over 32-bit words (Jenkins' `hashword`).
 pub fn jhash2(key: &[u32], initval: u32) -> u32 {
-    let mut a = JHASH_INITVAL.wrapping_add((key.len() as u32).wrapping_shl(2)).wrapping_add(initval);
+    let mut a = JHASH_INITVAL
+        .wrapping_add((key.len() as u32).wrapping_shl(2))
+        .wrapping_add(initval);
     let (mut b, mut c) = (a, a);
     let mut k = key;
     while k.len() > 3 {
@@ -187,7 +191,10 @@ const IPPROTO_UDPLITE: u8 = 136;
 impl FlowKeys {
     /// Dissect `pkt` (whose `data` starts at the network header).
     pub fn dissect(pkt: &Packet) -> FlowKeys {
-        let mut k = FlowKeys { n_proto: pkt.protocol, ..Default::default() };
+        let mut k = FlowKeys {
+            n_proto: pkt.protocol,
+            ..Default::default()
+        };
         let d = &pkt.data;
         let l4 = match pkt.protocol {
             ETH_P_IP => k.dissect_v4(d),
@@ -211,7 +218,10 @@ impl FlowKeys {
         }
         self.ip_proto = d[9];
         let word = |o: usize| u32::from_be_bytes([d[o], d[o + 1], d[o + 2], d[o + 3]]);
-        self.addrs = FlowAddrs::V4 { src: word(12), dst: word(16) };
+        self.addrs = FlowAddrs::V4 {
+            src: word(12),
+            dst: word(16),
+        };
         let frag = u16::from_be_bytes([d[6], d[7]]);
         if frag & 0x3fff != 0 {
             // More-fragments set or a non-zero offset.
@@ -265,14 +275,21 @@ impl FlowKeys {
     fn dissect_l4(&mut self, d: &[u8], off: usize) {
         let at = |o: usize| d.get(off + o..off + o + 4);
         match self.ip_proto {
-            IPPROTO_TCP | IPPROTO_UDP | IPPROTO_UDPLITE | IPPROTO_DCCP | IPPROTO_SCTP | IPPROTO_ESP => {
+            IPPROTO_TCP | IPPROTO_UDP | IPPROTO_UDPLITE | IPPROTO_DCCP | IPPROTO_SCTP
+            | IPPROTO_ESP => {
                 if let Some(p) = at(0) {
-                    self.ports = (u16::from_be_bytes([p[0], p[1]]), u16::from_be_bytes([p[2], p[3]]));
+                    self.ports = (
+                        u16::from_be_bytes([p[0], p[1]]),
+                        u16::from_be_bytes([p[2], p[3]]),
+                    );
                 }
             }
             IPPROTO_AH => {
                 if let Some(p) = at(4) {
-                    self.ports = (u16::from_be_bytes([p[0], p[1]]), u16::from_be_bytes([p[2], p[3]]));
+                    self.ports = (
+                        u16::from_be_bytes([p[0], p[1]]),
+                        u16::from_be_bytes([p[2], p[3]]),
+                    );
                 }
             }
             IPPROTO_ICMP | IPPROTO_ICMPV6 => {
@@ -319,7 +336,10 @@ impl FlowKeys {
             FlowAddrs::V4 { src, dst } => w.extend([src, dst]),
             FlowAddrs::V6 { src, dst } => {
                 for a in [src, dst] {
-                    w.extend(a.chunks_exact(4).map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]])));
+                    w.extend(
+                        a.chunks_exact(4)
+                            .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]])),
+                    );
                 }
             }
         }
@@ -346,7 +366,14 @@ mod tests {
     use proptest::prelude::*;
 
     /// An IPv4 packet: `proto` from `src:sport` to `dst:dport`, `frag` = flags+offset.
-    pub(crate) fn v4(src: [u8; 4], dst: [u8; 4], proto: u8, sport: u16, dport: u16, frag: u16) -> Packet {
+    pub(crate) fn v4(
+        src: [u8; 4],
+        dst: [u8; 4],
+        proto: u8,
+        sport: u16,
+        dport: u16,
+        frag: u16,
+    ) -> Packet {
         let mut d = vec![0u8; 28];
         d[0] = 0x45;
         d[6..8].copy_from_slice(&frag.to_be_bytes());
@@ -383,17 +410,36 @@ mod tests {
         assert_eq!(jhash(s, 1), 0xcd62_8161);
         assert_eq!(jhash(b"", 0), 0xdead_beef);
         // hashword and hashlittle agree on whole little-endian words.
-        let words: Vec<u32> = s[..28].chunks(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        let words: Vec<u32> = s[..28]
+            .chunks(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
         assert_eq!(jhash2(&words, 7), jhash(&s[..28], 7));
-        assert_eq!(jhash2(&words[..3], 7), jhash_3words(words[0], words[1], words[2], 7));
+        assert_eq!(
+            jhash2(&words[..3], 7),
+            jhash_3words(words[0], words[1], words[2], 7)
+        );
     }
 
     #[test]
     fn ipv4_tcp_keys() {
-        let k = FlowKeys::dissect(&v4([10, 0, 0, 1], [10, 0, 0, 2], IPPROTO_TCP, 40000, 80, 0x4000));
+        let k = FlowKeys::dissect(&v4(
+            [10, 0, 0, 1],
+            [10, 0, 0, 2],
+            IPPROTO_TCP,
+            40000,
+            80,
+            0x4000,
+        ));
         assert_eq!(k.ip_proto, IPPROTO_TCP);
         assert_eq!(k.ports, (40000, 80));
-        assert_eq!(k.addrs, FlowAddrs::V4 { src: 0x0a00_0001, dst: 0x0a00_0002 });
+        assert_eq!(
+            k.addrs,
+            FlowAddrs::V4 {
+                src: 0x0a00_0001,
+                dst: 0x0a00_0002
+            }
+        );
         assert!(!k.is_fragment, "DF alone is not a fragment");
     }
 
@@ -413,7 +459,11 @@ mod tests {
         let other = v4([10, 0, 0, 1], [10, 0, 0, 2], IPPROTO_TCP, 40001, 80, 0);
         assert_eq!(flow_hash(&ab, 42), flow_hash(&ba, 42));
         assert_ne!(flow_hash(&ab, 42), flow_hash(&other, 42));
-        assert_ne!(flow_hash(&ab, 42), flow_hash(&ab, 43), "the perturbation changes the hash");
+        assert_ne!(
+            flow_hash(&ab, 42),
+            flow_hash(&ab, 43),
+            "the perturbation changes the hash"
+        );
     }
 
     #[test]

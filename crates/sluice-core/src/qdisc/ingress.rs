@@ -228,6 +228,11 @@ impl Qdisc for Ingress {
         }
     }
 
+    fn set_handle(&mut self, handle: Handle) {
+        self.ingress.set_qdisc(handle.qdisc());
+        self.egress.set_qdisc(handle.qdisc());
+    }
+
     fn dump(&self) -> QdiscOpts {
         match self.kind {
             IngressKind::Ingress => QdiscOpts::Ingress(IngressOpts {}),

@@ -168,6 +168,12 @@ impl QdiscOpts {
     }
 }
 
+/// The kinds sluice implements (those `create` can build).
+pub const KINDS: &[&str] = &[
+    "pfifo", "bfifo", "pfifo_head_drop", "pfifo_fast", "prio", "tbf", "sfq", "htb", "ingress", "clsact",
+    "noqueue",
+];
+
 /// Build a qdisc of the kind `opts` names (`qdisc_create` + `init`).
 pub fn create(opts: &QdiscOpts, dev: &DevInfo) -> TcResult<Box<dyn Qdisc>> {
     Ok(match opts {
@@ -197,6 +203,8 @@ pub fn create(opts: &QdiscOpts, dev: &DevInfo) -> TcResult<Box<dyn Qdisc>> {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum XStats {
     None,
+    /// The class dumps no statistics at all (tbf's class has no `dump_stats`).
+    Absent,
     /// HTB class statistics (lended, borrowed, giants, tokens, ctokens).
     HtbClass(htb::HtbClassXstats),
     /// SFQ class (flow) statistics.
@@ -225,6 +233,9 @@ pub trait Qdisc: Send + std::fmt::Debug {
     fn xstats(&self) -> XStats {
         XStats::None
     }
+    /// Told the qdisc's own handle when it is wrapped in a node (classful
+    /// qdiscs name their classes `major:minor`).
+    fn set_handle(&mut self, _handle: Handle) {}
     /// A warning the last configuration change produced (the kernel's
     /// extended ack on success, e.g. HTB's "quantum of class ... is big"),
     /// taken so it is reported once.
@@ -287,14 +298,19 @@ pub trait Classful {
     fn contains(&self, classid: Handle) -> bool {
         self.list().iter().any(|c| c.classid == classid)
     }
-    /// Attach `new` as the class's leaf (or restore the default leaf for `None`);
-    /// returns the old leaf (`cl_ops->graft`).
+    /// Attach `new` as the class's leaf; `None` puts back what the kind
+    /// uses when a leaf is deleted (a default pfifo for htb and prio, noop
+    /// for tbf). Returns the old leaf (`cl_ops->graft`).
     fn graft(
         &mut self,
         classid: Handle,
         new: Option<QdiscNode>,
         dev: &DevInfo,
     ) -> TcResult<Option<QdiscNode>>;
+    /// The qdisc attached to class `classid` (`cl_ops->leaf`).
+    fn leaf(&self, classid: Handle) -> Option<&QdiscNode> {
+        self.leaves_ref().into_iter().find(|l| l.parent == classid)
+    }
     /// The leaf qdiscs, for walking the tree.
     fn leaves(&mut self) -> Vec<&mut QdiscNode>;
     /// The leaf qdiscs, read-only.
@@ -320,7 +336,8 @@ pub struct QdiscNode {
 
 impl QdiscNode {
     /// Wrap a qdisc.
-    pub fn new(handle: Handle, parent: Handle, qdisc: Box<dyn Qdisc>) -> Self {
+    pub fn new(handle: Handle, parent: Handle, mut qdisc: Box<dyn Qdisc>) -> Self {
+        qdisc.set_handle(handle);
         QdiscNode {
             handle,
             parent,

@@ -28,9 +28,7 @@
 //! Deviations: the purged packets of a graft or a shrinking `change` are
 //! reported to the tree (through [`Cx::shed`]) at the next enqueue or dequeue,
 //! because `change` and `graft` receive no context; the aggregate counts are
-//! exact but the per-packet lengths in `Cx::drops` are an even split. The
-//! qdisc learns its own handle through [`Prio::set_handle`] (or, until the
-//! tree calls it, from the first class operation).
+//! exact but the per-packet lengths in `Cx::drops` are an even split.
 
 use super::fifo::{Fifo, FifoKind, FifoOpts};
 use super::{
@@ -123,16 +121,6 @@ impl Prio {
         Ok(p)
     }
 
-    /// Tell the qdisc its handle (`sch->handle`): needed to recognise
-    /// `priority` values that name one of our classes, and to name the classes.
-    pub fn set_handle(&mut self, handle: Handle) {
-        let h = handle.qdisc();
-        self.handle = Some(h);
-        for (i, q) in self.queues.iter_mut().enumerate() {
-            q.parent = Handle::new(h.major(), i as u16 + 1);
-        }
-    }
-
     /// The filters attached to the qdisc.
     pub fn block(&self) -> &Block {
         &self.block
@@ -150,12 +138,6 @@ impl Prio {
 
     fn major(&self) -> u16 {
         self.handle.map_or(0, Handle::major)
-    }
-
-    fn learn_handle(&mut self, classid: Handle) {
-        if self.handle.is_none() && classid.major() != 0 {
-            self.set_handle(classid);
-        }
     }
 
     /// A default band child: a pfifo of `txqueuelen` with handle `0:`.
@@ -304,6 +286,17 @@ impl Qdisc for Prio {
         Ok(())
     }
 
+    /// `sch->handle`: recognises `priority` values naming our classes and
+    /// names the classes and the bands' parents.
+    fn set_handle(&mut self, handle: Handle) {
+        let h = handle.qdisc();
+        self.handle = Some(h);
+        self.block.set_qdisc(h);
+        for (i, q) in self.queues.iter_mut().enumerate() {
+            q.parent = Handle::new(h.major(), i as u16 + 1);
+        }
+    }
+
     fn dump(&self) -> QdiscOpts {
         QdiscOpts::Prio(PrioOpts {
             bands: self.params.bands as i32,
@@ -324,18 +317,16 @@ impl Classful for Prio {
     /// prio has no `change` class operation: bands come from the qdisc.
     fn change_class(
         &mut self,
-        classid: Handle,
+        _classid: Handle,
         _parent: Handle,
         _opts: Option<&ClassOpts>,
         _dev: &DevInfo,
     ) -> TcResult<()> {
-        self.learn_handle(classid);
         Err(TcError::errno(Errno::EOPNOTSUPP))
     }
 
     /// prio has no `delete` class operation.
     fn delete_class(&mut self, classid: Handle) -> TcResult<()> {
-        self.learn_handle(classid);
         if self.band_of_class(classid).is_none() {
             return Err(TcError::msg(Errno::ENOENT, "Specified class not found"));
         }
@@ -372,7 +363,6 @@ impl Classful for Prio {
         new: Option<QdiscNode>,
         dev: &DevInfo,
     ) -> TcResult<Option<QdiscNode>> {
-        self.learn_handle(classid);
         let Some(band) = self.band_of_class(classid) else {
             return Err(TcError::msg(Errno::ENOENT, "Specified class not found"));
         };
@@ -747,13 +737,5 @@ mod tests {
         let mut cx = Cx::new(Time(500));
         assert!(matches!(n.dequeue(&mut cx), Dequeue::Packet(p) if p.id == 1));
         assert_eq!(n.dequeue(&mut cx), Dequeue::Empty);
-    }
-
-    #[test]
-    fn handle_is_learned_from_class_operations() {
-        let mut p = Prio::new(&PrioOpts::default(), &DevInfo::default()).unwrap();
-        let _ = p.delete_class(Handle::new(5, 1));
-        assert_eq!(p.list()[2].classid, Handle::new(5, 3));
-        assert_eq!(p.leaves_ref()[2].parent, Handle::new(5, 3));
     }
 }

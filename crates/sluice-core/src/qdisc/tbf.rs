@@ -455,6 +455,11 @@ fn noop_child(parent: Handle) -> QdiscNode {
 }
 
 impl Qdisc for Tbf {
+    fn set_handle(&mut self, handle: Handle) {
+        self.major = handle.major();
+        self.child.parent = self.class_id();
+    }
+
     fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Result<(), (Packet, DropReason)> {
         if pkt.len > self.params.max_size || !self.timeable(pkt.len) {
             return Err((pkt, DropReason::QueueFull));
@@ -596,8 +601,7 @@ impl Classful for Tbf {
         Err(TcError::errno(Errno::EOPNOTSUPP))
     }
 
-    /// The one class. Before any class operation has told tbf its handle the
-    /// major is 0; fill in the qdisc's (the kernel's class dump gives only the minor).
+    /// The one class, `major:1` under `major:`.
     /// The kernel dumps no statistics for it (no `dump_stats`).
     fn list(&self) -> Vec<ClassInfo> {
         let leaf = self.child.handle;
@@ -607,13 +611,18 @@ impl Classful for Tbf {
             leaf: (!leaf.is_unspec()).then_some(leaf),
             opts: ClassOpts::Plain,
             stats: Stats::default(),
-            xstats: XStats::None,
+            xstats: XStats::Absent,
         }]
     }
 
     /// `tbf_find` answers every class id with the one class.
     fn contains(&self, _classid: Handle) -> bool {
         true
+    }
+
+    /// `tbf_leaf`: the one child, whatever the class id.
+    fn leaf(&self, _classid: Handle) -> Option<&QdiscNode> {
+        Some(&self.child)
     }
 
     /// `tbf_graft`: `None` leaves noop in the class. The old qdisc is handed

@@ -2,14 +2,14 @@
 //! `offload`, class `rate`/`ceil`/`burst`/`cburst`/`prio`/`quantum`/`mtu`/
 //! `mpu`/`overhead`/`linklayer`, and the class statistics printer.
 
-use super::{get_u16, get_u32};
+use super::{get_u16, get_u32, size_and_cell};
 use crate::args::{matches, Args, CmdResult, Fail};
 use crate::out::{Out, To};
 use crate::tc_core::{xmitsize, xmittime, HZ};
 use sluice_core::qdisc::htb::{HtbClassOpts, HtbClassXstats, HtbOpts};
 use sluice_core::qdisc::{ClassOpts, QdiscOpts};
 use sluice_core::rate::{LinkLayer, RateSpec};
-use sluice_core::units::{fmt_rate, fmt_size, parse_rate, parse_size};
+use sluice_core::units::{fmt_rate, fmt_size, parse_rate};
 
 const USAGE: &str = "Usage: ... qdisc add ... htb [default N] [r2q N]
                       [direct_qlen P] [offload]
@@ -94,9 +94,9 @@ pub(super) fn parse_class(a: &mut Args) -> CmdResult<ClassOpts> {
         } else if matches(w, "quantum") {
             o.quantum = get_u32(a.value()?, 10).ok_or_else(|| illegal("quantum"))?;
         } else if matches(w, "burst") || w == "buffer" || w == "maxburst" {
-            buffer = size_and_cell(a.value()?).ok_or_else(|| illegal(w))?;
+            buffer = size_and_cell(a.value()?).map_err(|_| illegal(w))?;
         } else if matches(w, "cburst") || w == "cbuffer" || w == "cmaxburst" {
-            cbuffer = size_and_cell(a.value()?).ok_or_else(|| illegal(w))?;
+            cbuffer = size_and_cell(a.value()?).map_err(|_| illegal(w))?;
         } else if w == "ceil" {
             let v = a.value()?;
             if ceil64 != 0 {
@@ -133,22 +133,6 @@ pub(super) fn parse_class(a: &mut Args) -> CmdResult<ClassOpts> {
     o.buffer = xmittime(rate64, buffer);
     o.cbuffer = xmittime(ceil64, cbuffer);
     Ok(ClassOpts::Htb(o))
-}
-
-/// `get_size_and_cell`: `SIZE[/CELL]`, the cell a power of two (ignored by today's kernels).
-fn size_and_cell(v: &str) -> Option<u32> {
-    let (size, cell) = match v.split_once('/') {
-        Some((s, c)) => (s, Some(c)),
-        None => (v, None),
-    };
-    let sz = parse_size(size).ok()?;
-    if let Some(c) = cell {
-        let c: i64 = c.parse().ok()?;
-        if !(0..32).any(|i| 1i64 << i == c) {
-            return None;
-        }
-    }
-    Some(sz)
 }
 
 fn linklayer_name(l: LinkLayer) -> &'static str {

@@ -4,6 +4,7 @@
 mod fifo;
 mod htb;
 mod pfifo_fast;
+mod tbf;
 
 use crate::args::{Args, CmdResult};
 use crate::out::Out;
@@ -20,6 +21,7 @@ pub fn parse_qdisc(
 ) -> CmdResult<Option<QdiscOpts>> {
     let _ = dev;
     Ok(Some(match kind {
+        "tbf" => return tbf::parse(args),
         "pfifo" | "bfifo" | "pfifo_head_drop" => fifo::parse(kind, args)?,
         "pfifo_fast" => pfifo_fast::parse(args)?,
         "htb" => htb::parse_qdisc(args)?,
@@ -52,6 +54,7 @@ pub fn print_qdisc(opts: &QdiscOpts, out: &mut Out, details: bool) {
         QdiscOpts::Bfifo(o) => fifo::print(true, o, out),
         QdiscOpts::PfifoFast(_) => pfifo_fast::print(out),
         QdiscOpts::Htb(o) => htb::print_qdisc(o, out, details),
+        QdiscOpts::Tbf(o) => tbf::print(o, out, details),
         _ => {}
     }
 }
@@ -76,7 +79,7 @@ pub fn print_class(opts: &ClassOpts, out: &mut Out, details: bool) {
 pub fn print_xstats(x: &XStats, out: &mut Out) {
     match x {
         XStats::HtbClass(h) => htb::print_xstats(h, out),
-        XStats::None | XStats::SfqClass(_) => {}
+        XStats::None | XStats::Absent | XStats::SfqClass(_) => {}
     }
 }
 
@@ -91,6 +94,25 @@ pub(crate) fn get_u32(arg: &str, base: u32) -> Option<u32> {
 /// iproute2 `get_u16`.
 pub(crate) fn get_u16(arg: &str, base: u32) -> Option<u16> {
     get_u32(arg, base).and_then(|v| u16::try_from(v).ok())
+}
+
+/// `get_size_and_cell`: `SIZE[/CELL]`, the cell a power of two (today's
+/// kernels ignore it, so only its validity matters). The error carries the
+/// text iproute2 shows: it cuts the word at the slash and restores it only
+/// after the cell parsed as a number.
+pub(crate) fn size_and_cell(v: &str) -> Result<u32, String> {
+    let (size, cell) = match v.split_once('/') {
+        Some((s, c)) => (s, Some(c)),
+        None => (v, None),
+    };
+    let sz = sluice_core::units::parse_size(size).map_err(|_| size.to_string())?;
+    if let Some(c) = cell {
+        let c = crate::args::get_integer(c).ok_or_else(|| size.to_string())?;
+        if !(0..32).any(|i| 1i64 << i == c as i64) {
+            return Err(v.to_string());
+        }
+    }
+    Ok(sz)
 }
 
 /// iproute2 `get_linklayer`: `ethernet`, `atm`, `adsl` (prefixes allowed).

@@ -1,0 +1,150 @@
+//! matchall: one element that matches every packet.
+//!
+//! Modelled on net/sched/cls_matchall.c. An instance holds at most one
+//! element (handle 1 unless given): adding a second, or changing the first,
+//! is refused with EEXIST — to change it, replace the instance. A packet gets
+//! the element's class id and its actions' verdict; `continue` passes the
+//! packet on to the next instance. The element counts the packets it
+//! classified (`TCA_MATCHALL_PCNT`). Deleting the element deletes the
+//! instance.
+//!
+//! `skip_sw` asks for a hardware-only filter. sluice's devices have no
+//! offload, so the kernel's answer for such a device is given: EOPNOTSUPP
+//! (`tc_setup_cb_add` with a block bound to a device that cannot offload).
+//! The classify path still honours the flag, as the kernel does.
+
+use super::act::{ActionDump, ActionSpec, Exts, InitCtx};
+use super::{
+    tc_flags_valid, ChangeReq, Classifier, ClassifyResult, ClsEnv, FilterElemOpts, FilterElement, FilterOpts, Verdict,
+    TCA_CLS_FLAGS_NOT_IN_HW, TCA_CLS_FLAGS_SKIP_HW, TCA_CLS_FLAGS_SKIP_SW,
+};
+use crate::error::{Errno, TcError, TcResult};
+use crate::handle::Handle;
+use crate::packet::Packet;
+use crate::time::Time;
+use serde::{Deserialize, Serialize};
+
+/// The matchall options tc sends (`TCA_MATCHALL_*`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MatchallOpts {
+    /// `TCA_MATCHALL_CLASSID`.
+    #[serde(default)]
+    pub classid: Option<Handle>,
+    /// `TCA_MATCHALL_FLAGS` (`skip_hw`, `skip_sw`).
+    #[serde(default)]
+    pub flags: Option<u32>,
+    /// `TCA_MATCHALL_ACT`.
+    #[serde(default)]
+    pub actions: Vec<ActionSpec>,
+}
+
+/// The element as the kernel dumps it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MatchallDump {
+    /// `TCA_MATCHALL_CLASSID`, if set.
+    pub classid: Option<Handle>,
+    /// `TCA_MATCHALL_FLAGS`: user flags plus `not_in_hw`.
+    pub flags: u32,
+    /// `TCA_MATCHALL_PCNT`: packets classified.
+    pub rhit: u64,
+    /// `TCA_MATCHALL_ACT`.
+    pub actions: Vec<ActionDump>,
+}
+
+#[derive(Debug)]
+struct Head {
+    handle: u32,
+    classid: Handle,
+    flags: u32,
+    exts: Exts,
+    rhit: u64,
+}
+
+/// A matchall instance.
+#[derive(Debug, Default)]
+pub struct Matchall {
+    head: Option<Head>,
+}
+
+impl Classifier for Matchall {
+    fn kind(&self) -> &'static str {
+        "matchall"
+    }
+
+    fn classify(&mut self, pkt: &mut Packet, now: Time) -> Option<ClassifyResult> {
+        let h = self.head.as_mut()?;
+        if h.flags & TCA_CLS_FLAGS_SKIP_SW != 0 {
+            return None;
+        }
+        h.rhit += 1;
+        match h.exts.exec(pkt, now) {
+            Verdict::Continue => None,
+            v => Some(ClassifyResult { classid: h.classid, verdict: v }),
+        }
+    }
+
+    fn get(&self, handle: u32) -> bool {
+        self.head.as_ref().is_some_and(|h| h.handle == handle)
+    }
+
+    fn change(&mut self, req: &ChangeReq<'_>, env: &mut ClsEnv<'_>) -> TcResult<()> {
+        let o = match req.opts {
+            Some(FilterOpts::Matchall(o)) => o,
+            _ => return Err(TcError::errno(Errno::EINVAL)),
+        };
+        if self.head.is_some() {
+            return Err(TcError::errno(Errno::EEXIST));
+        }
+        let flags = o.flags.unwrap_or(0);
+        if !tc_flags_valid(flags) {
+            return Err(TcError::errno(Errno::EINVAL));
+        }
+        let ctx = InitCtx { bind: true, replace: !req.create, estimator: req.estimator };
+        let acts = env.actions.prepare(&o.actions, None, ctx, true)?;
+        if flags & TCA_CLS_FLAGS_SKIP_HW == 0 && flags & TCA_CLS_FLAGS_SKIP_SW != 0 {
+            return Err(TcError::errno(Errno::EOPNOTSUPP));
+        }
+        let exts = env.actions.commit(acts, false, env.now)?;
+        self.head = Some(Head {
+            handle: if req.handle == 0 { 1 } else { req.handle },
+            classid: o.classid.unwrap_or(Handle::UNSPEC),
+            flags: flags | TCA_CLS_FLAGS_NOT_IN_HW,
+            exts,
+            rhit: 0,
+        });
+        Ok(())
+    }
+
+    fn delete(&mut self, _handle: u32) -> TcResult<bool> {
+        // The element stays until the instance goes (it is marked deleting).
+        Ok(true)
+    }
+
+    fn walk(&self) -> Vec<FilterElement> {
+        self.head.as_ref().map(|h| self.element(h)).into_iter().collect()
+    }
+
+    fn dump_one(&self, handle: u32) -> Option<FilterElement> {
+        self.head.as_ref().filter(|h| h.handle == handle).map(|h| self.element(h))
+    }
+
+    fn goto_chains(&self) -> Vec<u32> {
+        self.head.as_ref().map(|h| h.exts.goto_chains()).unwrap_or_default()
+    }
+
+    fn count_bound(&self, classid: Handle) -> usize {
+        self.head.as_ref().is_some_and(|h| h.classid == classid) as usize
+    }
+}
+
+impl Matchall {
+    fn element(&self, h: &Head) -> FilterElement {
+        let d = MatchallDump {
+            classid: (!h.classid.is_unspec()).then_some(h.classid),
+            flags: h.flags,
+            rhit: h.rhit,
+            actions: h.exts.dump(),
+        };
+        FilterElement { handle: h.handle, opts: Some(FilterElemOpts::Matchall(d)), stats: None }
+    }
+}
