@@ -451,6 +451,44 @@ impl Device {
         Ok(())
     }
 
+    /// The filter block for `tc filter ... parent P` (`__tcf_qdisc_find`,
+    /// `__tcf_qdisc_cl_find`, `__tcf_block_find`): parent 0 means the root
+    /// qdisc; the qdisc must be classful (or ingress/clsact) and a class
+    /// named by a minor must exist.
+    pub fn block_mut(&mut self, parent: Handle) -> TcResult<&mut crate::cls::Block> {
+        let (q, parent) = self.block_owner(parent)?;
+        let node = self.find_mut(q).ok_or_else(|| err(Errno::EINVAL, "Parent Qdisc doesn't exists"))?;
+        node.qdisc.block_mut(parent).ok_or_else(|| TcError::errno(Errno::EINVAL))
+    }
+
+    /// The filter block, read-only (`tc filter show`).
+    pub fn block(&self, parent: Handle) -> TcResult<&crate::cls::Block> {
+        let (q, parent) = self.block_owner(parent)?;
+        let node = self.find(q).ok_or_else(|| err(Errno::EINVAL, "Parent Qdisc doesn't exists"))?;
+        node.qdisc.block(parent).ok_or_else(|| TcError::errno(Errno::EINVAL))
+    }
+
+    /// The qdisc holding the block for `parent`, and `parent` completed.
+    fn block_owner(&self, parent: Handle) -> TcResult<(Handle, Handle)> {
+        let (q, parent) = if parent.is_unspec() {
+            (self.root.handle, self.root.handle)
+        } else {
+            (parent.qdisc(), parent)
+        };
+        let node = self.find(q).ok_or_else(|| err(Errno::EINVAL, "Parent Qdisc doesn't exists"))?;
+        let is_ingress = matches!(node.kind(), "ingress" | "clsact");
+        let Some(cls) = node.qdisc.classes_ref() else {
+            if is_ingress {
+                return Ok((q, parent));
+            }
+            return Err(err(Errno::EINVAL, "Qdisc not classful"));
+        };
+        if parent.minor() != 0 && !cls.contains(parent) {
+            return Err(err(Errno::ENOENT, "Specified class doesn't exist"));
+        }
+        Ok((q, parent))
+    }
+
     /// `tc class add|change|replace dev D parent P classid C KIND OPTS`
     /// (`tc_ctl_tclass`). Success may carry the kernel's warning.
     pub fn modify_class(

@@ -12,6 +12,7 @@
 //! - [`act`]: actions (police, gact) and the per-namespace action table.
 //! - [`cls`]: classifiers and the filter blocks qdiscs hold.
 //! - [`device`]: a device's qdisc tree and the kernel's rules for changing it.
+//! - [`port`]: a device drained into a transmit ring, a wire of some rate, a delay.
 //! - [`error`]: refusals shaped like the kernel's netlink answers.
 //!
 //! Nothing here reads a clock, touches a file or socket, or uses a global RNG:
@@ -25,6 +26,7 @@ pub mod device;
 pub mod error;
 pub mod handle;
 pub mod packet;
+pub mod port;
 pub mod qdisc;
 pub mod rate;
 pub mod stats;

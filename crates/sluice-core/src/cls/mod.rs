@@ -795,3 +795,333 @@ pub(crate) fn check_indev(name: &str, env: &ClsEnv<'_>) -> TcResult<()> {
     Ok(())
 }
 
+
+/// Helpers for the classifier tests: a namespace, requests and packets.
+#[cfg(test)]
+pub(crate) mod testutil {
+    use super::u32::{U32Key, U32Opts, U32Sel, TC_U32_TERMINAL};
+    use super::*;
+    use crate::packet::ETH_P_IP;
+    use etherparse::PacketBuilder;
+
+    fn devs(name: &str) -> bool {
+        name == "eth0" || name == "lo"
+    }
+
+    /// A network namespace with one device's shared classifier state.
+    #[derive(Default)]
+    pub struct Net {
+        pub actions: ActionTable,
+        pub shared: ClsShared,
+    }
+
+    impl Net {
+        pub fn env(&mut self, qdisc: Handle) -> ClsEnv<'_> {
+            ClsEnv { actions: &mut self.actions, shared: &mut self.shared, qdisc, dev_exists: &devs, now: Time(0) }
+        }
+    }
+
+    /// `major:minor`.
+    pub fn h(major: u16, minor: u16) -> Handle {
+        Handle::new(major, minor)
+    }
+
+    /// A key as iproute2 packs it: `match u32 VAL MASK at OFF`.
+    pub fn key(val: u32, mask: u32, off: i32) -> U32Key {
+        U32Key { val: val & mask, mask, off, offmask: 0 }
+    }
+
+    /// `u32 match ... flowid CLASSID` (terminal).
+    pub fn u32_match(keys: Vec<U32Key>, classid: Option<Handle>) -> U32Opts {
+        let flags = if classid.is_some() { TC_U32_TERMINAL } else { 0 };
+        U32Opts { classid, sel: Some(U32Sel { flags, keys, ..Default::default() }), ..Default::default() }
+    }
+
+    /// A `tc filter` request for u32.
+    pub fn u32_msg(prio: u16, protocol: u16, handle: u32, opts: Option<U32Opts>) -> FilterMsg {
+        FilterMsg {
+            prio,
+            protocol,
+            handle,
+            kind: Some("u32".into()),
+            opts: opts.map(FilterOpts::U32),
+            ..Default::default()
+        }
+    }
+
+    /// An IPv4 packet from etherparse's builder, with TOS set, accounted with
+    /// a 14-byte Ethernet header.
+    pub fn ipv4(tos: u8, build: impl FnOnce(&mut Vec<u8>)) -> Packet {
+        let mut data = Vec::new();
+        build(&mut data);
+        data[1] = tos;
+        let len = data.len() as u32 + 14;
+        Packet::new(data, len, ETH_P_IP)
+    }
+
+    pub fn tcp(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, tos: u8, psh: bool, payload: &[u8]) -> Packet {
+        ipv4(tos, |d| {
+            let b = PacketBuilder::ipv4(src, dst, 64).tcp(sport, dport, 1000, 64240).ack(2000);
+            let b = if psh { b.psh() } else { b };
+            b.write(d, payload).unwrap();
+        })
+    }
+
+    pub fn icmp_echo(src: [u8; 4], dst: [u8; 4]) -> Packet {
+        ipv4(0, |d| PacketBuilder::ipv4(src, dst, 64).icmpv4_echo_request(1, 1).write(d, &[0u8; 56]).unwrap())
+    }
+
+    pub fn udp(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16) -> Packet {
+        ipv4(0, |d| PacketBuilder::ipv4(src, dst, 64).udp(sport, dport).write(d, &[0u8; 100]).unwrap())
+    }
+
+    /// `fh` as iproute2 prints a u32 handle (`sprint_u32_handle`).
+    pub fn fh(handle: u32) -> String {
+        let mut s = String::new();
+        if super::u32::htid(handle) != 0 {
+            s += &format!("{:x}:", super::u32::user_htid(handle));
+        }
+        if super::u32::bucket(handle) != 0 {
+            s += &format!("{:x}", super::u32::bucket(handle));
+        }
+        if super::u32::node(handle) != 0 {
+            s += &format!(":{:x}", super::u32::node(handle));
+        }
+        s
+    }
+
+    /// `(chain, pref, fh)` of every dumped line ("-" for instance headers).
+    pub fn listing(b: &Block) -> Vec<(u32, u16, String)> {
+        b.dump(None, 0, 0)
+            .into_iter()
+            .map(|d| (d.chain, d.prio, if d.handle == 0 { "-".to_string() } else { fh(d.handle) }))
+            .collect()
+    }
+
+    pub fn line(chain: u32, pref: u16, fh: &str) -> (u32, u16, String) {
+        (chain, pref, fh.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testutil::*;
+    use super::*;
+    use crate::act::gact::GactOpts;
+    use crate::act::{ActionOpts, ActionSpec};
+    use crate::packet::{ETH_P_IP, ETH_P_IPV6};
+
+    fn any() -> u32::U32Opts {
+        u32_match(vec![key(0, 0, 0)], Some(h(1, 0x10)))
+    }
+
+    #[test]
+    fn raw_verdicts_round_trip() {
+        for v in [Verdict::Continue, Verdict::Ok, Verdict::Trap, Verdict::Jump(10), Verdict::GotoChain(5)] {
+            assert_eq!(Verdict::from_raw(v.to_raw()), Some(v));
+        }
+        assert_eq!(Verdict::GotoChain(5).to_raw(), 0x2000_0005);
+        assert_eq!(Verdict::from_raw(9), None);
+        assert_eq!(Verdict::from_raw(0x3000_0000), None);
+    }
+
+    #[test]
+    fn automatic_priorities_count_down_from_0xc000() {
+        // Golden "u32 no prio (auto pref)".
+        let (mut net, mut b) = (Net::default(), Block::default());
+        let q = h(1, 0);
+        for (proto, ip) in [(ETH_P_IP, 10u8), (ETH_P_IP, 11), (ETH_P_IPV6, 0)] {
+            let o = u32_match(vec![key((ip as u32) << 24, 0xff00_0000, 12)], Some(h(1, 0x10)));
+            b.change_filter(&u32_msg(0, proto, 0, Some(o)), FilterCmd::Add, &mut net.env(q)).unwrap();
+        }
+        assert_eq!(
+            listing(&b),
+            vec![
+                line(0, 49150, "-"),
+                line(0, 49150, "802:"),
+                line(0, 49150, "802::800"),
+                line(0, 49151, "-"),
+                line(0, 49151, "801:"),
+                line(0, 49151, "801::800"),
+                line(0, 49152, "-"),
+                line(0, 49152, "800:"),
+                line(0, 49152, "800::800"),
+            ]
+        );
+        // `tc filter change` needs a priority.
+        let e = b.change_filter(&u32_msg(0, ETH_P_IP, 0, Some(any())), FilterCmd::Change, &mut net.env(q));
+        assert_eq!(e, Err(TcError::msg(Errno::ENOENT, "Invalid filter command with priority of zero")));
+    }
+
+    #[test]
+    fn priorities_protocols_and_the_errors_of_tc_filter_add() {
+        // Golden "u32 several prios and protocols" and "filter generic errors".
+        let (mut net, mut b) = (Net::default(), Block::default());
+        let q = h(1, 0);
+        for (pref, proto) in [(1, ETH_P_IP), (5, ETH_P_IP), (3, ETH_P_IPV6), (2, ETH_P_IP)] {
+            b.change_filter(&u32_msg(pref, proto, 0, Some(any())), FilterCmd::Add, &mut net.env(q)).unwrap();
+        }
+        let heads: Vec<_> = listing(&b).into_iter().filter(|l| l.2.ends_with(':')).collect();
+        assert_eq!(heads, vec![line(0, 1, "800:"), line(0, 2, "803:"), line(0, 3, "802:"), line(0, 5, "801:")]);
+        let e = b.change_filter(&u32_msg(1, ETH_P_IPV6, 0, Some(any())), FilterCmd::Add, &mut net.env(q));
+        assert_eq!(e, Err(TcError::inval("Protocol mismatch for filter with specified priority")));
+        let no_kind = FilterMsg { prio: 10, protocol: ETH_P_IP, ..Default::default() };
+        let e = b.change_filter(&no_kind, FilterCmd::Add, &mut net.env(q));
+        assert_eq!(e, Err(TcError::inval("Filter kind and protocol must be specified")));
+        let bogus = FilterMsg { kind: Some("nosuchcls".into()), ..no_kind.clone() };
+        let e = b.change_filter(&bogus, FilterCmd::Add, &mut net.env(q));
+        assert_eq!(e, Err(TcError::msg(Errno::ENOENT, "TC classifier not found")));
+        let fw = FilterMsg { kind: Some("fw".into()), prio: 1, ..no_kind };
+        let e = b.change_filter(&fw, FilterCmd::Add, &mut net.env(q));
+        assert_eq!(e, Err(TcError::inval("Specified filter kind does not match existing one")));
+        let e = b.change_filter(&u32_msg(7, ETH_P_IP, 0, Some(any())), FilterCmd::Change, &mut net.env(q));
+        assert_eq!(
+            e,
+            Err(TcError::msg(Errno::ENOENT, "Need both RTM_NEWTFILTER and NLM_F_CREATE to create a new filter"))
+        );
+        // Failed adds leave nothing behind.
+        assert_eq!(listing(&b).len(), 12);
+        // A priority at 0x8000 blocks automatic allocation.
+        b.change_filter(&u32_msg(0x8000, ETH_P_IP, 0, Some(any())), FilterCmd::Add, &mut net.env(q)).unwrap();
+        let e = b.change_filter(&u32_msg(0, ETH_P_IP, 0, Some(any())), FilterCmd::Add, &mut net.env(q));
+        assert_eq!(e, Err(TcError::msg(Errno::ENOSPC, "Lowest ID from auto-alloc range already in use")));
+    }
+
+    #[test]
+    fn chains_and_shared_u32_tables_list_as_the_kernel_does() {
+        // Golden "filter generic errors": prio 0 (auto), 65535, 10, 10 again,
+        // then chain 1 prio 10.
+        let (mut net, mut b) = (Net::default(), Block::default());
+        let q = h(1, 0);
+        let zero = u32_match(vec![key(0, 0, 0)], Some(h(1, 0x10)));
+        for (chain, pref) in [(0, 0), (0, 65535), (0, 10), (0, 10), (1, 10)] {
+            let m = FilterMsg { chain, ..u32_msg(pref, ETH_P_IP, 0, Some(zero.clone())) };
+            b.change_filter(&m, FilterCmd::Add, &mut net.env(q)).unwrap();
+        }
+        let chain = |c: u32| {
+            vec![
+                line(c, 10, "-"),
+                line(c, 10, "803:"),
+                line(c, 10, "803::800"),
+                line(c, 10, "802:"),
+                line(c, 10, "802::800"),
+                line(c, 10, "802::801"),
+            ]
+        };
+        let mut expect = chain(0);
+        expect.extend([line(0, 49152, "-"), line(0, 49152, "800:"), line(0, 49152, "800::800")]);
+        expect.extend([line(0, 65535, "-"), line(0, 65535, "801:"), line(0, 65535, "801::800")]);
+        expect.extend(chain(1));
+        assert_eq!(listing(&b), expect);
+        assert_eq!(b.dump(Some(1), 0, 0).len(), 6);
+        assert_eq!(b.chains(), vec![0, 1]);
+        b.add_chain(3, None).unwrap();
+        assert_eq!(b.chains(), vec![0, 1, 3]);
+        assert_eq!(b.add_chain(3, None), Err(TcError::msg(Errno::EEXIST, "Filter chain already exists")));
+        assert_eq!(
+            b.add_chain(4, Some("u32")),
+            Err(TcError::msg(Errno::EOPNOTSUPP, "Chain templates are not supported with specified classifier"))
+        );
+        assert!(b.dump(Some(3), 0, 0).is_empty());
+        b.delete_chain(3).unwrap();
+        assert_eq!(b.chains(), vec![0, 1]);
+        assert_eq!(b.delete_chain(3), Err(TcError::inval("Cannot find specified filter chain")));
+        let e = b.change_filter(
+            &FilterMsg { chain: 1 << 28, ..u32_msg(1, ETH_P_IP, 0, Some(zero)) },
+            FilterCmd::Add,
+            &mut net.env(q),
+        );
+        assert_eq!(e, Err(TcError::inval("Specified chain index exceeds upper limit")));
+    }
+
+    #[test]
+    fn delete_by_priority_handle_and_flush() {
+        // Golden "u32 delete variants".
+        let (mut net, mut b) = (Net::default(), Block::default());
+        let q = h(1, 0);
+        for pref in [1, 2, 3] {
+            b.change_filter(&u32_msg(pref, ETH_P_IP, 0, Some(any())), FilterCmd::Add, &mut net.env(q)).unwrap();
+        }
+        let del = |pref: u16, proto: u16| FilterMsg { prio: pref, protocol: proto, ..Default::default() };
+        b.delete_filter(&del(2, 0)).unwrap();
+        let heads: Vec<_> = listing(&b).into_iter().filter(|l| l.2 == "-").map(|l| l.1).collect();
+        assert_eq!(heads, vec![1, 3]);
+        assert_eq!(
+            b.delete_filter(&del(2, 0)),
+            Err(TcError::msg(Errno::ENOENT, "Filter with specified priority/protocol not found"))
+        );
+        assert_eq!(
+            b.delete_filter(&del(3, ETH_P_IPV6)),
+            Err(TcError::inval("Protocol mismatch for filter with specified priority"))
+        );
+        b.delete_filter(&FilterMsg { kind: Some("u32".into()), ..del(1, ETH_P_IP) }).unwrap();
+        // Deleting the only knode of the only u32 instance deletes the instance.
+        b.delete_filter(&FilterMsg { handle: 0x8020_0800, ..del(3, 0) }).unwrap();
+        assert!(b.is_empty() && listing(&b).is_empty());
+        b.change_filter(&u32_msg(4, ETH_P_IP, 0, Some(any())), FilterCmd::Add, &mut net.env(q)).unwrap();
+        b.delete_filter(&FilterMsg::default()).unwrap();
+        assert!(listing(&b).is_empty());
+        // Flushing a missing chain is fine, anything else needs the chain.
+        b.delete_filter(&FilterMsg::default()).unwrap();
+        assert_eq!(b.delete_filter(&del(4, 0)), Err(TcError::msg(Errno::ENOENT, "Cannot find specified filter chain")));
+        assert_eq!(
+            b.delete_filter(&FilterMsg { protocol: ETH_P_IP, ..Default::default() }),
+            Err(TcError::msg(Errno::ENOENT, "Cannot flush filters with protocol, handle or kind set"))
+        );
+        assert_eq!(b.get_filter(&del(4, 0)), Err(TcError::inval("Cannot find specified filter chain")));
+    }
+
+    fn gact(v: Verdict) -> ActionSpec {
+        ActionSpec { index: 0, opts: ActionOpts::Gact(GactOpts { action: v, random: None }), cookie: None }
+    }
+
+    fn matchall(classid: Option<Handle>, actions: Vec<ActionSpec>) -> FilterOpts {
+        FilterOpts::Matchall(matchall::MatchallOpts { classid, flags: None, actions })
+    }
+
+    #[test]
+    fn goto_chain_and_reclassify() {
+        let (mut net, mut b) = (Net::default(), Block::default());
+        let q = h(1, 0);
+        let mut add = |b: &mut Block, chain: u32, pref: u16, o: FilterOpts| {
+            let m = FilterMsg { chain, prio: pref, protocol: ETH_P_ALL, kind: None, opts: Some(o), ..Default::default() };
+            b.change_filter(&m, FilterCmd::Add, &mut net.env(q)).unwrap();
+        };
+        add(&mut b, 0, 1, matchall(None, vec![gact(Verdict::GotoChain(7))]));
+        // The target chain exists (held by the action) but is not shown.
+        assert_eq!(b.chains(), vec![0]);
+        let mut p = icmp_echo([10, 0, 0, 1], [10, 0, 0, 2]);
+        // An empty target chain: no match.
+        assert_eq!(b.classify(&mut p, Time(0)), None);
+        add(&mut b, 7, 1, matchall(Some(h(1, 0x20)), vec![]));
+        assert_eq!(b.chains(), vec![0, 7]);
+        let r = b.classify(&mut p, Time(0)).unwrap();
+        assert_eq!((r.classid, r.verdict), (h(1, 0x20), Verdict::Ok));
+
+        // reclassify restarts chain 0; the 17th restart drops (max_reclassify_loop).
+        let mut b = Block::default();
+        add(&mut b, 0, 1, matchall(None, vec![gact(Verdict::Reclassify)]));
+        let r = b.classify(&mut p, Time(0)).unwrap();
+        assert_eq!(r.verdict, Verdict::Shot);
+        let d = b.dump(None, 0, 0);
+        let Some(FilterElemOpts::Matchall(m)) = &d[1].opts else { panic!("{d:?}") };
+        assert_eq!(m.rhit, 17);
+        assert_eq!(m.actions[0].stats.packets, 17);
+    }
+
+    #[test]
+    fn continue_falls_through_to_the_next_instance() {
+        let (mut net, mut b) = (Net::default(), Block::default());
+        let q = h(1, 0);
+        for (pref, o) in [
+            (1, matchall(Some(h(1, 0x10)), vec![gact(Verdict::Continue)])),
+            (2, matchall(Some(h(1, 0x20)), vec![])),
+        ] {
+            let m = FilterMsg { prio: pref, protocol: ETH_P_ALL, opts: Some(o), ..Default::default() };
+            b.change_filter(&m, FilterCmd::Add, &mut net.env(q)).unwrap();
+        }
+        let r = b.classify(&mut icmp_echo([1, 1, 1, 1], [2, 2, 2, 2]), Time(0)).unwrap();
+        assert_eq!(r.classid, h(1, 0x20));
+        assert_eq!(b.count_bound(h(1, 0x20)), 1);
+    }
+}

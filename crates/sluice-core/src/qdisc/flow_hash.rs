@@ -387,7 +387,8 @@ mod tests {
 
     fn v6(label: u32, next: u8, ext: &[u8], sport: u16, dport: u16) -> Packet {
         let mut d = vec![0u8; 40];
-        d[0] = 0x60 | ((label >> 16) & 0x0f) as u8;
+        d[0] = 0x60;
+        d[1] = ((label >> 16) & 0x0f) as u8;
         d[2] = (label >> 8) as u8;
         d[3] = label as u8;
         d[6] = next;

@@ -383,7 +383,7 @@ impl Htb {
     }
 
     /// The refusal of `tc class del` on a class that has children or that
-    /// filters point to (`htb_delete`). The Device knows the filters.
+    /// filters point to (`htb_delete`).
     pub fn class_in_use_error() -> TcError {
         TcError::msg(Errno::EBUSY, "HTB class in use")
     }
@@ -1326,13 +1326,21 @@ impl Classful for Htb {
         Ok(())
     }
 
-    /// `htb_delete`. The Device must first refuse, with
-    /// [`Htb::class_in_use_error`], a class that filters point to.
+    /// `htb_delete`: refused while the class has children or filters of
+    /// this qdisc point to it.
     fn delete_class(&mut self, classid: Handle) -> TcResult<()> {
         let Some(c) = self.cl(classid.0) else {
             return Err(TcError::errno(Errno::ENOENT));
         };
-        if c.children > 0 {
+        // In use: it has children, or filters of this qdisc point to it
+        // (the kernel counts those bindings in `filter_cnt`).
+        let bound = self.block.count_bound(classid)
+            + self
+                .classes
+                .iter()
+                .map(|(_, c)| c.block.count_bound(classid))
+                .sum::<usize>();
+        if c.children > 0 || bound > 0 {
             return Err(Self::class_in_use_error());
         }
         let id = c.classid;
@@ -1438,7 +1446,6 @@ impl Classful for Htb {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cls::{Classifier, ClassifyResult, TcfProto};
     use crate::packet::ETH_P_ALL;
     use crate::rate::LinkLayer;
     use std::collections::HashMap;
@@ -1749,27 +1756,43 @@ mod tests {
         }
     }
 
-    /// A classifier for tests: by fwmark, a class id and verdict.
-    #[derive(Debug)]
-    struct ByMark(Vec<(u32, Handle, Verdict)>);
-
-    impl Classifier for ByMark {
-        fn kind(&self) -> &'static str {
-            "test"
-        }
-        fn classify(&mut self, pkt: &mut Packet, _now: Time) -> Option<ClassifyResult> {
-            let &(_, classid, verdict) = self.0.iter().find(|(m, _, _)| *m == pkt.mark)?;
-            Some(ClassifyResult { classid, verdict })
-        }
-    }
-
-    fn attach(b: &mut Block, rules: Vec<(u32, Handle, Verdict)>) {
-        b.protos.push(TcfProto {
-            chain: 0,
+    /// `tc filter add ... parent P handle MARK fw classid C [action gact V]`
+    /// on `block`, through the classifier API the Device uses.
+    fn fw(block: &mut Block, mark: u32, classid: Handle, verdict: Option<Verdict>) {
+        use crate::act::{gact::GactOpts, ActionOpts, ActionSpec, ActionTable};
+        use crate::cls::{fw::FwOpts, ClsEnv, ClsShared, FilterCmd, FilterMsg, FilterOpts};
+        let actions = verdict
+            .map(|action| ActionSpec {
+                index: 0,
+                opts: ActionOpts::Gact(GactOpts {
+                    action,
+                    random: None,
+                }),
+                cookie: None,
+            })
+            .into_iter()
+            .collect();
+        let msg = FilterMsg {
             prio: 1,
             protocol: ETH_P_ALL,
-            cls: Box::new(ByMark(rules)),
-        });
+            handle: mark,
+            kind: Some("fw".into()),
+            opts: Some(FilterOpts::Fw(FwOpts {
+                classid: Some(classid),
+                actions,
+                ..Default::default()
+            })),
+            ..Default::default()
+        };
+        let (mut table, mut shared) = (ActionTable::new(0), ClsShared::default());
+        let mut env = ClsEnv {
+            actions: &mut table,
+            shared: &mut shared,
+            qdisc: h(0),
+            dev_exists: &|_| false,
+            now: Time(0),
+        };
+        block.change_filter(&msg, FilterCmd::Add, &mut env).unwrap();
     }
 
     #[test]
@@ -1791,20 +1814,16 @@ mod tests {
             htb.change_class(h(m), p, Some(&copts(MBIT, MBIT, 0, 0)), &dev())
                 .unwrap();
         }
-        attach(
-            htb.block_mut(0).unwrap(),
-            vec![
-                (1, h(1), Verdict::Ok),
-                (2, h(0x11), Verdict::Shot),
-                (3, h(0), Verdict::Ok),
-                (4, h(0x99), Verdict::Ok),
-                (5, h(0x12), Verdict::Stolen),
-            ],
-        );
-        attach(
-            htb.block_mut(1).unwrap(),
-            vec![(1, h(0x12), Verdict::Ok), (6, h(0x11), Verdict::Ok)],
-        );
+        htb.set_handle(h(0));
+        let root = htb.block_mut(0).unwrap();
+        fw(root, 1, h(1), None);
+        fw(root, 2, h(0x11), Some(Verdict::Shot));
+        fw(root, 3, h(0), None);
+        fw(root, 4, h(0x99), None);
+        fw(root, 5, h(0x12), Some(Verdict::Stolen));
+        let inner = htb.block_mut(1).unwrap();
+        fw(inner, 1, h(0x12), None);
+        fw(inner, 6, h(0x11), None);
         let mut n = QdiscNode::new(h(0), Handle::ROOT, Box::new(htb));
         let mut cx = Cx::new(Time(0));
         let mark = |m: u32, prio: u32| Packet {
@@ -1822,6 +1841,11 @@ mod tests {
         let s = n.stats();
         // Shot counts as a drop; stolen does not.
         assert_eq!((s.qlen, s.drops), (4, 1));
+        // A class filters point to cannot be deleted (observed on Linux 6.18:
+        // "Error: HTB class in use." while a u32 filter had flowid 1:10).
+        let cls = n.qdisc.classes().unwrap();
+        assert_eq!(cls.delete_class(h(0x12)), Err(Htb::class_in_use_error()));
+        assert_eq!(cls.delete_class(h(0x30)), Ok(()));
     }
 
     #[test]

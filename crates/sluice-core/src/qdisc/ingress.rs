@@ -124,7 +124,7 @@ impl Ingress {
     }
 
     /// The block of a hook (`None` for the egress hook of `ingress`).
-    pub fn block(&self, hook: Hook) -> Option<&Block> {
+    pub fn hook_block(&self, hook: Hook) -> Option<&Block> {
         match (hook, self.kind) {
             (Hook::Ingress, _) => Some(&self.ingress),
             (Hook::Egress, IngressKind::Clsact) => Some(&self.egress),
@@ -133,7 +133,7 @@ impl Ingress {
     }
 
     /// The block of a hook, for adding and removing filters.
-    pub fn block_mut(&mut self, hook: Hook) -> Option<&mut Block> {
+    pub fn hook_block_mut(&mut self, hook: Hook) -> Option<&mut Block> {
         match (hook, self.kind) {
             (Hook::Ingress, _) => Some(&mut self.ingress),
             (Hook::Egress, IngressKind::Clsact) => Some(&mut self.egress),
@@ -233,6 +233,17 @@ impl Qdisc for Ingress {
         self.egress.set_qdisc(handle.qdisc());
     }
 
+    /// `ingress_tcf_block` (any class: the one block) / `clsact_tcf_block`
+    /// (`ffff:fff2` ingress, `ffff:fff3` egress, nothing else).
+    fn block_mut(&mut self, classid: Handle) -> Option<&mut Block> {
+        let hook = self.hook_for_parent(classid)?;
+        self.hook_block_mut(hook)
+    }
+
+    fn block(&self, classid: Handle) -> Option<&Block> {
+        self.hook_block(self.hook_for_parent(classid)?)
+    }
+
     fn dump(&self) -> QdiscOpts {
         match self.kind {
             IngressKind::Ingress => QdiscOpts::Ingress(IngressOpts {}),
@@ -303,7 +314,7 @@ mod tests {
     use crate::cls::{Classifier, ClassifyResult, TcfProto};
     use crate::packet::{ETH_P_ARP, ETH_P_IP};
 
-    /// A filter matching one protocol and giving `verdict`.
+    /// A filter giving every packet `verdict` (the block applies the protocol).
     #[derive(Debug)]
     struct Proto(Verdict);
     impl Classifier for Proto {
@@ -355,7 +366,7 @@ mod tests {
         cls: Box<dyn Classifier>,
     ) -> Ingress {
         let mut q = Ingress::new(kind, &IngressOpts {}, &DevInfo::default()).unwrap();
-        q.block_mut(hook).unwrap().protos.push(TcfProto {
+        q.hook_block_mut(hook).unwrap().protos.push(TcfProto {
             chain: 0,
             prio: 50,
             protocol,
@@ -487,7 +498,7 @@ mod tests {
         let mut q =
             Ingress::new(IngressKind::Clsact, &IngressOpts {}, &DevInfo::default()).unwrap();
         for hook in [Hook::Ingress, Hook::Egress] {
-            q.block_mut(hook).unwrap().protos.push(TcfProto {
+            q.hook_block_mut(hook).unwrap().protos.push(TcfProto {
                 chain: 0,
                 prio: 1,
                 protocol: ETH_P_IP,
@@ -504,7 +515,7 @@ mod tests {
     fn clsact_has_two_blocks_ingress_one() {
         let mut i =
             Ingress::new(IngressKind::Ingress, &IngressOpts {}, &DevInfo::default()).unwrap();
-        assert!(i.block_mut(Hook::Egress).is_none());
+        assert!(i.hook_block_mut(Hook::Egress).is_none());
         assert_eq!(
             i.hook_for_parent(Handle::new(0xffff, 0)),
             Some(Hook::Ingress)
@@ -523,6 +534,12 @@ mod tests {
             Some(Hook::Egress)
         );
         assert_eq!(c.hook_for_parent(Handle::new(0xffff, 0)), None);
+        assert!(c.block(Handle::new(0xffff, 0)).is_none());
+        assert!(c.block(Handle::new(0xffff, 0xfff3)).is_some());
+        assert!(
+            i.block(Handle::new(0xffff, 0)).is_some()
+                && i.block(Handle::new(0xffff, 0xfff3)).is_some()
+        );
         assert!(c.list().is_empty());
         assert_eq!(c.dump(), QdiscOpts::Clsact(IngressOpts {}));
         assert_eq!(i.dump(), QdiscOpts::Ingress(IngressOpts {}));

@@ -242,6 +242,17 @@ pub trait Qdisc: Send + std::fmt::Debug {
     fn take_warning(&mut self) -> Option<String> {
         None
     }
+    /// The filter block `tc filter ... parent X` attaches to
+    /// (`cl_ops->tcf_block`): the qdisc's own for minor 0, a class's for
+    /// `X:minor` (clsact: `ffff:fff2` ingress, `ffff:fff3` egress). `None`
+    /// when the qdisc or that class holds no filters.
+    fn block_mut(&mut self, _classid: Handle) -> Option<&mut crate::cls::Block> {
+        None
+    }
+    /// The filter block, read-only (for `tc filter show`).
+    fn block(&self, _classid: Handle) -> Option<&crate::cls::Block> {
+        None
+    }
     /// The class interface, for classful qdiscs.
     fn classes(&mut self) -> Option<&mut dyn Classful> {
         None

@@ -121,16 +121,6 @@ impl Prio {
         Ok(p)
     }
 
-    /// The filters attached to the qdisc.
-    pub fn block(&self) -> &Block {
-        &self.block
-    }
-
-    /// The filters attached to the qdisc, for adding and removing filters.
-    pub fn block_mut(&mut self) -> &mut Block {
-        &mut self.block
-    }
-
     /// Number of bands.
     pub fn bands(&self) -> usize {
         self.params.bands
@@ -297,6 +287,15 @@ impl Qdisc for Prio {
         }
     }
 
+    /// `prio_tcf_block`: filters attach to the qdisc only, not to a band.
+    fn block_mut(&mut self, classid: Handle) -> Option<&mut Block> {
+        (classid.minor() == 0).then_some(&mut self.block)
+    }
+
+    fn block(&self, classid: Handle) -> Option<&Block> {
+        (classid.minor() == 0).then_some(&self.block)
+    }
+
     fn dump(&self) -> QdiscOpts {
         QdiscOpts::Prio(PrioOpts {
             bands: self.params.bands as i32,
@@ -446,7 +445,7 @@ mod tests {
         let mut p = Prio::new(&PrioOpts::default(), &DevInfo::default()).unwrap();
         p.set_handle(H);
         for (i, f) in filters.into_iter().enumerate() {
-            p.block_mut().protos.push(TcfProto {
+            p.block_mut(H).unwrap().protos.push(TcfProto {
                 chain: 0,
                 prio: i as u32 + 1,
                 protocol: ETH_P_ALL,
@@ -573,6 +572,8 @@ mod tests {
     #[test]
     fn classes_cannot_be_added_or_deleted() {
         let mut n = prio(PrioOpts::default());
+        // Filters attach to the qdisc, not to a band (`prio_tcf_block`).
+        assert!(n.qdisc.block_mut(H).is_some() && n.qdisc.block(Handle::new(1, 1)).is_none());
         let c = n.qdisc.classes().unwrap();
         let e = c
             .change_class(Handle::new(1, 2), H, None, &DevInfo::default())

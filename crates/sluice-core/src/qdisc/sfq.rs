@@ -218,9 +218,9 @@ impl Default for RedVars {
 
 /// What RED says about an arriving packet.
 enum RedAction {
-    DontMark,
-    ProbMark,
-    HardMark,
+    Accept,
+    EarlyMark,
+    ForcedMark,
 }
 
 /// Validated parameters.
@@ -399,16 +399,6 @@ impl Sfq {
         Ok(q)
     }
 
-    /// The filters attached to the qdisc.
-    pub fn block(&self) -> &Block {
-        &self.block
-    }
-
-    /// The filters attached to the qdisc, for adding and removing filters.
-    pub fn block_mut(&mut self) -> &mut Block {
-        &mut self.block
-    }
-
     /// The current hash secret.
     pub fn perturbation(&self) -> u32 {
         self.perturbation
@@ -572,14 +562,14 @@ impl Sfq {
         let action = red_action(&rp, &mut s.red, &mut self.rng);
         let (ecn, headdrop) = (self.p.flags & TC_RED_ECN != 0, self.p.headdrop);
         let (mark, head_stat, pkt_stat, drop_stat) = match action {
-            RedAction::DontMark => return Ok(()),
-            RedAction::ProbMark => (
+            RedAction::Accept => return Ok(()),
+            RedAction::EarlyMark => (
                 ecn,
                 &mut self.red_stats.prob_mark_head,
                 &mut self.red_stats.prob_mark,
                 &mut self.red_stats.prob_drop,
             ),
-            RedAction::HardMark => (
+            RedAction::ForcedMark => (
                 self.p.flags & (TC_RED_ECN | TC_RED_HARDDROP) == TC_RED_ECN,
                 &mut self.red_stats.forced_mark_head,
                 &mut self.red_stats.forced_mark,
@@ -807,11 +797,11 @@ fn red_action(p: &RedParams, v: &mut RedVars, rng: &mut Xoshiro256PlusPlus) -> R
     let qavg = v.qavg;
     if qavg < p.qth_min {
         v.qcount = -1;
-        return RedAction::DontMark;
+        return RedAction::Accept;
     }
     if qavg >= p.qth_max {
         v.qcount = -1;
-        return RedAction::HardMark;
+        return RedAction::ForcedMark;
     }
     v.qcount += 1;
     if v.qcount != 0 {
@@ -819,12 +809,12 @@ fn red_action(p: &RedParams, v: &mut RedVars, rng: &mut Xoshiro256PlusPlus) -> R
         if excess.saturating_mul(v.qcount as u64) >= v.q_r as u64 {
             v.qcount = 0;
             v.q_r = rng.next_u32() / p.max_p_delta;
-            return RedAction::ProbMark;
+            return RedAction::EarlyMark;
         }
     } else {
         v.q_r = rng.next_u32() / p.max_p_delta;
     }
-    RedAction::DontMark
+    RedAction::Accept
 }
 
 /// `INET_ECN_set_ce`: mark Congestion Experienced if the packet is
@@ -926,6 +916,15 @@ impl Qdisc for Sfq {
 
     fn overlimits(&self) -> u64 {
         self.overlimits
+    }
+
+    /// `sfq_tcf_block`: filters attach to the qdisc only.
+    fn block_mut(&mut self, classid: Handle) -> Option<&mut Block> {
+        (classid.minor() == 0).then_some(&mut self.block)
+    }
+
+    fn block(&self, classid: Handle) -> Option<&Block> {
+        (classid.minor() == 0).then_some(&self.block)
     }
 
     /// `sch->handle`: names the classes, lets `priority` select a bucket,
@@ -1499,6 +1498,7 @@ mod tests {
         );
         // A new flow starts with one quantum (1514) and was charged 1000.
         assert_eq!(c[0].xstats, XStats::SfqClass(SfqClassXstats { allot: 514 }));
+        assert!(n.qdisc.block(H).is_some() && n.qdisc.block(c[0].classid).is_none());
         let cl = n.qdisc.classes().unwrap();
         assert!(!cl.contains(c[0].classid), "sfq_find finds no class");
         assert_eq!(
@@ -1570,7 +1570,8 @@ mod tests {
             opts: Some(FilterOpts::Fw(opts)),
             ..Default::default()
         };
-        q.block_mut()
+        q.block_mut(H)
+            .unwrap()
             .change_filter(&msg, FilterCmd::Add, &mut env)
             .unwrap();
     }
@@ -1641,7 +1642,10 @@ mod tests {
     #[test]
     fn perturbation_moves_flows_deterministically_and_keeps_their_order() {
         let (before, after, out) = perturbed_run(7);
-        assert!(!before.iter().all(|b| after.contains(b)), "some flow moved to another bucket");
+        assert!(
+            !before.iter().all(|b| after.contains(b)),
+            "some flow moved to another bucket"
+        );
         assert_eq!(out.len(), 8 * 3 + 2, "no packet lost in the rehash");
         for f in 0..8u64 {
             let seqs: Vec<u64> = out
@@ -1701,7 +1705,7 @@ mod tests {
         };
         assert_eq!(
             (o.stats.forced_drop, n.stats().drops, n.stats().qlen),
-            (5, 5, 5)
+            (6, 6, 4)
         );
     }
 
