@@ -364,6 +364,7 @@ impl Device {
                 .classes()
                 .ok_or_else(|| err(Errno::EOPNOTSUPP, "Parent qdisc is not classful"))?;
             cls.graft(parent, Some(node), &dev)?;
+            self.apply_purged(parent.qdisc());
         }
         Ok(())
     }
@@ -446,9 +447,22 @@ impl Device {
                 .and_then(|p| p.qdisc.classes())
             {
                 cls.graft(parent, None, &dev)?;
+                self.apply_purged(parent.qdisc());
             }
         }
         Ok(())
+    }
+
+    /// Run a received packet through the ingress (or clsact) qdisc's filters
+    /// (`sch_handle_ingress`): `None` when a filter dropped or took it.
+    pub fn receive(&mut self, pkt: crate::packet::Packet, now: crate::time::Time) -> Option<crate::packet::Packet> {
+        let Some(ing) = self.ingress.as_mut() else { return Some(pkt) };
+        let mut cx = crate::qdisc::Cx::new(now);
+        ing.enqueue(pkt, &mut cx).ok()?;
+        match ing.dequeue(&mut cx) {
+            crate::qdisc::Dequeue::Packet(p) => Some(p),
+            _ => None,
+        }
     }
 
     /// The filter block for `tc filter ... parent P` (`__tcf_qdisc_find`,
@@ -515,7 +529,9 @@ impl Device {
             return Err(TcError::errno(Errno::EEXIST));
         }
         cls.change_class(clid, parent, opts, &dev)?;
-        Ok(node.qdisc.take_warning())
+        let warning = node.qdisc.take_warning();
+        self.apply_purged(q);
+        Ok(warning)
     }
 
     /// `tc class del dev D [parent P] classid C`.
@@ -531,7 +547,31 @@ impl Device {
         if clid.is_unspec() || !cls.contains(clid) {
             return Err(TcError::errno(Errno::ENOENT));
         }
-        cls.delete_class(clid)
+        cls.delete_class(clid)?;
+        self.apply_purged(q);
+        Ok(())
+    }
+
+    /// Take the packets a class operation on qdisc `q` purged off the
+    /// backlog of `q` and of every ancestor, counting them as drops there
+    /// (`qdisc_tree_reduce_backlog`).
+    fn apply_purged(&mut self, q: Handle) {
+        let Some(node) = self.find_mut(q) else { return };
+        let (pkts, bytes) = node.qdisc.classes().map(|c| c.take_purged()).unwrap_or((0, 0));
+        if pkts == 0 && bytes == 0 {
+            return;
+        }
+        fn walk(n: &mut QdiscNode, q: Handle, pkts: u64, bytes: u64) -> bool {
+            let found = n.handle == q
+                || n.qdisc.classes().is_some_and(|c| c.leaves().into_iter().any(|l| walk(l, q, pkts, bytes)));
+            if found {
+                n.stats.qlen = n.stats.qlen.saturating_sub(pkts as u32);
+                n.stats.backlog = n.stats.backlog.saturating_sub(bytes);
+                n.stats.drops += pkts;
+            }
+            found
+        }
+        walk(&mut self.root, q, pkts, bytes);
     }
 
     /// Step 1 of `tc_ctl_tclass`: the qdisc, the full parent id and the full class id.

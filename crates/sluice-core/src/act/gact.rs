@@ -77,8 +77,14 @@ impl GactParams {
     pub(crate) fn validate(o: &GactOpts, in_filter: bool) -> TcResult<Self> {
         check_policy(o)?;
         check_ctrlact(o.action, in_filter)?;
-        let random = o.random.map(|r| GactRandom { pval: r.pval.max(1), ..r });
-        Ok(GactParams { action: o.action, random })
+        let random = o.random.map(|r| GactRandom {
+            pval: r.pval.max(1),
+            ..r
+        });
+        Ok(GactParams {
+            action: o.action,
+            random,
+        })
     }
 }
 
@@ -117,6 +123,8 @@ impl Action for Gact {
         "gact"
     }
 
+    // `%` rather than `is_multiple_of`: the workspace's minimum Rust is 1.80.
+    #[allow(clippy::manual_is_multiple_of)]
     fn act(&mut self, _pkt: &mut Packet, _now: Time) -> Verdict {
         let v = match self.random {
             None => self.action,
@@ -147,7 +155,10 @@ impl Action for Gact {
     }
 
     fn dump(&self) -> ActionOpts {
-        ActionOpts::Gact(GactOpts { action: self.action, random: self.random })
+        ActionOpts::Gact(GactOpts {
+            action: self.action,
+            random: self.random,
+        })
     }
 
     fn goto_chains(&self) -> Vec<u32> {
@@ -164,7 +175,10 @@ mod tests {
     use crate::packet::ETH_P_IP;
 
     fn gact(action: Verdict, random: Option<GactRandom>, seed: u64) -> Gact {
-        Gact::new(GactParams::validate(&GactOpts { action, random }, true).unwrap(), seed)
+        Gact::new(
+            GactParams::validate(&GactOpts { action, random }, true).unwrap(),
+            seed,
+        )
     }
 
     fn run(g: &mut Gact, n: usize) -> Vec<Verdict> {
@@ -175,11 +189,19 @@ mod tests {
     #[test]
     fn determ_picks_every_nth_packet() {
         // `gact drop random determ ok 10`: packets 10, 20, 30 pass, the rest drop.
-        let r = GactRandom { kind: GactRandKind::Determ, action: Verdict::Ok, pval: 10 };
+        let r = GactRandom {
+            kind: GactRandKind::Determ,
+            action: Verdict::Ok,
+            pval: 10,
+        };
         let mut g = gact(Verdict::Shot, Some(r), 0);
         let v = run(&mut g, 30);
         for (i, v) in v.iter().enumerate() {
-            let expect = if (i + 1) % 10 == 0 { Verdict::Ok } else { Verdict::Shot };
+            let expect = if (i + 1) % 10 == 0 {
+                Verdict::Ok
+            } else {
+                Verdict::Shot
+            };
             assert_eq!(*v, expect, "packet {}", i + 1);
         }
         assert_eq!(g.drops, 27);
@@ -187,7 +209,11 @@ mod tests {
 
     #[test]
     fn netrand_picks_about_one_in_val_and_is_repeatable() {
-        let r = GactRandom { kind: GactRandKind::Netrand, action: Verdict::Shot, pval: 20 };
+        let r = GactRandom {
+            kind: GactRandKind::Netrand,
+            action: Verdict::Shot,
+            pval: 20,
+        };
         let mut a = gact(Verdict::Ok, Some(r), 7);
         let mut b = gact(Verdict::Ok, Some(r), 7);
         let va = run(&mut a, 20_000);
@@ -199,16 +225,33 @@ mod tests {
 
     #[test]
     fn pval_zero_means_one_and_replace_keeps_random() {
-        let r = GactRandom { kind: GactRandKind::Determ, action: Verdict::Pipe, pval: 0 };
+        let r = GactRandom {
+            kind: GactRandKind::Determ,
+            action: Verdict::Pipe,
+            pval: 0,
+        };
         let mut g = gact(Verdict::Ok, Some(r), 0);
         assert_eq!(run(&mut g, 3), vec![Verdict::Pipe; 3]);
-        g.change(GactParams::validate(&GactOpts { action: Verdict::Shot, random: None }, true).unwrap());
+        g.change(
+            GactParams::validate(
+                &GactOpts {
+                    action: Verdict::Shot,
+                    random: None,
+                },
+                true,
+            )
+            .unwrap(),
+        );
         assert_eq!(run(&mut g, 1), vec![Verdict::Pipe]);
         assert_eq!(
             GactParams::validate(
                 &GactOpts {
                     action: Verdict::Ok,
-                    random: Some(GactRandom { kind: GactRandKind::Netrand, action: Verdict::GotoChain(1), pval: 2 })
+                    random: Some(GactRandom {
+                        kind: GactRandKind::Netrand,
+                        action: Verdict::GotoChain(1),
+                        pval: 2
+                    })
                 },
                 true
             )

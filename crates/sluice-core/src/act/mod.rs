@@ -151,7 +151,11 @@ pub struct TcfT {
 
 impl ActionTm {
     fn new(now: Time) -> Self {
-        ActionTm { install: now, lastuse: now, firstuse: None }
+        ActionTm {
+            install: now,
+            lastuse: now,
+            firstuse: None,
+        }
     }
 
     fn touch(&mut self, now: Time) {
@@ -224,26 +228,26 @@ pub trait Action: Send + std::fmt::Debug {
 /// Validated parameters of one kind, ready to create or change an action.
 #[derive(Debug)]
 enum Params {
-    Police(police::PoliceParams),
+    Police(Box<police::PoliceParams>),
     Gact(gact::GactParams),
 }
 
 #[derive(Debug)]
 enum Kind {
-    Police(police::Police),
+    Police(Box<police::Police>),
     Gact(gact::Gact),
 }
 
 impl Kind {
     fn inner(&self) -> &dyn Action {
         match self {
-            Kind::Police(p) => p,
+            Kind::Police(p) => &**p,
             Kind::Gact(g) => g,
         }
     }
     fn inner_mut(&mut self) -> &mut dyn Action {
         match self {
-            Kind::Police(p) => p,
+            Kind::Police(p) => &mut **p,
             Kind::Gact(g) => g,
         }
     }
@@ -292,7 +296,12 @@ impl TcAction {
     /// The counters.
     pub fn stats(&self) -> ActionStats {
         let k = self.kind.inner();
-        ActionStats { bytes: self.bytes, packets: self.packets, drops: k.drops(), overlimits: k.overlimits() }
+        ActionStats {
+            bytes: self.bytes,
+            packets: self.packets,
+            drops: k.drops(),
+            overlimits: k.overlimits(),
+        }
     }
 
     fn dump(&self, order: u32, refcnt: u32, bindcnt: u32) -> ActionDump {
@@ -347,9 +356,17 @@ enum Prepared {
     /// Bind an existing action (parameters ignored, as the kernel does).
     Bind(SharedAction),
     /// Create a new action (`index` 0: the lowest free one at commit time).
-    Create { index: u32, params: Params, cookie: Option<Vec<u8>> },
+    Create {
+        index: u32,
+        params: Params,
+        cookie: Option<Vec<u8>>,
+    },
     /// Change an existing action in place.
-    Replace { act: SharedAction, params: Params, cookie: Option<Vec<u8>> },
+    Replace {
+        act: SharedAction,
+        params: Params,
+        cookie: Option<Vec<u8>>,
+    },
 }
 
 /// A validated action list (a filter's `tcf_exts`, or a `tc actions` batch).
@@ -387,7 +404,10 @@ fn known(kind: &str) -> Option<&'static str> {
 impl ActionTable {
     /// An empty table whose random actions derive their seeds from `seed`.
     pub fn new(seed: u64) -> Self {
-        ActionTable { kinds: BTreeMap::new(), seed }
+        ActionTable {
+            kinds: BTreeMap::new(),
+            seed,
+        }
     }
 
     /// Forget inline actions no filter holds any more.
@@ -419,17 +439,27 @@ impl ActionTable {
         in_filter: bool,
     ) -> TcResult<PreparedList> {
         self.gc();
-        let mut list = PreparedList { items: Vec::new(), old_police: false, estimator: ctx.estimator };
+        let mut list = PreparedList {
+            items: Vec::new(),
+            old_police: false,
+            estimator: ctx.estimator,
+        };
         if let Some(p) = old_police {
             // The old `police` attribute wins over an action list (tcf_exts_validate_ex).
-            let spec =
-                ActionSpec { index: p.index, opts: ActionOpts::Police(p.opts.clone()), cookie: None };
-            list.items.push(self.prepare_one(&spec, ctx, in_filter, &list.items)?);
+            let spec = ActionSpec {
+                index: p.index,
+                opts: ActionOpts::Police(p.opts.clone()),
+                cookie: None,
+            };
+            list.items
+                .push(self.prepare_one(&spec, ctx, in_filter, &list.items)?);
             list.old_police = true;
             return Ok(list);
         }
         if specs.len() > TCA_ACT_MAX_PRIO {
-            return Err(TcError::inval(format!("Only {TCA_ACT_MAX_PRIO} actions supported per filter")));
+            return Err(TcError::inval(format!(
+                "Only {TCA_ACT_MAX_PRIO} actions supported per filter"
+            )));
         }
         for s in specs {
             let p = self.prepare_one(s, ctx, in_filter, &list.items)?;
@@ -438,8 +468,18 @@ impl ActionTable {
         Ok(list)
     }
 
-    fn prepare_one(&self, spec: &ActionSpec, ctx: InitCtx, in_filter: bool, earlier: &[Prepared]) -> TcResult<Prepared> {
-        if spec.cookie.as_ref().is_some_and(|c| c.len() > TC_COOKIE_MAX_SIZE) {
+    fn prepare_one(
+        &self,
+        spec: &ActionSpec,
+        ctx: InitCtx,
+        in_filter: bool,
+        earlier: &[Prepared],
+    ) -> TcResult<Prepared> {
+        if spec
+            .cookie
+            .as_ref()
+            .is_some_and(|c| c.len() > TC_COOKIE_MAX_SIZE)
+        {
             return Err(TcError::errno(Errno::EINVAL));
         }
         // Attribute-level checks come before the index is looked up.
@@ -458,7 +498,9 @@ impl ActionTable {
             // kernel answers EAGAIN (tcf_idr_check_alloc).
             return Err(TcError::errno(Errno::EAGAIN));
         }
-        let existing = (spec.index != 0).then(|| self.find(kind, spec.index)).flatten();
+        let existing = (spec.index != 0)
+            .then(|| self.find(kind, spec.index))
+            .flatten();
         if let Some(e) = existing {
             if ctx.bind {
                 return Ok(Prepared::Bind(e.act.clone()));
@@ -468,10 +510,18 @@ impl ActionTable {
             }
             let est_active = matches!(&lock(&e.act).kind, Kind::Police(p) if p.has_estimator());
             let params = validate(spec, ctx, in_filter, false, est_active)?;
-            return Ok(Prepared::Replace { act: e.act.clone(), params, cookie: spec.cookie.clone() });
+            return Ok(Prepared::Replace {
+                act: e.act.clone(),
+                params,
+                cookie: spec.cookie.clone(),
+            });
         }
         let params = validate(spec, ctx, in_filter, true, false)?;
-        Ok(Prepared::Create { index: spec.index, params, cookie: spec.cookie.clone() })
+        Ok(Prepared::Create {
+            index: spec.index,
+            params,
+            cookie: spec.cookie.clone(),
+        })
     }
 
     /// Commit a validated list: create, change or bind each action.
@@ -480,7 +530,11 @@ impl ActionTable {
         for p in list.items {
             acts.push(match p {
                 Prepared::Bind(a) => a,
-                Prepared::Replace { act, params, cookie } => {
+                Prepared::Replace {
+                    act,
+                    params,
+                    cookie,
+                } => {
                     {
                         let mut g = lock(&act);
                         apply(&mut g.kind, params, now, list.estimator);
@@ -490,12 +544,22 @@ impl ActionTable {
                     }
                     act
                 }
-                Prepared::Create { index, params, cookie } => {
+                Prepared::Create {
+                    index,
+                    params,
+                    cookie,
+                } => {
                     let kind = params_kind(&params);
-                    let index = if index == 0 { self.lowest_free(kind)? } else { index };
+                    let index = if index == 0 {
+                        self.lowest_free(kind)?
+                    } else {
+                        index
+                    };
                     let seed = self.seed_for(kind, index);
                     let k = match params {
-                        Params::Police(p) => Kind::Police(police::Police::new(p, now, list.estimator)),
+                        Params::Police(p) => {
+                            Kind::Police(Box::new(police::Police::new(*p, now, list.estimator)))
+                        }
                         Params::Gact(g) => Kind::Gact(gact::Gact::new(g, seed)),
                     };
                     let act = Arc::new(Mutex::new(TcAction {
@@ -515,11 +579,16 @@ impl ActionTable {
                 }
             });
         }
-        Ok(Exts { actions: acts, old_police: list.old_police })
+        Ok(Exts {
+            actions: acts,
+            old_police: list.old_police,
+        })
     }
 
     fn lowest_free(&self, kind: &str) -> TcResult<u32> {
-        let Some(m) = self.kinds.get(kind) else { return Ok(1) };
+        let Some(m) = self.kinds.get(kind) else {
+            return Ok(1);
+        };
         let mut want = 1u32;
         for &i in m.keys() {
             if i > want {
@@ -534,12 +603,26 @@ impl ActionTable {
 
     /// `tc actions add` (`replace` false) and `tc actions change/replace`
     /// (`replace` true): create or change standalone actions. Returns their dumps.
-    pub fn add(&mut self, specs: &[ActionSpec], replace: bool, now: Time) -> TcResult<Vec<ActionDump>> {
-        let ctx = InitCtx { bind: false, replace, estimator: None };
+    pub fn add(
+        &mut self,
+        specs: &[ActionSpec],
+        replace: bool,
+        now: Time,
+    ) -> TcResult<Vec<ActionDump>> {
+        let ctx = InitCtx {
+            bind: false,
+            replace,
+            estimator: None,
+        };
         let list = self.prepare(specs, None, ctx, false)?;
         let exts = self.commit(list, true, now)?;
         // `exts` holds one more clone of each action for the moment.
-        Ok(exts.actions.iter().enumerate().map(|(i, a)| dump_shared(a, i as u32 + 1, 1)).collect())
+        Ok(exts
+            .actions
+            .iter()
+            .enumerate()
+            .map(|(i, a)| dump_shared(a, i as u32 + 1, 1))
+            .collect())
     }
 
     fn kind_or_err(kind: &str, msg: &'static str) -> TcResult<&'static str> {
@@ -550,9 +633,9 @@ impl ActionTable {
     pub fn get(&mut self, kind: &str, index: u32) -> TcResult<ActionDump> {
         self.gc();
         let kind = Self::kind_or_err(kind, "Specified TC action kind not found")?;
-        let e = self
-            .find(kind, index)
-            .ok_or_else(|| TcError::msg(Errno::ENOENT, "TC action with specified index not found"))?;
+        let e = self.find(kind, index).ok_or_else(|| {
+            TcError::msg(Errno::ENOENT, "TC action with specified index not found")
+        })?;
         Ok(dump_shared(&e.act, 1, 0))
     }
 
@@ -564,12 +647,17 @@ impl ActionTable {
         for &(kind, index) in targets.iter().take(TCA_ACT_MAX_PRIO) {
             let kind = Self::kind_or_err(kind, "Specified TC action kind not found")?;
             if self.find(kind, index).is_none() {
-                return Err(TcError::msg(Errno::ENOENT, "TC action with specified index not found"));
+                return Err(TcError::msg(
+                    Errno::ENOENT,
+                    "TC action with specified index not found",
+                ));
             }
             found.push((kind, index));
         }
         for (kind, index) in found {
-            let Some(m) = self.kinds.get_mut(kind) else { continue };
+            let Some(m) = self.kinds.get_mut(kind) else {
+                continue;
+            };
             let Some(e) = m.get(&index) else { continue };
             if counts(&e.act, 0).1 > 0 {
                 return Err(TcError::msg(Errno::EPERM, "Failed to delete TC action"));
@@ -584,7 +672,12 @@ impl ActionTable {
     pub fn flush(&mut self, kind: &str) -> TcResult<FlushReport> {
         self.gc();
         let kind = Self::kind_or_err(kind, "Cannot flush unknown TC action")?;
-        let Some(m) = self.kinds.get_mut(kind) else { return Ok(FlushReport { deleted: 0, warning: None }) };
+        let Some(m) = self.kinds.get_mut(kind) else {
+            return Ok(FlushReport {
+                deleted: 0,
+                warning: None,
+            });
+        };
         let mut deleted = 0;
         let indices: Vec<u32> = m.keys().copied().collect();
         for i in indices {
@@ -593,20 +686,31 @@ impl ActionTable {
                 if deleted == 0 {
                     return Err(TcError::errno(Errno::EPERM));
                 }
-                return Ok(FlushReport { deleted, warning: Some("Unable to flush all TC actions") });
+                return Ok(FlushReport {
+                    deleted,
+                    warning: Some("Unable to flush all TC actions"),
+                });
             }
             m.remove(&i);
             deleted += 1;
         }
-        Ok(FlushReport { deleted, warning: None })
+        Ok(FlushReport {
+            deleted,
+            warning: None,
+        })
     }
 
     /// `tc actions ls action KIND`: every action of the kind by index (an
     /// unknown kind lists nothing).
     pub fn list(&mut self, kind: &str) -> Vec<ActionDump> {
         self.gc();
-        let Some(m) = known(kind).and_then(|k| self.kinds.get(k)) else { return Vec::new() };
-        m.values().enumerate().map(|(i, e)| dump_shared(&e.act, i as u32, 0)).collect()
+        let Some(m) = known(kind).and_then(|k| self.kinds.get(k)) else {
+            return Vec::new();
+        };
+        m.values()
+            .enumerate()
+            .map(|(i, e)| dump_shared(&e.act, i as u32, 0))
+            .collect()
     }
 }
 
@@ -617,14 +721,22 @@ fn params_kind(p: &Params) -> &'static str {
     }
 }
 
-fn validate(spec: &ActionSpec, ctx: InitCtx, in_filter: bool, creating: bool, est_active: bool) -> TcResult<Params> {
+fn validate(
+    spec: &ActionSpec,
+    ctx: InitCtx,
+    in_filter: bool,
+    creating: bool,
+    est_active: bool,
+) -> TcResult<Params> {
     if let Some(e) = ctx.estimator {
         e.build()?;
     }
     Ok(match &spec.opts {
         ActionOpts::Police(o) => {
             let have_est = ctx.estimator.is_some();
-            Params::Police(police::PoliceParams::validate(o, in_filter, have_est, creating, est_active)?)
+            Params::Police(Box::new(police::PoliceParams::validate(
+                o, in_filter, have_est, creating, est_active,
+            )?))
         }
         ActionOpts::Gact(o) => Params::Gact(gact::GactParams::validate(o, in_filter)?),
     })
@@ -632,7 +744,7 @@ fn validate(spec: &ActionSpec, ctx: InitCtx, in_filter: bool, creating: bool, es
 
 fn apply(kind: &mut Kind, params: Params, now: Time, est: Option<EstimatorSpec>) {
     match (kind, params) {
-        (Kind::Police(p), Params::Police(n)) => p.change(n, now, est),
+        (Kind::Police(p), Params::Police(n)) => p.change(*n, now, est),
         (Kind::Gact(g), Params::Gact(n)) => g.change(n),
         // Replace is looked up by kind, so the kinds always agree.
         _ => {}
@@ -713,7 +825,11 @@ impl Exts {
     /// The actions' dumps (orders 1, 2, ...); for the old `police` attribute
     /// the single policer.
     pub fn dump(&self) -> Vec<ActionDump> {
-        self.actions.iter().enumerate().map(|(i, a)| dump_shared(a, i as u32 + 1, 0)).collect()
+        self.actions
+            .iter()
+            .enumerate()
+            .map(|(i, a)| dump_shared(a, i as u32 + 1, 0))
+            .collect()
     }
 
     /// True when these actions came from the old `police` attribute.
@@ -732,17 +848,27 @@ impl Exts {
 
     /// Chains any of the actions may `goto`.
     pub fn goto_chains(&self) -> Vec<u32> {
-        self.actions.iter().flat_map(|a| lock(a).kind.inner().goto_chains()).collect()
+        self.actions
+            .iter()
+            .flat_map(|a| lock(a).kind.inner().goto_chains())
+            .collect()
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use super::gact::GactOpts;
+    use super::*;
 
     fn gact(v: Verdict, index: u32) -> ActionSpec {
-        ActionSpec { index, opts: ActionOpts::Gact(GactOpts { action: v, random: None }), cookie: None }
+        ActionSpec {
+            index,
+            opts: ActionOpts::Gact(GactOpts {
+                action: v,
+                random: None,
+            }),
+            cookie: None,
+        }
     }
 
     fn pkt() -> Packet {
@@ -759,12 +885,20 @@ mod tests {
         let d = t.add(&[gact(Verdict::Shot, 0)], false, Time(0)).unwrap();
         assert_eq!(d[0].index, 3);
         // Same index without replace: "RTNETLINK answers: File exists".
-        let e = t.add(&[gact(Verdict::Shot, 1)], false, Time(0)).unwrap_err();
+        let e = t
+            .add(&[gact(Verdict::Shot, 1)], false, Time(0))
+            .unwrap_err();
         assert_eq!(e, TcError::errno(Errno::EEXIST));
         // Replace changes it in place.
         t.add(&[gact(Verdict::Pipe, 1)], true, Time(0)).unwrap();
         let g = t.get("gact", 1).unwrap();
-        assert_eq!(g.opts, ActionOpts::Gact(GactOpts { action: Verdict::Pipe, random: None }));
+        assert_eq!(
+            g.opts,
+            ActionOpts::Gact(GactOpts {
+                action: Verdict::Pipe,
+                random: None
+            })
+        );
         assert_eq!((g.refcnt, g.bindcnt), (1, 0));
         let idx: Vec<u32> = t.list("gact").iter().map(|d| d.index).collect();
         assert_eq!(idx, vec![1, 2, 3, 7]);
@@ -774,13 +908,30 @@ mod tests {
     fn bound_actions_cannot_be_deleted_and_inline_ones_vanish_with_their_filter() {
         let mut t = ActionTable::default();
         t.add(&[gact(Verdict::Ok, 5)], false, Time(0)).unwrap();
-        let bind = InitCtx { bind: true, replace: false, estimator: None };
+        let bind = InitCtx {
+            bind: true,
+            replace: false,
+            estimator: None,
+        };
         // A filter binds index 5 (its parameters are ignored) and creates index 6 inline.
-        let l = t.prepare(&[gact(Verdict::Shot, 5), gact(Verdict::Shot, 6)], None, bind, true).unwrap();
+        let l = t
+            .prepare(
+                &[gact(Verdict::Shot, 5), gact(Verdict::Shot, 6)],
+                None,
+                bind,
+                true,
+            )
+            .unwrap();
         let exts = t.commit(l, false, Time(0)).unwrap();
         let d5 = t.get("gact", 5).unwrap();
         assert_eq!((d5.refcnt, d5.bindcnt), (2, 1));
-        assert_eq!(d5.opts, ActionOpts::Gact(GactOpts { action: Verdict::Ok, random: None }));
+        assert_eq!(
+            d5.opts,
+            ActionOpts::Gact(GactOpts {
+                action: Verdict::Ok,
+                random: None
+            })
+        );
         let d6 = t.get("gact", 6).unwrap();
         assert_eq!((d6.refcnt, d6.bindcnt), (1, 1));
         let e = t.delete(&[("gact", 5)]).unwrap_err();
@@ -792,17 +943,32 @@ mod tests {
         assert_eq!(t.get("gact", 5).unwrap().bindcnt, 0);
         t.delete(&[("gact", 5)]).unwrap();
         assert!(t.list("gact").is_empty());
-        assert_eq!(t.get("mirred", 1).unwrap_err().extack.as_deref(), Some("Specified TC action kind not found"));
-        assert_eq!(t.flush("bogus").unwrap_err().extack.as_deref(), Some("Cannot flush unknown TC action"));
+        assert_eq!(
+            t.get("mirred", 1).unwrap_err().extack.as_deref(),
+            Some("Specified TC action kind not found")
+        );
+        assert_eq!(
+            t.flush("bogus").unwrap_err().extack.as_deref(),
+            Some("Cannot flush unknown TC action")
+        );
     }
 
     #[test]
     fn exec_follows_pipe_jump_and_stops_at_the_first_final_verdict() {
         let mut t = ActionTable::default();
-        let bind = InitCtx { bind: true, replace: false, estimator: None };
+        let bind = InitCtx {
+            bind: true,
+            replace: false,
+            estimator: None,
+        };
         let l = t
             .prepare(
-                &[gact(Verdict::Pipe, 0), gact(Verdict::Jump(2), 0), gact(Verdict::Shot, 0), gact(Verdict::Ok, 0)],
+                &[
+                    gact(Verdict::Pipe, 0),
+                    gact(Verdict::Jump(2), 0),
+                    gact(Verdict::Shot, 0),
+                    gact(Verdict::Ok, 0),
+                ],
                 None,
                 bind,
                 true,
@@ -821,7 +987,9 @@ mod tests {
         // No actions at all: ok.
         assert_eq!(Exts::default().exec(&mut pkt(), Time(1)), Verdict::Ok);
         // A jump past the end stops the pipeline with ok.
-        let l = t.prepare(&[gact(Verdict::Jump(5), 0)], None, bind, true).unwrap();
+        let l = t
+            .prepare(&[gact(Verdict::Jump(5), 0)], None, bind, true)
+            .unwrap();
         let exts = t.commit(l, false, Time(0)).unwrap();
         assert_eq!(exts.exec(&mut pkt(), Time(1)), Verdict::Ok);
     }
@@ -829,16 +997,24 @@ mod tests {
     #[test]
     fn goto_chain_needs_a_filter() {
         let mut t = ActionTable::default();
-        let e = t.add(&[gact(Verdict::GotoChain(42), 0)], false, Time(0)).unwrap_err();
+        let e = t
+            .add(&[gact(Verdict::GotoChain(42), 0)], false, Time(0))
+            .unwrap_err();
         assert_eq!(e, TcError::inval("can't goto NULL proto/chain"));
-        let e = t.add(&[gact(Verdict::Jump(1 << 28), 0)], false, Time(0)).unwrap_err();
+        let e = t
+            .add(&[gact(Verdict::Jump(1 << 28), 0)], false, Time(0))
+            .unwrap_err();
         assert_eq!(e, TcError::inval("invalid control action"));
         assert!(t.list("gact").is_empty());
     }
 
     #[test]
     fn times_are_reported_in_user_hz_ticks() {
-        let tm = ActionTm { install: Time(0), lastuse: Time(2_000_000_000), firstuse: Some(Time(1_000_000_000)) };
+        let tm = ActionTm {
+            install: Time(0),
+            lastuse: Time(2_000_000_000),
+            firstuse: Some(Time(1_000_000_000)),
+        };
         let t = tm.at(Time(3_000_000_000));
         assert_eq!((t.install, t.lastuse, t.firstuse), (300, 100, 200));
     }

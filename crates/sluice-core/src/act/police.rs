@@ -180,7 +180,9 @@ impl PoliceParams {
             return Err(TcError::inval("goto chain not allowed on fallback"));
         }
         if o.pkts_rate.is_some() != o.pkts_burst.is_some() {
-            return Err(TcError::inval("Both or neither packet-per-second burst and rate must be provided"));
+            return Err(TcError::inval(
+                "Both or neither packet-per-second burst and rate must be provided",
+            ));
         }
         if o.pkts_rate.is_some() && rate.is_some() {
             return Err(TcError::inval(
@@ -195,8 +197,15 @@ impl PoliceParams {
         let rate = rate.map(RateCfg::new);
         let peak = peak.map(RateCfg::new);
         let mtu_ptoks = peak.as_ref().map_or(0, |p| cost(p, mtu));
-        let pps = o.pkts_rate.map(|r| RateCfg::new(RateSpec { rate: r, ..Default::default() }));
-        let pkt_burst = o.pkts_burst.map_or(0, |b| ticks_to_ns(b.min(u64::MAX >> 7)) as i64);
+        let pps = o.pkts_rate.map(|r| {
+            RateCfg::new(RateSpec {
+                rate: r,
+                ..Default::default()
+            })
+        });
+        let pkt_burst = o
+            .pkts_burst
+            .map_or(0, |b| ticks_to_ns(b.min(u64::MAX >> 7)) as i64);
         let mut opts = o.clone();
         opts.mtu = mtu;
         Ok(PoliceParams {
@@ -287,7 +296,10 @@ impl Police {
     /// The conform test and bucket update (`tcf_police_act` between the locks).
     fn conforms(&mut self, len: u32, now: Time) -> bool {
         let p = &self.params;
-        let elapsed = now.saturating_since(self.t_c).as_nanos().min(i64::MAX as u64) as i64;
+        let elapsed = now
+            .saturating_since(self.t_c)
+            .as_nanos()
+            .min(i64::MAX as u64) as i64;
         let mut toks = elapsed.min(p.burst);
         let mut ptoks = 0;
         let mut ppstoks = 0;
@@ -295,10 +307,18 @@ impl Police {
             ptoks = (toks + self.ptoks).min(p.mtu_ptoks) - cost(peak, len);
         }
         if let Some(rate) = &p.rate {
-            let tb = TokenBucket { rate: *rate, depth: p.burst, tokens: self.toks };
+            let tb = TokenBucket {
+                rate: *rate,
+                depth: p.burst,
+                tokens: self.toks,
+            };
             toks = tb.after(elapsed, len.min(MAX_COSTED_LEN));
         } else if let Some(pps) = &p.pps {
-            let tb = TokenBucket { rate: *pps, depth: p.pkt_burst, tokens: self.pkttoks };
+            let tb = TokenBucket {
+                rate: *pps,
+                depth: p.pkt_burst,
+                tokens: self.pkttoks,
+            };
             ppstoks = tb.after(elapsed, 1);
         }
         if (toks | ptoks | ppstoks) >= 0 {
@@ -321,7 +341,11 @@ impl Action for Police {
         self.est_bytes += pkt.len as u64;
         self.est_packets += 1;
         if let Some(e) = &mut self.est {
-            let s = Stats { bytes: self.est_bytes, packets: self.est_packets, ..Default::default() };
+            let s = Stats {
+                bytes: self.est_bytes,
+                packets: self.est_packets,
+                ..Default::default()
+            };
             e.update(now, &s);
         }
         let p = &self.params;
@@ -386,7 +410,10 @@ mod tests {
         let burst_ns = burst_bytes * 1_000_000_000 / rate_bps;
         PoliceOpts {
             exceed,
-            rate: Some(RateSpec { rate: rate_bps, ..Default::default() }),
+            rate: Some(RateSpec {
+                rate: rate_bps,
+                ..Default::default()
+            }),
             rate_cell_log: cell_log,
             burst: (burst_ns >> PSCHED_SHIFT) as u32,
             mtu,
@@ -395,7 +422,11 @@ mod tests {
     }
 
     fn police(o: &PoliceOpts) -> Police {
-        Police::new(PoliceParams::validate(o, true, false, true, false).unwrap(), Time(0), None)
+        Police::new(
+            PoliceParams::validate(o, true, false, true, false).unwrap(),
+            Time(0),
+            None,
+        )
     }
 
     fn pkt(len: u32) -> Packet {
@@ -423,7 +454,10 @@ mod tests {
         let bound = 10 * 1024 + 100_000 * secs;
         assert!(passed <= bound, "{passed} > {bound}");
         let expect = 100_000 * secs + 10 * 1024;
-        assert!((passed as f64 - expect as f64).abs() / (expect as f64) < 0.02, "{passed} vs {expect}");
+        assert!(
+            (passed as f64 - expect as f64).abs() / (expect as f64) < 0.02,
+            "{passed} vs {expect}"
+        );
         // Counters add up: every exceeding packet is an overlimit and a drop.
         assert_eq!(p.drops, dropped);
         assert_eq!(p.overlimits, dropped);
@@ -446,7 +480,10 @@ mod tests {
         // After 8 ms (1000 bytes at 1 Mbit/s) one more fits.
         assert_eq!(p.act(&mut pkt(1000), Time(8_000_000)), Verdict::Pipe);
         // Longer than the mtu: exceeds however full the bucket is.
-        assert_eq!(p.act(&mut pkt(2041), Time(10_000_000_000)), Verdict::Continue);
+        assert_eq!(
+            p.act(&mut pkt(2041), Time(10_000_000_000)),
+            Verdict::Continue
+        );
         assert_eq!((p.overlimits, p.drops), (2, 0));
     }
 
@@ -455,7 +492,10 @@ mod tests {
         // rate 1 Mbit/s burst 100 kB, peakrate 2 Mbit/s with mtu 1500: after
         // one mtu the peak bucket is empty even though the rate bucket is full.
         let mut o = tc_police(125_000, 100_000, 1500, Verdict::Shot);
-        o.peakrate = Some(RateSpec { rate: 250_000, ..Default::default() });
+        o.peakrate = Some(RateSpec {
+            rate: 250_000,
+            ..Default::default()
+        });
         o.peak_cell_log = 3;
         let mut p = police(&o);
         assert_eq!(p.act(&mut pkt(1500), Time(0)), Verdict::Ok);
@@ -479,7 +519,9 @@ mod tests {
         // The packet bucket starts empty: nothing conforms at creation time,
         // 5 ms later 5 packets do.
         assert_eq!(p.act(&mut pkt(100), Time(0)), Verdict::Shot);
-        let ok = (0..10).filter(|_| p.act(&mut pkt(100), Time(5_000_000)) == Verdict::Ok).count();
+        let ok = (0..10)
+            .filter(|_| p.act(&mut pkt(100), Time(5_000_000)) == Verdict::Ok)
+            .count();
         assert_eq!(ok, 5);
     }
 
@@ -495,14 +537,24 @@ mod tests {
         assert_eq!(v(&o), Err(TcError::errno(Errno::EINVAL)));
         let mut o = good.clone();
         o.conform = Some(Verdict::GotoChain(1));
-        assert_eq!(v(&o), Err(TcError::inval("goto chain not allowed on fallback")));
+        assert_eq!(
+            v(&o),
+            Err(TcError::inval("goto chain not allowed on fallback"))
+        );
         let mut o = good.clone();
         o.pkts_rate = Some(10);
-        assert_eq!(v(&o), Err(TcError::inval("Both or neither packet-per-second burst and rate must be provided")));
+        assert_eq!(
+            v(&o),
+            Err(TcError::inval(
+                "Both or neither packet-per-second burst and rate must be provided"
+            ))
+        );
         o.pkts_burst = Some(10);
         assert_eq!(
             v(&o),
-            Err(TcError::inval("packet-per-second and byte-per-second rate limits not allowed in same action"))
+            Err(TcError::inval(
+                "packet-per-second and byte-per-second rate limits not allowed in same action"
+            ))
         );
         let mut o = good.clone();
         o.exceed = Verdict::GotoChain(3);

@@ -15,8 +15,8 @@
 
 use super::act::{ActionDump, ActionSpec, Exts, InitCtx};
 use super::{
-    tc_flags_valid, ChangeReq, Classifier, ClassifyResult, ClsEnv, FilterElemOpts, FilterElement, FilterOpts, Verdict,
-    TCA_CLS_FLAGS_NOT_IN_HW, TCA_CLS_FLAGS_SKIP_HW, TCA_CLS_FLAGS_SKIP_SW,
+    tc_flags_valid, ChangeReq, Classifier, ClassifyResult, ClsEnv, FilterElemOpts, FilterElement,
+    FilterOpts, Verdict, TCA_CLS_FLAGS_NOT_IN_HW, TCA_CLS_FLAGS_SKIP_HW, TCA_CLS_FLAGS_SKIP_SW,
 };
 use crate::error::{Errno, TcError, TcResult};
 use crate::handle::Handle;
@@ -79,7 +79,10 @@ impl Classifier for Matchall {
         h.rhit += 1;
         match h.exts.exec(pkt, now) {
             Verdict::Continue => None,
-            v => Some(ClassifyResult { classid: h.classid, verdict: v }),
+            v => Some(ClassifyResult {
+                classid: h.classid,
+                verdict: v,
+            }),
         }
     }
 
@@ -99,7 +102,11 @@ impl Classifier for Matchall {
         if !tc_flags_valid(flags) {
             return Err(TcError::errno(Errno::EINVAL));
         }
-        let ctx = InitCtx { bind: true, replace: !req.create, estimator: req.estimator };
+        let ctx = InitCtx {
+            bind: true,
+            replace: !req.create,
+            estimator: req.estimator,
+        };
         let acts = env.actions.prepare(&o.actions, None, ctx, true)?;
         if flags & TCA_CLS_FLAGS_SKIP_HW == 0 && flags & TCA_CLS_FLAGS_SKIP_SW != 0 {
             return Err(TcError::errno(Errno::EOPNOTSUPP));
@@ -121,15 +128,25 @@ impl Classifier for Matchall {
     }
 
     fn walk(&self) -> Vec<FilterElement> {
-        self.head.as_ref().map(|h| self.element(h)).into_iter().collect()
+        self.head
+            .as_ref()
+            .map(|h| self.element(h))
+            .into_iter()
+            .collect()
     }
 
     fn dump_one(&self, handle: u32) -> Option<FilterElement> {
-        self.head.as_ref().filter(|h| h.handle == handle).map(|h| self.element(h))
+        self.head
+            .as_ref()
+            .filter(|h| h.handle == handle)
+            .map(|h| self.element(h))
     }
 
     fn goto_chains(&self) -> Vec<u32> {
-        self.head.as_ref().map(|h| h.exts.goto_chains()).unwrap_or_default()
+        self.head
+            .as_ref()
+            .map(|h| h.exts.goto_chains())
+            .unwrap_or_default()
     }
 
     fn count_bound(&self, classid: Handle) -> usize {
@@ -145,6 +162,120 @@ impl Matchall {
             rhit: h.rhit,
             actions: h.exts.dump(),
         };
-        FilterElement { handle: h.handle, opts: Some(FilterElemOpts::Matchall(d)), stats: None }
+        FilterElement {
+            handle: h.handle,
+            opts: Some(FilterElemOpts::Matchall(d)),
+            stats: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testutil::*;
+    use super::super::{Block, FilterCmd, FilterMsg};
+    use super::*;
+    use crate::act::gact::GactOpts;
+    use crate::act::ActionOpts;
+    use crate::packet::ETH_P_ALL;
+
+    fn mall(prio: u16, handle: u32, o: MatchallOpts) -> FilterMsg {
+        FilterMsg {
+            prio,
+            protocol: ETH_P_ALL,
+            handle,
+            kind: Some("matchall".into()),
+            opts: Some(FilterOpts::Matchall(o)),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn matches_everything_once_per_instance() {
+        let (mut net, mut b) = (Net::default(), Block::default());
+        let q = h(1, 0);
+        let o = MatchallOpts {
+            classid: Some(h(1, 1)),
+            ..Default::default()
+        };
+        b.change_filter(&mall(1, 0, o.clone()), FilterCmd::Add, &mut net.env(q))
+            .unwrap();
+        for mut p in [
+            udp([1, 2, 3, 4], [5, 6, 7, 8], 1, 2),
+            icmp_echo([1, 1, 1, 1], [2, 2, 2, 2]),
+        ] {
+            let r = b.classify(&mut p, Time(0)).unwrap();
+            assert_eq!((r.classid, r.verdict), (h(1, 1), Verdict::Ok));
+        }
+        let d = b.dump(None, 0, 0);
+        assert_eq!(d[1].handle, 1);
+        let Some(FilterElemOpts::Matchall(m)) = &d[1].opts else {
+            panic!()
+        };
+        assert_eq!((m.rhit, m.flags), (2, TCA_CLS_FLAGS_NOT_IN_HW));
+        // A second element is refused however it is asked for.
+        let e = b.change_filter(&mall(1, 2, o.clone()), FilterCmd::Add, &mut net.env(q));
+        assert_eq!(e, Err(TcError::errno(Errno::EEXIST)));
+        let e = b.change_filter(&mall(1, 1, o.clone()), FilterCmd::Replace, &mut net.env(q));
+        assert_eq!(e, Err(TcError::errno(Errno::EEXIST)));
+        // Deleting the element deletes the instance.
+        b.delete_filter(&FilterMsg {
+            prio: 1,
+            handle: 1,
+            ..Default::default()
+        })
+        .unwrap();
+        assert!(b.is_empty());
+    }
+
+    #[test]
+    fn skip_sw_needs_hardware_and_actions_decide() {
+        let (mut net, mut b) = (Net::default(), Block::default());
+        let q = h(0xffff, 0);
+        let o = MatchallOpts {
+            flags: Some(TCA_CLS_FLAGS_SKIP_SW),
+            ..Default::default()
+        };
+        let e = b.change_filter(&mall(1, 0, o), FilterCmd::Add, &mut net.env(q));
+        assert_eq!(e, Err(TcError::errno(Errno::EOPNOTSUPP)));
+        assert!(b.dump(None, 0, 0).is_empty());
+        let o = MatchallOpts {
+            flags: Some(TCA_CLS_FLAGS_SKIP_SW | TCA_CLS_FLAGS_SKIP_HW),
+            ..Default::default()
+        };
+        let e = b.change_filter(&mall(1, 0, o), FilterCmd::Add, &mut net.env(q));
+        assert_eq!(e, Err(TcError::errno(Errno::EINVAL)));
+        let drop_it = ActionSpec {
+            index: 0,
+            opts: ActionOpts::Gact(GactOpts {
+                action: Verdict::Shot,
+                random: None,
+            }),
+            cookie: None,
+        };
+        let o = MatchallOpts {
+            flags: Some(TCA_CLS_FLAGS_SKIP_HW),
+            actions: vec![drop_it],
+            ..Default::default()
+        };
+        b.change_filter(&mall(1, 0xffff_ffff, o), FilterCmd::Add, &mut net.env(q))
+            .unwrap();
+        let r = b
+            .classify(&mut udp([1, 2, 3, 4], [5, 6, 7, 8], 1, 2), Time(0))
+            .unwrap();
+        assert_eq!(r.verdict, Verdict::Shot);
+        let d = b.dump(None, 0, 0);
+        assert_eq!(d[1].handle, 0xffff_ffff);
+        let Some(FilterElemOpts::Matchall(m)) = &d[1].opts else {
+            panic!()
+        };
+        assert_eq!(
+            (
+                m.actions[0].stats.drops,
+                m.actions[0].refcnt,
+                m.actions[0].bindcnt
+            ),
+            (1, 1, 1)
+        );
     }
 }

@@ -150,7 +150,8 @@ pub(crate) fn tc_flags_valid(flags: u32) -> bool {
     if flags & !(TCA_CLS_FLAGS_SKIP_HW | TCA_CLS_FLAGS_SKIP_SW | TCA_CLS_FLAGS_VERBOSE) != 0 {
         return false;
     }
-    flags & (TCA_CLS_FLAGS_SKIP_HW | TCA_CLS_FLAGS_SKIP_SW) != (TCA_CLS_FLAGS_SKIP_HW | TCA_CLS_FLAGS_SKIP_SW)
+    flags & (TCA_CLS_FLAGS_SKIP_HW | TCA_CLS_FLAGS_SKIP_SW)
+        != (TCA_CLS_FLAGS_SKIP_HW | TCA_CLS_FLAGS_SKIP_SW)
 }
 
 /// Options of every kind of classifier (`TCA_OPTIONS`), as tc sends them.
@@ -254,7 +255,9 @@ pub struct ChangeReq<'a> {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum FilterElemOpts {
     /// A u32 hash table: `TCA_U32_DIVISOR` (the number of buckets).
-    U32Table { divisor: u32 },
+    U32Table {
+        divisor: u32,
+    },
     U32(u32::U32KnodeDump),
     Fw(fw::FwDump),
     Matchall(matchall::MatchallDump),
@@ -419,7 +422,10 @@ impl Block {
                     _ => return Some(res),
                 };
                 if restarts >= MAX_RECLASSIFY_LOOP {
-                    return Some(ClassifyResult { verdict: Verdict::Shot, ..res });
+                    return Some(ClassifyResult {
+                        verdict: Verdict::Shot,
+                        ..res
+                    });
                 }
                 restarts += 1;
                 chain = next;
@@ -445,7 +451,10 @@ impl Block {
 
     fn ensure_chain(&mut self, chain: u32) {
         if !self.chains.iter().any(|c| c.index == chain) {
-            self.chains.push(ChainInfo { index: chain, explicit: false });
+            self.chains.push(ChainInfo {
+                index: chain,
+                explicit: false,
+            });
         }
     }
 
@@ -462,10 +471,15 @@ impl Block {
 
     /// Drop chains nothing holds any more; create those `goto chain` actions need.
     fn settle_chains(&mut self) {
-        let refs: Vec<u32> = self.protos.iter().flat_map(|tp| tp.cls.goto_chains()).collect();
+        let refs: Vec<u32> = self
+            .protos
+            .iter()
+            .flat_map(|tp| tp.cls.goto_chains())
+            .collect();
         let protos = &self.protos;
-        self.chains
-            .retain(|c| c.explicit || refs.contains(&c.index) || protos.iter().any(|tp| tp.chain == c.index));
+        self.chains.retain(|c| {
+            c.explicit || refs.contains(&c.index) || protos.iter().any(|tp| tp.chain == c.index)
+        });
         for r in refs {
             if r <= MAX_CHAIN {
                 self.ensure_chain(r);
@@ -475,14 +489,23 @@ impl Block {
 
     /// `tcf_chain_tp_find`: the instance of `chain` with `prio`, or where one would go.
     fn tp_find(&self, chain: u32, prio: u32, protocol: u16, allocate: bool) -> TcResult<Slot> {
-        let i = self.protos.iter().position(|tp| (tp.chain, tp.prio) >= (chain, prio)).unwrap_or(self.protos.len());
+        let i = self
+            .protos
+            .iter()
+            .position(|tp| (tp.chain, tp.prio) >= (chain, prio))
+            .unwrap_or(self.protos.len());
         match self.protos.get(i) {
             Some(tp) if tp.chain == chain && tp.prio == prio => {
                 if allocate {
-                    return Err(TcError::msg(Errno::ENOSPC, "Lowest ID from auto-alloc range already in use"));
+                    return Err(TcError::msg(
+                        Errno::ENOSPC,
+                        "Lowest ID from auto-alloc range already in use",
+                    ));
                 }
                 if protocol != 0 && tp.protocol != protocol {
-                    return Err(TcError::inval("Protocol mismatch for filter with specified priority"));
+                    return Err(TcError::inval(
+                        "Protocol mismatch for filter with specified priority",
+                    ));
                 }
                 Ok(Slot::Found(i))
             }
@@ -506,7 +529,9 @@ impl Block {
 
     fn kind_mismatch(msg_kind: Option<&str>, tp: &TcfProto) -> TcResult<()> {
         match msg_kind {
-            Some(k) if k != tp.cls.kind() => Err(TcError::inval("Specified filter kind does not match existing one")),
+            Some(k) if k != tp.cls.kind() => Err(TcError::inval(
+                "Specified filter kind does not match existing one",
+            )),
             _ => Ok(()),
         }
     }
@@ -515,21 +540,35 @@ impl Block {
         let kind = msg.kind.as_deref().or(msg.opts.as_ref().map(|o| o.kind()));
         if let (Some(k), Some(o)) = (kind, &msg.opts) {
             if k != o.kind() {
-                return Err(TcError::inval("Filter options do not match the filter kind"));
+                return Err(TcError::inval(
+                    "Filter options do not match the filter kind",
+                ));
             }
         }
         Ok(kind)
     }
 
     /// `tc filter add/change/replace` (`tc_new_tfilter`).
-    pub fn change_filter(&mut self, msg: &FilterMsg, cmd: FilterCmd, env: &mut ClsEnv<'_>) -> TcResult<()> {
+    pub fn change_filter(
+        &mut self,
+        msg: &FilterMsg,
+        cmd: FilterCmd,
+        env: &mut ClsEnv<'_>,
+    ) -> TcResult<()> {
         self.qdisc = env.qdisc;
         let kind = Self::msg_kind(msg)?;
         let allocate = msg.prio == 0;
         if allocate && !cmd.create() {
-            return Err(TcError::msg(Errno::ENOENT, "Invalid filter command with priority of zero"));
+            return Err(TcError::msg(
+                Errno::ENOENT,
+                "Invalid filter command with priority of zero",
+            ));
         }
-        let prio = if allocate { AUTO_PRIO_FLOOR } else { msg.prio as u32 };
+        let prio = if allocate {
+            AUTO_PRIO_FLOOR
+        } else {
+            msg.prio as u32
+        };
         Self::check_kind_len(kind)?;
         Self::check_chain_index(msg.chain)?;
         // tcf_chain_get(.., create): the chain exists from here on, and goes
@@ -571,7 +610,15 @@ impl Block {
                     prio
                 };
                 let cls = create_classifier(kind, prio as u16, env)?;
-                self.protos.insert(at, TcfProto { chain: msg.chain, prio, protocol: msg.protocol, cls });
+                self.protos.insert(
+                    at,
+                    TcfProto {
+                        chain: msg.chain,
+                        prio,
+                        protocol: msg.protocol,
+                        cls,
+                    },
+                );
                 (at, true)
             }
         };
@@ -615,7 +662,10 @@ impl Block {
     pub fn delete_filter(&mut self, msg: &FilterMsg) -> TcResult<()> {
         let kind = Self::msg_kind(msg)?;
         if msg.prio == 0 && (msg.protocol != 0 || msg.handle != 0 || kind.is_some()) {
-            return Err(TcError::msg(Errno::ENOENT, "Cannot flush filters with protocol, handle or kind set"));
+            return Err(TcError::msg(
+                Errno::ENOENT,
+                "Cannot flush filters with protocol, handle or kind set",
+            ));
         }
         Self::check_kind_len(kind)?;
         Self::check_chain_index(msg.chain)?;
@@ -624,7 +674,10 @@ impl Block {
             if msg.prio == 0 {
                 return Ok(());
             }
-            return Err(TcError::msg(Errno::ENOENT, "Cannot find specified filter chain"));
+            return Err(TcError::msg(
+                Errno::ENOENT,
+                "Cannot find specified filter chain",
+            ));
         }
         let res = self.delete_in_chain(msg, kind);
         self.settle_chains();
@@ -639,7 +692,10 @@ impl Block {
         let ti = match self.tp_find(msg.chain, msg.prio as u32, msg.protocol, false)? {
             Slot::Found(i) => i,
             Slot::InsertAt(_) => {
-                return Err(TcError::msg(Errno::ENOENT, "Filter with specified priority/protocol not found"))
+                return Err(TcError::msg(
+                    Errno::ENOENT,
+                    "Filter with specified priority/protocol not found",
+                ))
             }
         };
         Self::kind_mismatch(kind, &self.protos[ti])?;
@@ -648,7 +704,10 @@ impl Block {
             return Ok(());
         }
         if !self.protos[ti].cls.get(msg.handle) {
-            return Err(TcError::msg(Errno::ENOENT, "Specified filter handle not found"));
+            return Err(TcError::msg(
+                Errno::ENOENT,
+                "Specified filter handle not found",
+            ));
         }
         if self.protos[ti].cls.delete(msg.handle)? {
             self.protos.remove(ti);
@@ -660,7 +719,10 @@ impl Block {
     pub fn get_filter(&self, msg: &FilterMsg) -> TcResult<FilterDump> {
         let kind = Self::msg_kind(msg)?;
         if msg.prio == 0 {
-            return Err(TcError::msg(Errno::ENOENT, "Invalid filter command with priority of zero"));
+            return Err(TcError::msg(
+                Errno::ENOENT,
+                "Invalid filter command with priority of zero",
+            ));
         }
         Self::check_kind_len(kind)?;
         Self::check_chain_index(msg.chain)?;
@@ -670,12 +732,18 @@ impl Block {
         let tp = match self.tp_find(msg.chain, msg.prio as u32, msg.protocol, false)? {
             Slot::Found(i) => &self.protos[i],
             Slot::InsertAt(_) => {
-                return Err(TcError::msg(Errno::ENOENT, "Filter with specified priority/protocol not found"))
+                return Err(TcError::msg(
+                    Errno::ENOENT,
+                    "Filter with specified priority/protocol not found",
+                ))
             }
         };
         Self::kind_mismatch(kind, tp)?;
         let Some(el) = tp.cls.dump_one(msg.handle) else {
-            return Err(TcError::msg(Errno::ENOENT, "Specified filter handle not found"));
+            return Err(TcError::msg(
+                Errno::ENOENT,
+                "Specified filter handle not found",
+            ));
         };
         Ok(Self::element_dump(tp, el))
     }
@@ -703,7 +771,9 @@ impl Block {
                 continue;
             }
             for tp in self.protos.iter().filter(|tp| tp.chain == c) {
-                if (prio != 0 && prio as u32 != tp.prio) || (protocol != 0 && protocol != tp.protocol) {
+                if (prio != 0 && prio as u32 != tp.prio)
+                    || (protocol != 0 && protocol != tp.protocol)
+                {
                     continue;
                 }
                 out.push(FilterDump {
@@ -715,7 +785,12 @@ impl Block {
                     opts: None,
                     stats: None,
                 });
-                out.extend(tp.cls.walk().into_iter().map(|el| Self::element_dump(tp, el)));
+                out.extend(
+                    tp.cls
+                        .walk()
+                        .into_iter()
+                        .map(|el| Self::element_dump(tp, el)),
+                );
             }
         }
         out
@@ -733,9 +808,10 @@ impl Block {
                 return Err(TcError::inval("Specified TC chain template name too long"));
             }
             return Err(match k {
-                "u32" | "fw" | "matchall" => {
-                    TcError::msg(Errno::EOPNOTSUPP, "Chain templates are not supported with specified classifier")
-                }
+                "u32" | "fw" | "matchall" => TcError::msg(
+                    Errno::EOPNOTSUPP,
+                    "Chain templates are not supported with specified classifier",
+                ),
                 _ => TcError::msg(Errno::ENOENT, "TC classifier not found"),
             });
         }
@@ -768,7 +844,10 @@ impl Block {
 
     /// `tc chain show`: the visible chains in creation order.
     pub fn chains(&self) -> Vec<u32> {
-        self.chain_order().into_iter().filter(|&c| self.chain_visible(c)).collect()
+        self.chain_order()
+            .into_iter()
+            .filter(|&c| self.chain_visible(c))
+            .collect()
     }
 
     /// Remove every filter (the qdisc is being destroyed or its block flushed).
@@ -780,7 +859,10 @@ impl Block {
     /// Filter elements in this block whose class id is `classid` (the
     /// kernel's count of filters bound to a class).
     pub fn count_bound(&self, classid: Handle) -> usize {
-        self.protos.iter().map(|tp| tp.cls.count_bound(classid)).sum()
+        self.protos
+            .iter()
+            .map(|tp| tp.cls.count_bound(classid))
+            .sum()
     }
 }
 
@@ -794,7 +876,6 @@ pub(crate) fn check_indev(name: &str, env: &ClsEnv<'_>) -> TcResult<()> {
     }
     Ok(())
 }
-
 
 /// Helpers for the classifier tests: a namespace, requests and packets.
 #[cfg(test)]
@@ -817,7 +898,13 @@ pub(crate) mod testutil {
 
     impl Net {
         pub fn env(&mut self, qdisc: Handle) -> ClsEnv<'_> {
-            ClsEnv { actions: &mut self.actions, shared: &mut self.shared, qdisc, dev_exists: &devs, now: Time(0) }
+            ClsEnv {
+                actions: &mut self.actions,
+                shared: &mut self.shared,
+                qdisc,
+                dev_exists: &devs,
+                now: Time(0),
+            }
         }
     }
 
@@ -828,13 +915,30 @@ pub(crate) mod testutil {
 
     /// A key as iproute2 packs it: `match u32 VAL MASK at OFF`.
     pub fn key(val: u32, mask: u32, off: i32) -> U32Key {
-        U32Key { val: val & mask, mask, off, offmask: 0 }
+        U32Key {
+            val: val & mask,
+            mask,
+            off,
+            offmask: 0,
+        }
     }
 
     /// `u32 match ... flowid CLASSID` (terminal).
     pub fn u32_match(keys: Vec<U32Key>, classid: Option<Handle>) -> U32Opts {
-        let flags = if classid.is_some() { TC_U32_TERMINAL } else { 0 };
-        U32Opts { classid, sel: Some(U32Sel { flags, keys, ..Default::default() }), ..Default::default() }
+        let flags = if classid.is_some() {
+            TC_U32_TERMINAL
+        } else {
+            0
+        };
+        U32Opts {
+            classid,
+            sel: Some(U32Sel {
+                flags,
+                keys,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
     }
 
     /// A `tc filter` request for u32.
@@ -859,20 +963,40 @@ pub(crate) mod testutil {
         Packet::new(data, len, ETH_P_IP)
     }
 
-    pub fn tcp(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, tos: u8, psh: bool, payload: &[u8]) -> Packet {
+    pub fn tcp(
+        src: [u8; 4],
+        dst: [u8; 4],
+        sport: u16,
+        dport: u16,
+        tos: u8,
+        psh: bool,
+        payload: &[u8],
+    ) -> Packet {
         ipv4(tos, |d| {
-            let b = PacketBuilder::ipv4(src, dst, 64).tcp(sport, dport, 1000, 64240).ack(2000);
+            let b = PacketBuilder::ipv4(src, dst, 64)
+                .tcp(sport, dport, 1000, 64240)
+                .ack(2000);
             let b = if psh { b.psh() } else { b };
             b.write(d, payload).unwrap();
         })
     }
 
     pub fn icmp_echo(src: [u8; 4], dst: [u8; 4]) -> Packet {
-        ipv4(0, |d| PacketBuilder::ipv4(src, dst, 64).icmpv4_echo_request(1, 1).write(d, &[0u8; 56]).unwrap())
+        ipv4(0, |d| {
+            PacketBuilder::ipv4(src, dst, 64)
+                .icmpv4_echo_request(1, 1)
+                .write(d, &[0u8; 56])
+                .unwrap()
+        })
     }
 
     pub fn udp(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16) -> Packet {
-        ipv4(0, |d| PacketBuilder::ipv4(src, dst, 64).udp(sport, dport).write(d, &[0u8; 100]).unwrap())
+        ipv4(0, |d| {
+            PacketBuilder::ipv4(src, dst, 64)
+                .udp(sport, dport)
+                .write(d, &[0u8; 100])
+                .unwrap()
+        })
     }
 
     /// `fh` as iproute2 prints a u32 handle (`sprint_u32_handle`).
@@ -894,7 +1018,17 @@ pub(crate) mod testutil {
     pub fn listing(b: &Block) -> Vec<(u32, u16, String)> {
         b.dump(None, 0, 0)
             .into_iter()
-            .map(|d| (d.chain, d.prio, if d.handle == 0 { "-".to_string() } else { fh(d.handle) }))
+            .map(|d| {
+                (
+                    d.chain,
+                    d.prio,
+                    if d.handle == 0 {
+                        "-".to_string()
+                    } else {
+                        fh(d.handle)
+                    },
+                )
+            })
             .collect()
     }
 
@@ -917,7 +1051,13 @@ mod tests {
 
     #[test]
     fn raw_verdicts_round_trip() {
-        for v in [Verdict::Continue, Verdict::Ok, Verdict::Trap, Verdict::Jump(10), Verdict::GotoChain(5)] {
+        for v in [
+            Verdict::Continue,
+            Verdict::Ok,
+            Verdict::Trap,
+            Verdict::Jump(10),
+            Verdict::GotoChain(5),
+        ] {
             assert_eq!(Verdict::from_raw(v.to_raw()), Some(v));
         }
         assert_eq!(Verdict::GotoChain(5).to_raw(), 0x2000_0005);
@@ -931,8 +1071,16 @@ mod tests {
         let (mut net, mut b) = (Net::default(), Block::default());
         let q = h(1, 0);
         for (proto, ip) in [(ETH_P_IP, 10u8), (ETH_P_IP, 11), (ETH_P_IPV6, 0)] {
-            let o = u32_match(vec![key((ip as u32) << 24, 0xff00_0000, 12)], Some(h(1, 0x10)));
-            b.change_filter(&u32_msg(0, proto, 0, Some(o)), FilterCmd::Add, &mut net.env(q)).unwrap();
+            let o = u32_match(
+                vec![key((ip as u32) << 24, 0xff00_0000, 12)],
+                Some(h(1, 0x10)),
+            );
+            b.change_filter(
+                &u32_msg(0, proto, 0, Some(o)),
+                FilterCmd::Add,
+                &mut net.env(q),
+            )
+            .unwrap();
         }
         assert_eq!(
             listing(&b),
@@ -949,8 +1097,18 @@ mod tests {
             ]
         );
         // `tc filter change` needs a priority.
-        let e = b.change_filter(&u32_msg(0, ETH_P_IP, 0, Some(any())), FilterCmd::Change, &mut net.env(q));
-        assert_eq!(e, Err(TcError::msg(Errno::ENOENT, "Invalid filter command with priority of zero")));
+        let e = b.change_filter(
+            &u32_msg(0, ETH_P_IP, 0, Some(any())),
+            FilterCmd::Change,
+            &mut net.env(q),
+        );
+        assert_eq!(
+            e,
+            Err(TcError::msg(
+                Errno::ENOENT,
+                "Invalid filter command with priority of zero"
+            ))
+        );
     }
 
     #[test]
@@ -959,32 +1117,101 @@ mod tests {
         let (mut net, mut b) = (Net::default(), Block::default());
         let q = h(1, 0);
         for (pref, proto) in [(1, ETH_P_IP), (5, ETH_P_IP), (3, ETH_P_IPV6), (2, ETH_P_IP)] {
-            b.change_filter(&u32_msg(pref, proto, 0, Some(any())), FilterCmd::Add, &mut net.env(q)).unwrap();
+            b.change_filter(
+                &u32_msg(pref, proto, 0, Some(any())),
+                FilterCmd::Add,
+                &mut net.env(q),
+            )
+            .unwrap();
         }
-        let heads: Vec<_> = listing(&b).into_iter().filter(|l| l.2.ends_with(':')).collect();
-        assert_eq!(heads, vec![line(0, 1, "800:"), line(0, 2, "803:"), line(0, 3, "802:"), line(0, 5, "801:")]);
-        let e = b.change_filter(&u32_msg(1, ETH_P_IPV6, 0, Some(any())), FilterCmd::Add, &mut net.env(q));
-        assert_eq!(e, Err(TcError::inval("Protocol mismatch for filter with specified priority")));
-        let no_kind = FilterMsg { prio: 10, protocol: ETH_P_IP, ..Default::default() };
-        let e = b.change_filter(&no_kind, FilterCmd::Add, &mut net.env(q));
-        assert_eq!(e, Err(TcError::inval("Filter kind and protocol must be specified")));
-        let bogus = FilterMsg { kind: Some("nosuchcls".into()), ..no_kind.clone() };
-        let e = b.change_filter(&bogus, FilterCmd::Add, &mut net.env(q));
-        assert_eq!(e, Err(TcError::msg(Errno::ENOENT, "TC classifier not found")));
-        let fw = FilterMsg { kind: Some("fw".into()), prio: 1, ..no_kind };
-        let e = b.change_filter(&fw, FilterCmd::Add, &mut net.env(q));
-        assert_eq!(e, Err(TcError::inval("Specified filter kind does not match existing one")));
-        let e = b.change_filter(&u32_msg(7, ETH_P_IP, 0, Some(any())), FilterCmd::Change, &mut net.env(q));
+        let heads: Vec<_> = listing(&b)
+            .into_iter()
+            .filter(|l| l.2.ends_with(':'))
+            .collect();
+        assert_eq!(
+            heads,
+            vec![
+                line(0, 1, "800:"),
+                line(0, 2, "803:"),
+                line(0, 3, "802:"),
+                line(0, 5, "801:")
+            ]
+        );
+        let e = b.change_filter(
+            &u32_msg(1, ETH_P_IPV6, 0, Some(any())),
+            FilterCmd::Add,
+            &mut net.env(q),
+        );
         assert_eq!(
             e,
-            Err(TcError::msg(Errno::ENOENT, "Need both RTM_NEWTFILTER and NLM_F_CREATE to create a new filter"))
+            Err(TcError::inval(
+                "Protocol mismatch for filter with specified priority"
+            ))
+        );
+        let no_kind = FilterMsg {
+            prio: 10,
+            protocol: ETH_P_IP,
+            ..Default::default()
+        };
+        let e = b.change_filter(&no_kind, FilterCmd::Add, &mut net.env(q));
+        assert_eq!(
+            e,
+            Err(TcError::inval("Filter kind and protocol must be specified"))
+        );
+        let bogus = FilterMsg {
+            kind: Some("nosuchcls".into()),
+            ..no_kind.clone()
+        };
+        let e = b.change_filter(&bogus, FilterCmd::Add, &mut net.env(q));
+        assert_eq!(
+            e,
+            Err(TcError::msg(Errno::ENOENT, "TC classifier not found"))
+        );
+        let fw = FilterMsg {
+            kind: Some("fw".into()),
+            prio: 1,
+            ..no_kind
+        };
+        let e = b.change_filter(&fw, FilterCmd::Add, &mut net.env(q));
+        assert_eq!(
+            e,
+            Err(TcError::inval(
+                "Specified filter kind does not match existing one"
+            ))
+        );
+        let e = b.change_filter(
+            &u32_msg(7, ETH_P_IP, 0, Some(any())),
+            FilterCmd::Change,
+            &mut net.env(q),
+        );
+        assert_eq!(
+            e,
+            Err(TcError::msg(
+                Errno::ENOENT,
+                "Need both RTM_NEWTFILTER and NLM_F_CREATE to create a new filter"
+            ))
         );
         // Failed adds leave nothing behind.
         assert_eq!(listing(&b).len(), 12);
         // A priority at 0x8000 blocks automatic allocation.
-        b.change_filter(&u32_msg(0x8000, ETH_P_IP, 0, Some(any())), FilterCmd::Add, &mut net.env(q)).unwrap();
-        let e = b.change_filter(&u32_msg(0, ETH_P_IP, 0, Some(any())), FilterCmd::Add, &mut net.env(q));
-        assert_eq!(e, Err(TcError::msg(Errno::ENOSPC, "Lowest ID from auto-alloc range already in use")));
+        b.change_filter(
+            &u32_msg(0x8000, ETH_P_IP, 0, Some(any())),
+            FilterCmd::Add,
+            &mut net.env(q),
+        )
+        .unwrap();
+        let e = b.change_filter(
+            &u32_msg(0, ETH_P_IP, 0, Some(any())),
+            FilterCmd::Add,
+            &mut net.env(q),
+        );
+        assert_eq!(
+            e,
+            Err(TcError::msg(
+                Errno::ENOSPC,
+                "Lowest ID from auto-alloc range already in use"
+            ))
+        );
     }
 
     #[test]
@@ -995,8 +1222,12 @@ mod tests {
         let q = h(1, 0);
         let zero = u32_match(vec![key(0, 0, 0)], Some(h(1, 0x10)));
         for (chain, pref) in [(0, 0), (0, 65535), (0, 10), (0, 10), (1, 10)] {
-            let m = FilterMsg { chain, ..u32_msg(pref, ETH_P_IP, 0, Some(zero.clone())) };
-            b.change_filter(&m, FilterCmd::Add, &mut net.env(q)).unwrap();
+            let m = FilterMsg {
+                chain,
+                ..u32_msg(pref, ETH_P_IP, 0, Some(zero.clone()))
+            };
+            b.change_filter(&m, FilterCmd::Add, &mut net.env(q))
+                .unwrap();
         }
         let chain = |c: u32| {
             vec![
@@ -1009,29 +1240,52 @@ mod tests {
             ]
         };
         let mut expect = chain(0);
-        expect.extend([line(0, 49152, "-"), line(0, 49152, "800:"), line(0, 49152, "800::800")]);
-        expect.extend([line(0, 65535, "-"), line(0, 65535, "801:"), line(0, 65535, "801::800")]);
+        expect.extend([
+            line(0, 49152, "-"),
+            line(0, 49152, "800:"),
+            line(0, 49152, "800::800"),
+        ]);
+        expect.extend([
+            line(0, 65535, "-"),
+            line(0, 65535, "801:"),
+            line(0, 65535, "801::800"),
+        ]);
         expect.extend(chain(1));
         assert_eq!(listing(&b), expect);
         assert_eq!(b.dump(Some(1), 0, 0).len(), 6);
         assert_eq!(b.chains(), vec![0, 1]);
         b.add_chain(3, None).unwrap();
         assert_eq!(b.chains(), vec![0, 1, 3]);
-        assert_eq!(b.add_chain(3, None), Err(TcError::msg(Errno::EEXIST, "Filter chain already exists")));
+        assert_eq!(
+            b.add_chain(3, None),
+            Err(TcError::msg(Errno::EEXIST, "Filter chain already exists"))
+        );
         assert_eq!(
             b.add_chain(4, Some("u32")),
-            Err(TcError::msg(Errno::EOPNOTSUPP, "Chain templates are not supported with specified classifier"))
+            Err(TcError::msg(
+                Errno::EOPNOTSUPP,
+                "Chain templates are not supported with specified classifier"
+            ))
         );
         assert!(b.dump(Some(3), 0, 0).is_empty());
         b.delete_chain(3).unwrap();
         assert_eq!(b.chains(), vec![0, 1]);
-        assert_eq!(b.delete_chain(3), Err(TcError::inval("Cannot find specified filter chain")));
+        assert_eq!(
+            b.delete_chain(3),
+            Err(TcError::inval("Cannot find specified filter chain"))
+        );
         let e = b.change_filter(
-            &FilterMsg { chain: 1 << 28, ..u32_msg(1, ETH_P_IP, 0, Some(zero)) },
+            &FilterMsg {
+                chain: 1 << 28,
+                ..u32_msg(1, ETH_P_IP, 0, Some(zero))
+            },
             FilterCmd::Add,
             &mut net.env(q),
         );
-        assert_eq!(e, Err(TcError::inval("Specified chain index exceeds upper limit")));
+        assert_eq!(
+            e,
+            Err(TcError::inval("Specified chain index exceeds upper limit"))
+        );
     }
 
     #[test]
@@ -1040,43 +1294,100 @@ mod tests {
         let (mut net, mut b) = (Net::default(), Block::default());
         let q = h(1, 0);
         for pref in [1, 2, 3] {
-            b.change_filter(&u32_msg(pref, ETH_P_IP, 0, Some(any())), FilterCmd::Add, &mut net.env(q)).unwrap();
+            b.change_filter(
+                &u32_msg(pref, ETH_P_IP, 0, Some(any())),
+                FilterCmd::Add,
+                &mut net.env(q),
+            )
+            .unwrap();
         }
-        let del = |pref: u16, proto: u16| FilterMsg { prio: pref, protocol: proto, ..Default::default() };
+        let del = |pref: u16, proto: u16| FilterMsg {
+            prio: pref,
+            protocol: proto,
+            ..Default::default()
+        };
         b.delete_filter(&del(2, 0)).unwrap();
-        let heads: Vec<_> = listing(&b).into_iter().filter(|l| l.2 == "-").map(|l| l.1).collect();
+        let heads: Vec<_> = listing(&b)
+            .into_iter()
+            .filter(|l| l.2 == "-")
+            .map(|l| l.1)
+            .collect();
         assert_eq!(heads, vec![1, 3]);
         assert_eq!(
             b.delete_filter(&del(2, 0)),
-            Err(TcError::msg(Errno::ENOENT, "Filter with specified priority/protocol not found"))
+            Err(TcError::msg(
+                Errno::ENOENT,
+                "Filter with specified priority/protocol not found"
+            ))
         );
         assert_eq!(
             b.delete_filter(&del(3, ETH_P_IPV6)),
-            Err(TcError::inval("Protocol mismatch for filter with specified priority"))
+            Err(TcError::inval(
+                "Protocol mismatch for filter with specified priority"
+            ))
         );
-        b.delete_filter(&FilterMsg { kind: Some("u32".into()), ..del(1, ETH_P_IP) }).unwrap();
+        b.delete_filter(&FilterMsg {
+            kind: Some("u32".into()),
+            ..del(1, ETH_P_IP)
+        })
+        .unwrap();
         // Deleting the only knode of the only u32 instance deletes the instance.
-        b.delete_filter(&FilterMsg { handle: 0x8020_0800, ..del(3, 0) }).unwrap();
+        b.delete_filter(&FilterMsg {
+            handle: 0x8020_0800,
+            ..del(3, 0)
+        })
+        .unwrap();
         assert!(b.is_empty() && listing(&b).is_empty());
-        b.change_filter(&u32_msg(4, ETH_P_IP, 0, Some(any())), FilterCmd::Add, &mut net.env(q)).unwrap();
+        b.change_filter(
+            &u32_msg(4, ETH_P_IP, 0, Some(any())),
+            FilterCmd::Add,
+            &mut net.env(q),
+        )
+        .unwrap();
         b.delete_filter(&FilterMsg::default()).unwrap();
         assert!(listing(&b).is_empty());
         // Flushing a missing chain is fine, anything else needs the chain.
         b.delete_filter(&FilterMsg::default()).unwrap();
-        assert_eq!(b.delete_filter(&del(4, 0)), Err(TcError::msg(Errno::ENOENT, "Cannot find specified filter chain")));
         assert_eq!(
-            b.delete_filter(&FilterMsg { protocol: ETH_P_IP, ..Default::default() }),
-            Err(TcError::msg(Errno::ENOENT, "Cannot flush filters with protocol, handle or kind set"))
+            b.delete_filter(&del(4, 0)),
+            Err(TcError::msg(
+                Errno::ENOENT,
+                "Cannot find specified filter chain"
+            ))
         );
-        assert_eq!(b.get_filter(&del(4, 0)), Err(TcError::inval("Cannot find specified filter chain")));
+        assert_eq!(
+            b.delete_filter(&FilterMsg {
+                protocol: ETH_P_IP,
+                ..Default::default()
+            }),
+            Err(TcError::msg(
+                Errno::ENOENT,
+                "Cannot flush filters with protocol, handle or kind set"
+            ))
+        );
+        assert_eq!(
+            b.get_filter(&del(4, 0)),
+            Err(TcError::inval("Cannot find specified filter chain"))
+        );
     }
 
     fn gact(v: Verdict) -> ActionSpec {
-        ActionSpec { index: 0, opts: ActionOpts::Gact(GactOpts { action: v, random: None }), cookie: None }
+        ActionSpec {
+            index: 0,
+            opts: ActionOpts::Gact(GactOpts {
+                action: v,
+                random: None,
+            }),
+            cookie: None,
+        }
     }
 
     fn matchall(classid: Option<Handle>, actions: Vec<ActionSpec>) -> FilterOpts {
-        FilterOpts::Matchall(matchall::MatchallOpts { classid, flags: None, actions })
+        FilterOpts::Matchall(matchall::MatchallOpts {
+            classid,
+            flags: None,
+            actions,
+        })
     }
 
     #[test]
@@ -1084,10 +1395,23 @@ mod tests {
         let (mut net, mut b) = (Net::default(), Block::default());
         let q = h(1, 0);
         let mut add = |b: &mut Block, chain: u32, pref: u16, o: FilterOpts| {
-            let m = FilterMsg { chain, prio: pref, protocol: ETH_P_ALL, kind: None, opts: Some(o), ..Default::default() };
-            b.change_filter(&m, FilterCmd::Add, &mut net.env(q)).unwrap();
+            let m = FilterMsg {
+                chain,
+                prio: pref,
+                protocol: ETH_P_ALL,
+                kind: None,
+                opts: Some(o),
+                ..Default::default()
+            };
+            b.change_filter(&m, FilterCmd::Add, &mut net.env(q))
+                .unwrap();
         };
-        add(&mut b, 0, 1, matchall(None, vec![gact(Verdict::GotoChain(7))]));
+        add(
+            &mut b,
+            0,
+            1,
+            matchall(None, vec![gact(Verdict::GotoChain(7))]),
+        );
         // The target chain exists (held by the action) but is not shown.
         assert_eq!(b.chains(), vec![0]);
         let mut p = icmp_echo([10, 0, 0, 1], [10, 0, 0, 2]);
@@ -1100,11 +1424,18 @@ mod tests {
 
         // reclassify restarts chain 0; the 17th restart drops (max_reclassify_loop).
         let mut b = Block::default();
-        add(&mut b, 0, 1, matchall(None, vec![gact(Verdict::Reclassify)]));
+        add(
+            &mut b,
+            0,
+            1,
+            matchall(None, vec![gact(Verdict::Reclassify)]),
+        );
         let r = b.classify(&mut p, Time(0)).unwrap();
         assert_eq!(r.verdict, Verdict::Shot);
         let d = b.dump(None, 0, 0);
-        let Some(FilterElemOpts::Matchall(m)) = &d[1].opts else { panic!("{d:?}") };
+        let Some(FilterElemOpts::Matchall(m)) = &d[1].opts else {
+            panic!("{d:?}")
+        };
         assert_eq!(m.rhit, 17);
         assert_eq!(m.actions[0].stats.packets, 17);
     }
@@ -1117,10 +1448,18 @@ mod tests {
             (1, matchall(Some(h(1, 0x10)), vec![gact(Verdict::Continue)])),
             (2, matchall(Some(h(1, 0x20)), vec![])),
         ] {
-            let m = FilterMsg { prio: pref, protocol: ETH_P_ALL, opts: Some(o), ..Default::default() };
-            b.change_filter(&m, FilterCmd::Add, &mut net.env(q)).unwrap();
+            let m = FilterMsg {
+                prio: pref,
+                protocol: ETH_P_ALL,
+                opts: Some(o),
+                ..Default::default()
+            };
+            b.change_filter(&m, FilterCmd::Add, &mut net.env(q))
+                .unwrap();
         }
-        let r = b.classify(&mut icmp_echo([1, 1, 1, 1], [2, 2, 2, 2]), Time(0)).unwrap();
+        let r = b
+            .classify(&mut icmp_echo([1, 1, 1, 1], [2, 2, 2, 2]), Time(0))
+            .unwrap();
         assert_eq!(r.classid, h(1, 0x20));
         assert_eq!(b.count_bound(h(1, 0x20)), 1);
     }

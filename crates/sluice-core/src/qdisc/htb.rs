@@ -73,7 +73,7 @@
 //! - Packets purged from a leaf by graft, delete or a leaf turning inner leave
 //!   HTB's own count at once; the kernel also takes them off every ancestor's
 //!   backlog and counts them as drops there. Classful operations get no
-//!   [`Cx`], so HTB reports them through [`Htb::take_purged`].
+//!   [`Cx`], so HTB reports them through `Classful::take_purged`.
 //!
 //! # Checked against the kernel
 //! On Linux 6.18 with iproute2 6.1 (veth pairs in namespaces): the class
@@ -83,10 +83,8 @@
 //! lended, borrowed and overlimits counters (see the tests).
 
 #[allow(dead_code)]
-#[path = "class_hash.rs"]
-mod class_hash;
 
-use self::class_hash::ClassHash;
+use super::class_hash::ClassHash;
 use super::fifo::Fifo;
 use super::{
     ClassInfo, ClassOpts, Classful, Cx, Dequeue, DevInfo, Qdisc, QdiscNode, QdiscOpts, XStats,
@@ -393,31 +391,6 @@ impl Htb {
         self.hysteresis = on;
     }
 
-    /// Packets and bytes purged from leaves by graft, delete or a leaf
-    /// becoming inner since the last call. The kernel removes them from every
-    /// ancestor's qlen and backlog and counts them as drops there
-    /// (`qdisc_tree_reduce_backlog`); HTB's own node must do the same.
-    pub fn take_purged(&mut self) -> (u64, u64) {
-        std::mem::take(&mut self.purged)
-    }
-
-    /// The filters of the qdisc (`minor` 0) or of class `major:minor` (`htb_tcf_block`).
-    pub fn block(&self, minor: u16) -> Option<&Block> {
-        if minor == 0 {
-            return Some(&self.block);
-        }
-        let id = self.full_id(minor)?;
-        self.classes.get(id).map(|c| &c.block)
-    }
-
-    /// The filters of the qdisc (`minor` 0) or of class `major:minor`, mutably.
-    pub fn block_mut(&mut self, minor: u16) -> Option<&mut Block> {
-        if minor == 0 {
-            return Some(&mut self.block);
-        }
-        let id = self.full_id(minor)?;
-        self.classes.get_mut(id).map(|c| &mut c.block)
-    }
 
     fn full_id(&self, minor: u16) -> Option<u32> {
         self.major.map(|m| Handle::new(m, minor).0)
@@ -1276,6 +1249,22 @@ impl Qdisc for Htb {
         self.overlimits as u64
     }
 
+    /// `htb_tcf_block`: the qdisc's filters for minor 0, else class
+    /// `major:minor`'s (leaf or inner; only inner classes' filters classify).
+    fn block_mut(&mut self, classid: Handle) -> Option<&mut Block> {
+        if classid.minor() == 0 {
+            return Some(&mut self.block);
+        }
+        self.classes.get_mut(classid.0).map(|c| &mut c.block)
+    }
+
+    fn block(&self, classid: Handle) -> Option<&Block> {
+        if classid.minor() == 0 {
+            return Some(&self.block);
+        }
+        self.classes.get(classid.0).map(|c| &c.block)
+    }
+
     fn set_handle(&mut self, handle: Handle) {
         if !handle.is_unspec() {
             self.major = Some(handle.major());
@@ -1299,6 +1288,12 @@ impl Qdisc for Htb {
 }
 
 impl Classful for Htb {
+    /// Packets and bytes purged from leaves by graft, delete or a leaf
+    /// becoming inner since the last call (HTB's own count is already right).
+    fn take_purged(&mut self) -> (u64, u64) {
+        std::mem::take(&mut self.purged)
+    }
+
     /// `htb_change_class`: create class `classid` below `parent` (a class id,
     /// or the qdisc/`ROOT` for a top-level class; an unknown parent also makes
     /// a top-level class, as in the kernel), or change its parameters (the
@@ -1815,13 +1810,13 @@ mod tests {
                 .unwrap();
         }
         htb.set_handle(h(0));
-        let root = htb.block_mut(0).unwrap();
+        let root = htb.block_mut(h(0)).unwrap();
         fw(root, 1, h(1), None);
         fw(root, 2, h(0x11), Some(Verdict::Shot));
         fw(root, 3, h(0), None);
         fw(root, 4, h(0x99), None);
         fw(root, 5, h(0x12), Some(Verdict::Stolen));
-        let inner = htb.block_mut(1).unwrap();
+        let inner = htb.block_mut(h(1)).unwrap();
         fw(inner, 1, h(0x12), None);
         fw(inner, 6, h(0x11), None);
         let mut n = QdiscNode::new(h(0), Handle::ROOT, Box::new(htb));
@@ -2074,7 +2069,7 @@ mod tests {
         // Filters attach to the qdisc and to existing classes only.
         let mut q = Htb::new(&HtbOpts::default(), &dev()).unwrap();
         q.set_handle(h(0));
-        assert!(q.block_mut(0).is_some() && q.block_mut(1).is_none());
+        assert!(q.block_mut(h(0)).is_some() && q.block_mut(h(1)).is_none());
     }
 
     #[test]

@@ -14,6 +14,7 @@
 //! node on the way up subtracts them from its backlog and counts them as
 //! drops, which is what the kernel's `qdisc_tree_reduce_backlog` does.
 
+pub mod class_hash;
 pub mod fifo;
 pub mod htb;
 pub mod ingress;
@@ -321,6 +322,13 @@ pub trait Classful {
     /// The qdisc attached to class `classid` (`cl_ops->leaf`).
     fn leaf(&self, classid: Handle) -> Option<&QdiscNode> {
         self.leaves_ref().into_iter().find(|l| l.parent == classid)
+    }
+    /// Packets and bytes the last class operation dropped from the queue
+    /// (a grafted-out leaf, a deleted class, a leaf turned inner), so the
+    /// caller can take them off the ancestors' backlog as
+    /// `qdisc_tree_reduce_backlog` does; taken, so they are reported once.
+    fn take_purged(&mut self) -> (u64, u64) {
+        (0, 0)
     }
     /// The leaf qdiscs, for walking the tree.
     fn leaves(&mut self) -> Vec<&mut QdiscNode>;

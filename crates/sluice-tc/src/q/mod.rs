@@ -4,6 +4,8 @@
 mod fifo;
 mod htb;
 mod pfifo_fast;
+mod prio;
+mod sfq;
 mod tbf;
 
 use crate::args::{Args, CmdResult};
@@ -22,6 +24,8 @@ pub fn parse_qdisc(
     let _ = dev;
     Ok(Some(match kind {
         "tbf" => return tbf::parse(args),
+        "prio" => return prio::parse(args),
+        "sfq" => return sfq::parse(args, dev),
         "pfifo" | "bfifo" | "pfifo_head_drop" => fifo::parse(kind, args)?,
         "pfifo_fast" => pfifo_fast::parse(args)?,
         "htb" => htb::parse_qdisc(args)?,
@@ -55,6 +59,8 @@ pub fn print_qdisc(opts: &QdiscOpts, out: &mut Out, details: bool) {
         QdiscOpts::PfifoFast(_) => pfifo_fast::print(out),
         QdiscOpts::Htb(o) => htb::print_qdisc(o, out, details),
         QdiscOpts::Tbf(o) => tbf::print(o, out, details),
+        QdiscOpts::Prio(o) => prio::print(o, out, details),
+        QdiscOpts::Sfq(o) => sfq::print(o, out, details),
         _ => {}
     }
 }
@@ -79,7 +85,8 @@ pub fn print_class(opts: &ClassOpts, out: &mut Out, details: bool) {
 pub fn print_xstats(x: &XStats, out: &mut Out) {
     match x {
         XStats::HtbClass(h) => htb::print_xstats(h, out),
-        XStats::None | XStats::Absent | XStats::SfqClass(_) => {}
+        XStats::SfqClass(x) => sfq::print_xstats(x, out),
+        XStats::None | XStats::Absent => {}
     }
 }
 
