@@ -111,6 +111,8 @@ pub struct Device {
     pub root: QdiscNode,
     /// The ingress or clsact qdisc.
     pub ingress: Option<QdiscNode>,
+    /// Classifier state shared by the device's filter blocks (u32's tables).
+    pub cls: crate::cls::ClsShared,
 }
 
 fn err(errno: Errno, msg: &str) -> TcError {
@@ -129,6 +131,7 @@ impl Device {
             activated: false,
             root,
             ingress: None,
+            cls: Default::default(),
         }
     }
 
@@ -463,6 +466,29 @@ impl Device {
             crate::qdisc::Dequeue::Packet(p) => Some(p),
             _ => None,
         }
+    }
+
+    /// `tc filter add|change|replace` on the block at `parent`
+    /// (`tc_new_tfilter`). `actions` is the namespace's action table;
+    /// `dev_exists` answers whether an interface name exists (u32 `indev`).
+    pub fn change_filter(
+        &mut self,
+        parent: Handle,
+        msg: &crate::cls::FilterMsg,
+        cmd: crate::cls::FilterCmd,
+        actions: &mut crate::act::ActionTable,
+        dev_exists: &dyn Fn(&str) -> bool,
+        now: crate::time::Time,
+    ) -> TcResult<()> {
+        let (q, parent) = self.block_owner(parent)?;
+        let Device { root, ingress, cls, .. } = self;
+        let node = match root.find_mut(q) {
+            Some(n) => n,
+            None => ingress.as_mut().filter(|i| i.handle == q).ok_or_else(|| err(Errno::EINVAL, "Parent Qdisc doesn't exists"))?,
+        };
+        let block = node.qdisc.block_mut(parent).ok_or_else(|| TcError::errno(Errno::EINVAL))?;
+        let mut env = crate::cls::ClsEnv { actions, shared: cls, qdisc: q, dev_exists, now };
+        block.change_filter(msg, cmd, &mut env)
     }
 
     /// The filter block for `tc filter ... parent P` (`__tcf_qdisc_find`,

@@ -11,3 +11,10 @@
 #![warn(missing_docs)]
 
 pub mod tcp;
+pub mod engine;
+pub mod host;
+pub mod ip;
+pub mod world;
+pub mod report;
+pub mod run;
+pub mod scenario;

@@ -6,6 +6,7 @@
 //! - [`out`]: text and JSON output exactly as iproute2's printers write it.
 //! - [`net`]: a namespace's devices and per-namespace counters.
 //! - [`tc`]: `tc qdisc|class ...`: parse, apply to a device, print.
+//! - [`filter`]: `tc filter` and `tc chain`; [`action`]: `tc actions`.
 //! - [`ip`]: the `ip link` subset that sets up devices.
 //! - [`state`]: the state directory: commands persist between invocations.
 //! - [`tc_core`]: iproute2's byte/time/tick conversions.
@@ -15,7 +16,9 @@
 //! iproute2 tool would have produced them.
 #![warn(missing_docs)]
 
+pub mod action;
 pub mod args;
+pub mod filter;
 pub mod ip;
 pub mod net;
 pub mod out;

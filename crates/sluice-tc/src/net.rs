@@ -1,6 +1,7 @@
 //! A network namespace as sluice keeps it: its devices and the counters the
 //! kernel keeps per namespace (next interface index, next automatic qdisc handle).
 
+use sluice_core::act::ActionTable;
 use sluice_core::device::{DevKind, Device};
 use sluice_core::handle::Handle;
 use sluice_core::qdisc::DevInfo;
@@ -15,6 +16,8 @@ pub struct Net {
     pub autohandle: u32,
     /// Seed given to each new device for its qdiscs' generators.
     pub seed: u64,
+    /// The namespace's actions (`tc actions`, and those filters create).
+    pub actions: ActionTable,
 }
 
 impl Default for Net {
@@ -31,6 +34,7 @@ impl Net {
             next_ifindex: 1,
             autohandle: 0x8000_0000,
             seed: 0,
+            actions: ActionTable::new(0),
         };
         let info = DevInfo {
             name: "lo".into(),

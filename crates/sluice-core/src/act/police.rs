@@ -566,4 +566,38 @@ mod tests {
         o.pkts_rate = Some(0);
         assert_eq!(check_policy(&o), Err(TcError::errno(Errno::ERANGE)));
     }
+
+    #[test]
+    fn the_dump_recreates_the_same_policer() {
+        let o = tc_police(125_000, 10_000, 0, Verdict::Shot);
+        let p = police(&o);
+        let ActionOpts::Police(d) = p.dump() else {
+            panic!()
+        };
+        assert_eq!(d.mtu, 2040);
+        let again = police(&d);
+        assert_eq!(again.dump(), p.dump());
+    }
+
+    proptest::proptest! {
+        /// The token-bucket bound: over any run, conforming bytes never exceed
+        /// burst + rate * elapsed.
+        #[test]
+        fn conforming_bytes_stay_under_the_bucket_bound(
+            gaps in proptest::collection::vec(0u64..20_000_000, 1..300),
+            lens in proptest::collection::vec(40u32..1500, 300),
+        ) {
+            let o = tc_police(125_000, 5_000, 1500, Verdict::Shot);
+            let mut p = police(&o);
+            let (mut now, mut passed) = (0u64, 0u64);
+            for (g, len) in gaps.iter().zip(lens.iter()) {
+                now += g;
+                if p.act(&mut pkt(*len), Time(now)) == Verdict::Ok {
+                    passed += *len as u64;
+                }
+            }
+            let bound = 5_000 + 125_000 * now / 1_000_000_000 + 1;
+            proptest::prop_assert!(passed <= bound, "{} > {}", passed, bound);
+        }
+    }
 }

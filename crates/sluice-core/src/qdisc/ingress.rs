@@ -197,6 +197,10 @@ impl Ingress {
 }
 
 impl Qdisc for Ingress {
+    fn own_stats(&self) -> Option<Stats> {
+        Some(self.counters)
+    }
+
     /// Run the ingress hook; a passed packet comes back from the next `dequeue`.
     fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Result<(), (Packet, DropReason)> {
         match self.run(Hook::Ingress, &mut pkt, cx.now) {
@@ -491,6 +495,77 @@ mod tests {
         let s = q.counters();
         assert_eq!(s.packets, 2000);
         assert_eq!(s.drops, 2000 - passed / 1000);
+    }
+
+    #[test]
+    fn seed_003_with_the_real_police_action() {
+        // `police rate 800kbit burst 10k drop flowid :1` as tc sends it: rate
+        // 100000 B/s, cell_log 3 (mtu 2047), burst = 10240 B at that rate =
+        // 102.4 ms = 1_600_000 psched ticks. Attached with an fw filter.
+        use crate::act::police::PoliceOpts;
+        use crate::act::{ActionOpts, ActionSpec, ActionTable};
+        use crate::cls::fw::FwOpts;
+        use crate::cls::{ClsEnv, ClsShared, FilterCmd, FilterMsg, FilterOpts};
+        use crate::rate::RateSpec;
+        let mut q =
+            Ingress::new(IngressKind::Ingress, &IngressOpts {}, &DevInfo::default()).unwrap();
+        let police = PoliceOpts {
+            exceed: Verdict::Shot,
+            rate: Some(RateSpec {
+                rate: 100_000,
+                ..Default::default()
+            }),
+            rate_cell_log: 3,
+            burst: 1_600_000,
+            ..Default::default()
+        };
+        let fw = FwOpts {
+            classid: Some(Handle::new(0, 1)),
+            actions: vec![ActionSpec {
+                index: 0,
+                opts: ActionOpts::Police(police),
+                cookie: None,
+            }],
+            ..Default::default()
+        };
+        let msg = FilterMsg {
+            prio: 50,
+            protocol: ETH_P_IP,
+            handle: 1,
+            kind: Some("fw".into()),
+            opts: Some(FilterOpts::Fw(fw)),
+            ..Default::default()
+        };
+        let (mut actions, mut shared) = (ActionTable::new(0), ClsShared::default());
+        let qdisc = Handle::new(0xffff, 0);
+        let mut env = ClsEnv {
+            actions: &mut actions,
+            shared: &mut shared,
+            qdisc,
+            dev_exists: &|_| true,
+            now: Time(0),
+        };
+        q.block_mut(qdisc)
+            .unwrap()
+            .change_filter(&msg, FilterCmd::Add, &mut env)
+            .unwrap();
+        let step = 5_000_000; // 1000-byte network-layer packets at 1.6 Mbit/s
+        let mut passed = 0u64;
+        for i in 0..2000u64 {
+            let mut p = Packet {
+                mark: 1,
+                ..udp(1000)
+            };
+            if q.run(Hook::Ingress, &mut p, Time(i * step)) == IngressVerdict::Pass {
+                passed += 1000;
+            }
+        }
+        let bound = 10_240 + 100_000 * 1999 * step / 1_000_000_000;
+        assert!(
+            passed <= bound && passed + 1000 > bound,
+            "passed {passed} of bound {bound}"
+        );
+        assert_eq!(q.counters().drops, 2000 - passed / 1000);
     }
 
     #[test]

@@ -16,6 +16,7 @@
 
 pub mod class_hash;
 pub mod fifo;
+pub mod flow_hash;
 pub mod htb;
 pub mod ingress;
 pub mod noqueue;
@@ -229,6 +230,13 @@ pub trait Qdisc: Send + std::fmt::Debug {
     /// How often the qdisc throttled (kept by qdiscs that shape).
     fn overlimits(&self) -> u64 {
         0
+    }
+    /// Counters the qdisc keeps itself instead of the node's, when the
+    /// kernel counts differently from the generic enqueue/dequeue path
+    /// (ingress and clsact count every packet reaching a hook with filters,
+    /// at network-layer length).
+    fn own_stats(&self) -> Option<Stats> {
+        None
     }
     /// Per-kind statistics.
     fn xstats(&self) -> XStats {
@@ -452,6 +460,9 @@ impl QdiscNode {
 
     /// Counters as `tc -s` shows them (overlimits come from the qdisc).
     pub fn stats(&self) -> Stats {
+        if let Some(s) = self.qdisc.own_stats() {
+            return s;
+        }
         Stats {
             overlimits: self.stats.overlimits + self.qdisc.overlimits(),
             ..self.stats

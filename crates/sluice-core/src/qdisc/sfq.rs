@@ -44,8 +44,7 @@
 //! (an MTU of 0) is treated as 1 byte. `HZ` is taken as 1000 for the perturb
 //! period bound.
 
-#[path = "flow_hash.rs"]
-pub mod flow_hash;
+use super::flow_hash;
 
 use super::{
     wrong_kind, ClassInfo, ClassOpts, Classful, Cx, Dequeue, DevInfo, Qdisc, QdiscNode, QdiscOpts,

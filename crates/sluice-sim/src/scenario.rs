@@ -1,0 +1,277 @@
+//! Scenario files: a topology, tc policies, workloads, a duration and a seed,
+//! in TOML; named variants turn one file into a table of runs.
+//!
+//! ```toml
+//! name = "dumbbell"
+//! duration = "30s"
+//! seed = 1
+//! [vars]                     # referenced as ${name} in any string below
+//! qdisc = "pfifo_fast"
+//! [[variant]]                # one row of the result table each
+//! name = "fq_codel"
+//! set = { qdisc = "fq_codel" }
+//! [[node]]
+//! name = "router"
+//! addr = "10.0.0.254"
+//! router = true
+//! tc = ["tc qdisc replace dev eth1 root ${qdisc}"]   # run in-process, in order
+//! script = "path/or/inline bash"                     # run with bash, tc/ip links on PATH
+//! [[link]]
+//! a = "sender:eth0"          # node:device (created by the link)
+//! b = "router:eth0"
+//! rate = "1gbit"             # or rate_ab / rate_ba
+//! delay = "1ms"
+//! buffer = "1p"              # the transmit buffer: packets (p) or bytes (b)
+//! txqueuelen = 1000          # of both devices (txqueuelen_a / txqueuelen_b)
+//! [[workload]]
+//! type = "ping"              # ping | udp | tcp
+//! from = "sender"
+//! to = "receiver"
+//! ```
+//! The README documents every key.
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+/// A whole scenario file.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Name, shown in reports.
+    pub name: String,
+    /// What it reproduces.
+    #[serde(default)]
+    pub description: String,
+    /// Simulated time, e.g. "30s".
+    pub duration: String,
+    /// Seed of every random choice.
+    #[serde(default)]
+    pub seed: u64,
+    /// Variables for `${name}` substitution, with their default values.
+    #[serde(default)]
+    pub vars: BTreeMap<String, toml::Value>,
+    /// Named variants: each sets some variables and is one row of the table.
+    #[serde(default, rename = "variant")]
+    pub variants: Vec<Variant>,
+    /// Hosts and routers.
+    #[serde(default, rename = "node")]
+    pub nodes: Vec<NodeSpec>,
+    /// Links between them.
+    #[serde(default, rename = "link")]
+    pub links: Vec<LinkSpec>,
+    /// Traffic.
+    #[serde(default, rename = "workload")]
+    pub workloads: Vec<WorkloadSpec>,
+    /// What the scenario expects, checked by `sluice sim --check` and CI.
+    #[serde(default, rename = "expect")]
+    pub expects: Vec<Expect>,
+}
+
+/// One row of the result table.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Variant {
+    /// Row name.
+    pub name: String,
+    /// Variables it sets.
+    #[serde(default)]
+    pub set: BTreeMap<String, toml::Value>,
+}
+
+/// A host or router.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeSpec {
+    /// Name.
+    pub name: String,
+    /// IPv4 address.
+    pub addr: String,
+    /// Does it forward?
+    #[serde(default)]
+    pub router: bool,
+    /// tc/ip/iptables commands, run in order inside the simulator.
+    #[serde(default)]
+    pub tc: Vec<String>,
+    /// A shell script (inline text or a path relative to the scenario), run
+    /// with bash, sluice's tc/ip links first on PATH, against this node.
+    #[serde(default)]
+    pub script: Option<String>,
+}
+
+/// A link between two node devices.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkSpec {
+    /// `node:device` of one end.
+    pub a: String,
+    /// `node:device` of the other end.
+    pub b: String,
+    /// Rate of both directions.
+    pub rate: Option<String>,
+    /// Rate a → b.
+    pub rate_ab: Option<String>,
+    /// Rate b → a.
+    pub rate_ba: Option<String>,
+    /// One-way propagation delay.
+    #[serde(default)]
+    pub delay: Option<String>,
+    /// Transmit buffer of both directions: `100p` packets or `64000b` bytes.
+    pub buffer: Option<String>,
+    /// Transmit buffer at a.
+    pub buffer_a: Option<String>,
+    /// Transmit buffer at b.
+    pub buffer_b: Option<String>,
+    /// Random loss probability on the wire (both directions), 0..1.
+    #[serde(default)]
+    pub loss: Option<f64>,
+    /// txqueuelen of both devices (default 1000).
+    pub txqueuelen: Option<toml::Value>,
+    /// txqueuelen at a.
+    pub txqueuelen_a: Option<toml::Value>,
+    /// txqueuelen at b.
+    pub txqueuelen_b: Option<toml::Value>,
+    /// Bytes of framing per packet on the wire.
+    #[serde(default)]
+    pub overhead: Option<u32>,
+}
+
+/// A workload.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadSpec {
+    /// `ping`, `udp`, `tcp`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Sending node.
+    pub from: String,
+    /// Receiving node.
+    pub to: String,
+    /// Label in reports.
+    pub name: Option<String>,
+    /// Start time (default 0s).
+    pub start: Option<String>,
+    /// Stop time (default: the end).
+    pub stop: Option<String>,
+    /// ping: interval; udp: not used.
+    pub interval: Option<String>,
+    /// udp: rate.
+    pub rate: Option<String>,
+    /// ping/udp: payload bytes.
+    pub size: Option<toml::Value>,
+    /// TOS byte (e.g. 0x10 as 16 or "0x10").
+    pub tos: Option<toml::Value>,
+    /// tcp: how many parallel flows.
+    pub count: Option<toml::Value>,
+    /// tcp: time between flow starts.
+    pub stagger: Option<String>,
+    /// tcp: bytes to send (default: unlimited until stop).
+    pub bytes: Option<String>,
+    /// tcp: send buffer.
+    pub sndbuf: Option<String>,
+    /// tcp: receive buffer.
+    pub rcvbuf: Option<String>,
+    /// tcp: congestion control (`cubic`, `reno`).
+    pub cc: Option<String>,
+    /// Destination port.
+    pub port: Option<toml::Value>,
+}
+
+/// An expectation about a result, checked against every variant it names.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expect {
+    /// Variant names it applies to (empty: all).
+    #[serde(default)]
+    pub variants: Vec<String>,
+    /// The metric: e.g. `ping.avg_ms`, `ping.median_ms`, `ping.loss_pct`,
+    /// `goodput_mbps` (total), `flow.NAME.goodput_mbps`, `share.NAME`.
+    pub metric: String,
+    /// Lower bound.
+    pub min: Option<f64>,
+    /// Upper bound.
+    pub max: Option<f64>,
+    /// Why this range (the seed's number, or the physics).
+    #[serde(default)]
+    pub why: String,
+}
+
+impl Scenario {
+    /// Parse a scenario file's text.
+    pub fn parse(text: &str) -> Result<Scenario, String> {
+        toml::from_str(text).map_err(|e| e.to_string())
+    }
+
+    /// The variables in force for `variant` (`None`: the defaults), with
+    /// command-line overrides applied last.
+    pub fn vars_for(&self, variant: Option<&Variant>, overrides: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+        let mut vars: BTreeMap<String, String> = self.vars.iter().map(|(k, v)| (k.clone(), value_text(v))).collect();
+        if let Some(v) = variant {
+            for (k, val) in &v.set {
+                vars.insert(k.clone(), value_text(val));
+            }
+        }
+        for (k, v) in overrides {
+            vars.insert(k.clone(), v.clone());
+        }
+        vars
+    }
+}
+
+/// A TOML value as the text it substitutes to.
+pub fn value_text(v: &toml::Value) -> String {
+    match v {
+        toml::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Replace `${name}` with variables; unknown names are an error.
+pub fn substitute(text: &str, vars: &BTreeMap<String, String>) -> Result<String, String> {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("${") {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 2..];
+        let j = after.find('}').ok_or_else(|| format!("unterminated ${{ in {text:?}"))?;
+        let name = &after[..j];
+        let v = vars.get(name).ok_or_else(|| format!("unknown variable ${{{name}}}"))?;
+        out.push_str(v);
+        rest = &after[j + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn variables_substitute_and_variants_override() {
+        let s = Scenario::parse(
+            r#"
+            name = "x"
+            duration = "1s"
+            [vars]
+            qdisc = "pfifo_fast"
+            flows = 4
+            [[variant]]
+            name = "fq"
+            set = { qdisc = "fq_codel" }
+            "#,
+        )
+        .unwrap();
+        let none = BTreeMap::new();
+        let v = s.vars_for(Some(&s.variants[0]), &none);
+        assert_eq!(substitute("root ${qdisc} x${flows}", &v).unwrap(), "root fq_codel x4");
+        let mut ov = BTreeMap::new();
+        ov.insert("flows".to_string(), "2".to_string());
+        assert_eq!(substitute("${flows}", &s.vars_for(None, &ov)).unwrap(), "2");
+        assert!(substitute("${nope}", &v).is_err());
+    }
+
+    #[test]
+    fn unknown_keys_are_refused() {
+        assert!(Scenario::parse("name = \"x\"\nduration = \"1s\"\nbogus = 1").is_err());
+    }
+}

@@ -1,0 +1,342 @@
+//! The retransmission queue and its SACK scoreboard (Linux's `tcp_rtx_queue`
+//! with the `TCPCB_SACKED_*` tags of `tcp_sacktag_write_queue()`).
+//!
+//! Every segment sent and not yet cumulatively acknowledged is a [`SentSeg`]
+//! in sequence order. Segment boundaries never change once sent (the model
+//! has no TSO and no re-segmentation), so SACK blocks from our receiver line
+//! up with them; a block that covers part of a segment leaves it unsacked,
+//! as Linux does without fragmenting. Tags, and the counters Linux keeps:
+//!
+//! - `sacked`: selectively acknowledged (`TCPCB_SACKED_ACKED`, `sacked_out`);
+//! - `lost`: deemed lost by RACK or an RTO (`TCPCB_LOST`, `lost_out`);
+//! - `retrans`: a retransmission is in flight (`TCPCB_SACKED_RETRANS`,
+//!   `retrans_out`); `ever_retrans` (`TCPCB_EVER_RETRANS`) stays set.
+//!
+//! Packets in flight are `packets_out − sacked_out − lost_out + retrans_out`
+//! (`tcp_packets_in_flight`, RFC 6675's "pipe" in Linux's form).
+//!
+//! Two indexes keep per-ACK work proportional to what changed:
+//! `by_send_order` holds the segments RACK must examine — neither sacked nor
+//! lost-and-awaiting-retransmission — ordered by (re)transmission, like
+//! Linux's `tsorted_sent_queue`; `lost_pending` holds the lost segments not
+//! yet retransmitted, in sequence order, for `tcp_xmit_retransmit_queue()`.
+//! SACKed bytes are also kept as a [`RangeSet`] so a block repeated on every
+//! ACK is only processed for its new part.
+
+use super::seq::RangeSet;
+use sluice_core::time::Time;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// One transmitted, not cumulatively acknowledged segment.
+#[derive(Clone, Debug)]
+pub struct SentSeg {
+    /// Stable identity (monotonic in sequence order).
+    pub id: u64,
+    /// First stream offset.
+    pub start: u64,
+    /// One past the last stream offset (a FIN counts one).
+    pub end: u64,
+    /// Carries FIN.
+    pub fin: bool,
+    /// Time of the latest (re)transmission.
+    pub xmit_time: Time,
+    /// Order of the latest (re)transmission among all transmissions.
+    pub send_order: u64,
+    /// Selectively acknowledged.
+    pub sacked: bool,
+    /// Deemed lost.
+    pub lost: bool,
+    /// A retransmission is in flight.
+    pub retrans: bool,
+    /// Retransmitted at least once.
+    pub ever_retrans: bool,
+}
+
+impl SentSeg {
+    /// Payload bytes (FIN excluded).
+    pub fn payload_len(&self) -> u32 {
+        (self.end - self.start - u64::from(self.fin)) as u32
+    }
+}
+
+/// What a newly (s)acknowledged segment tells RTT, RACK and PRR.
+#[derive(Clone, Copy, Debug)]
+pub struct Delivered {
+    /// When it was last sent.
+    pub xmit_time: Time,
+    /// Its end offset.
+    pub end: u64,
+    /// Whether it had been retransmitted.
+    pub ever_retrans: bool,
+    /// Whether it had been SACKed before this cumulative ACK.
+    pub was_sacked: bool,
+    /// Payload bytes.
+    pub bytes: u32,
+    /// Carried FIN.
+    pub fin: bool,
+}
+
+/// The retransmission queue with SACK tags and counters.
+#[derive(Clone, Debug, Default)]
+pub struct Scoreboard {
+    segs: VecDeque<SentSeg>,
+    by_send_order: BTreeMap<u64, u64>,
+    lost_pending: BTreeSet<u64>,
+    sacked_bytes: RangeSet,
+    next_id: u64,
+    next_send_order: u64,
+    /// Segments in the queue (`packets_out`).
+    pub packets_out: u32,
+    /// SACKed segments (`sacked_out`).
+    pub sacked_out: u32,
+    /// Lost segments (`lost_out`).
+    pub lost_out: u32,
+    /// Retransmissions in flight (`retrans_out`).
+    pub retrans_out: u32,
+}
+
+impl Scoreboard {
+    /// `tcp_packets_in_flight`.
+    pub fn in_flight(&self) -> u32 {
+        (self.packets_out + self.retrans_out).saturating_sub(self.sacked_out + self.lost_out)
+    }
+
+    /// True when nothing is outstanding.
+    pub fn is_empty(&self) -> bool {
+        self.segs.is_empty()
+    }
+
+    /// The oldest outstanding segment.
+    pub fn head(&self) -> Option<&SentSeg> {
+        self.segs.front()
+    }
+
+    /// The newest outstanding segment.
+    pub fn last(&self) -> Option<&SentSeg> {
+        self.segs.back()
+    }
+
+    /// A segment by id.
+    pub fn get(&self, id: u64) -> Option<&SentSeg> {
+        self.index(id).map(|i| &self.segs[i])
+    }
+
+    fn index(&self, id: u64) -> Option<usize> {
+        self.segs.binary_search_by_key(&id, |s| s.id).ok()
+    }
+
+    fn order(&mut self) -> u64 {
+        self.next_send_order += 1;
+        self.next_send_order
+    }
+
+    /// Record a first transmission of `[start, end)`.
+    pub fn push(&mut self, start: u64, end: u64, fin: bool, now: Time) {
+        let id = self.next_id;
+        self.next_id += 1;
+        let send_order = self.order();
+        self.by_send_order.insert(send_order, id);
+        self.segs.push_back(SentSeg {
+            id,
+            start,
+            end,
+            fin,
+            xmit_time: now,
+            send_order,
+            sacked: false,
+            lost: false,
+            retrans: false,
+            ever_retrans: false,
+        });
+        self.packets_out += 1;
+    }
+
+    /// Record a retransmission of segment `id` (`tcp_retransmit_skb`).
+    pub fn retransmitted(&mut self, id: u64, now: Time) -> Option<SentSeg> {
+        let i = self.index(id)?;
+        let order = self.order();
+        let seg = &mut self.segs[i];
+        self.by_send_order.remove(&seg.send_order);
+        seg.send_order = order;
+        seg.xmit_time = now;
+        seg.ever_retrans = true;
+        if !seg.retrans {
+            seg.retrans = true;
+            self.retrans_out += 1;
+        }
+        self.lost_pending.remove(&id);
+        self.by_send_order.insert(order, id);
+        Some(seg.clone())
+    }
+
+    /// `tcp_mark_skb_lost`: tag a segment lost (or a lost retransmission).
+    pub fn mark_lost(&mut self, id: u64) -> bool {
+        let Some(i) = self.index(id) else {
+            return false;
+        };
+        let seg = &mut self.segs[i];
+        if seg.sacked {
+            return false;
+        }
+        if seg.lost {
+            if !seg.retrans {
+                return false;
+            }
+            seg.retrans = false; // the retransmission was lost too
+            self.retrans_out -= 1;
+        } else {
+            seg.lost = true;
+            self.lost_out += 1;
+            if seg.retrans {
+                return true; // stays examined by RACK until marked again
+            }
+        }
+        self.by_send_order.remove(&seg.send_order);
+        self.lost_pending.insert(id);
+        true
+    }
+
+    /// The first lost segment awaiting retransmission.
+    pub fn next_lost(&self) -> Option<u64> {
+        self.lost_pending.first().copied()
+    }
+
+    /// Segments RACK examines, oldest transmission first.
+    pub fn in_send_order(&self) -> impl Iterator<Item = &SentSeg> + '_ {
+        self.by_send_order.values().filter_map(|&id| self.get(id))
+    }
+
+    /// Apply one SACK block; returns the newly SACKed segments.
+    pub fn sack(&mut self, start: u64, end: u64) -> Vec<Delivered> {
+        let news = self.sacked_bytes.insert(start, end);
+        let mut out = Vec::new();
+        for (s, e) in news {
+            let mut i = self.segs.partition_point(|g| g.end <= s);
+            while i < self.segs.len() && self.segs[i].start < e {
+                if let Some(d) = self.try_sack(i) {
+                    out.push(d);
+                }
+                i += 1;
+            }
+        }
+        out
+    }
+
+    fn try_sack(&mut self, i: usize) -> Option<Delivered> {
+        let seg = &self.segs[i];
+        if seg.sacked || !self.sacked_bytes.contains(seg.start, seg.end) {
+            return None;
+        }
+        let seg = &mut self.segs[i];
+        seg.sacked = true;
+        self.sacked_out += 1;
+        if seg.lost {
+            self.lost_out -= 1;
+        }
+        if seg.retrans {
+            self.retrans_out -= 1;
+        }
+        self.lost_pending.remove(&seg.id);
+        self.by_send_order.remove(&seg.send_order);
+        Some(delivered(seg, false))
+    }
+
+    /// Remove everything below `ack` (`tcp_clean_rtx_queue`); a segment the
+    /// ACK covers only in part is trimmed (`tcp_trim_head`).
+    pub fn ack(&mut self, ack: u64) -> Vec<Delivered> {
+        let mut out = Vec::new();
+        while let Some(seg) = self.segs.front() {
+            if seg.end > ack {
+                break;
+            }
+            let Some(seg) = self.segs.pop_front() else {
+                break;
+            };
+            out.push(self.forget(seg));
+        }
+        if let Some(head) = self.segs.front_mut() {
+            if head.start < ack {
+                head.start = ack;
+            }
+        }
+        self.sacked_bytes.remove_below(ack);
+        out
+    }
+
+    fn forget(&mut self, seg: SentSeg) -> Delivered {
+        self.packets_out -= 1;
+        if seg.sacked {
+            self.sacked_out -= 1;
+        } else {
+            if seg.lost {
+                self.lost_out -= 1;
+            }
+            if seg.retrans {
+                self.retrans_out -= 1;
+            }
+        }
+        self.lost_pending.remove(&seg.id);
+        self.by_send_order.remove(&seg.send_order);
+        let was_sacked = seg.sacked;
+        delivered(&seg, was_sacked)
+    }
+
+    /// Ids of every segment, in sequence order.
+    pub fn ids(&self) -> Vec<u64> {
+        self.segs.iter().map(|s| s.id).collect()
+    }
+}
+
+fn delivered(seg: &SentSeg, was_sacked: bool) -> Delivered {
+    Delivered {
+        xmit_time: seg.xmit_time,
+        end: seg.end,
+        ever_retrans: seg.ever_retrans,
+        was_sacked,
+        bytes: seg.payload_len(),
+        fin: seg.fin,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn board(n: u64) -> Scoreboard {
+        let mut b = Scoreboard::default();
+        for i in 0..n {
+            b.push(1 + i * 100, 1 + (i + 1) * 100, false, Time(i));
+        }
+        b
+    }
+
+    #[test]
+    fn counters_follow_sack_loss_retransmit_ack() {
+        let mut b = board(10);
+        assert_eq!(b.in_flight(), 10);
+        assert_eq!(b.sack(201, 501).len(), 3);
+        assert_eq!(b.sack(201, 601).len(), 1);
+        assert_eq!((b.sacked_out, b.in_flight()), (4, 6));
+        let lost = b.ids()[0];
+        assert!(b.mark_lost(lost));
+        assert_eq!((b.lost_out, b.in_flight(), b.next_lost()), (1, 5, Some(lost)));
+        b.retransmitted(lost, Time(50));
+        assert_eq!((b.retrans_out, b.in_flight(), b.next_lost()), (1, 6, None));
+        assert!(b.mark_lost(lost)); // the retransmission is lost too
+        assert_eq!((b.retrans_out, b.lost_out, b.next_lost()), (0, 1, Some(lost)));
+        let acked = b.ack(601);
+        assert_eq!(acked.len(), 6);
+        assert_eq!((b.packets_out, b.sacked_out, b.lost_out), (4, 0, 0));
+        assert_eq!(b.in_flight(), 4);
+    }
+
+    #[test]
+    fn partial_block_does_not_sack_and_partial_ack_trims() {
+        let mut b = board(3);
+        assert!(b.sack(101, 150).is_empty());
+        assert_eq!(b.sack(150, 201).len(), 1);
+        b.ack(50);
+        assert_eq!(b.head().map(|s| s.start), Some(50));
+        assert_eq!(b.packets_out, 3);
+    }
+}

@@ -1,0 +1,270 @@
+//! The simulated network: nodes (hosts and routers) with interfaces, each
+//! interface a sluice-core [`Device`] (its tc policy) feeding a [`Port`]
+//! (transmit buffer, wire rate, propagation delay) that delivers to the
+//! interface at the other end of the link.
+//!
+//! A packet a host sends goes through its interface's qdiscs and port, lands
+//! on the peer interface (whose ingress qdisc may police it), and is either
+//! for that node or forwarded by a router along a static shortest-path route.
+//! Hosts answer pings and hand TCP/UDP to their applications
+//! ([`crate::host`]). Everything is driven by one [`EventQueue`].
+
+use crate::engine::EventQueue;
+use crate::host::{Host, HostEvent};
+use crate::ip::{ipv4_info, Ipv4Info};
+use sluice_core::packet::Packet;
+use sluice_core::port::{Port, PortConfig};
+use sluice_core::time::Time;
+use sluice_tc::net::Net;
+use std::collections::{BTreeMap, VecDeque};
+use std::net::Ipv4Addr;
+
+/// One interface: its device in the node's namespace, its transmitter,
+/// and where the wire goes.
+pub struct Iface {
+    /// Index of the device in the node's [`Net`].
+    pub dev: usize,
+    /// Transmit buffer and wire.
+    pub port: Port,
+    /// The (node, interface) at the other end.
+    pub peer: (usize, usize),
+    /// The time of the port wake-up already scheduled, if any.
+    scheduled: Option<Time>,
+}
+
+/// A host or a router.
+pub struct Node {
+    /// Name in the scenario.
+    pub name: String,
+    /// The node's address (hosts have one; routers one too, for pings).
+    pub addr: Ipv4Addr,
+    /// The node's devices and their tc state, as `sluice tc` sees them.
+    pub net: Net,
+    /// Interfaces.
+    pub ifaces: Vec<Iface>,
+    /// Destination address -> interface index.
+    pub routes: BTreeMap<Ipv4Addr, usize>,
+    /// The host stack (routers have one too, answering pings).
+    pub host: Host,
+    /// Does it forward packets not addressed to it?
+    pub router: bool,
+}
+
+/// What can happen.
+pub enum Event {
+    /// A port may have work: a packet finished on the wire or a qdisc is ready.
+    PortWake { node: usize, iface: usize },
+    /// A packet arrives on an interface.
+    Arrive { node: usize, iface: usize, pkt: Packet },
+    /// A host's timer (application or transport) fires.
+    Host { node: usize, ev: HostEvent },
+}
+
+/// Counters of packets that did not make it, by place.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LossCounters {
+    /// Dropped by an egress qdisc or a full ring.
+    pub egress: u64,
+    /// Dropped by an ingress policer.
+    pub ingress: u64,
+    /// Lost on the wire.
+    pub wire: u64,
+    /// No route.
+    pub unroutable: u64,
+}
+
+/// The whole simulated network.
+pub struct World {
+    /// Nodes by index.
+    pub nodes: Vec<Node>,
+    /// Pending events.
+    pub queue: EventQueue<Event>,
+    /// Where packets were lost.
+    pub losses: LossCounters,
+}
+
+impl Default for World {
+    fn default() -> Self {
+        World { nodes: vec![], queue: EventQueue::default(), losses: LossCounters::default() }
+    }
+}
+
+impl World {
+    /// Add a node whose devices are in `net`.
+    pub fn add_node(&mut self, name: &str, addr: Ipv4Addr, router: bool, net: Net) -> usize {
+        self.nodes.push(Node {
+            name: name.to_string(),
+            addr,
+            net,
+            ifaces: vec![],
+            routes: BTreeMap::new(),
+            host: Host::new(addr),
+            router,
+        });
+        self.nodes.len() - 1
+    }
+
+    /// The node called `name`.
+    pub fn node_id(&self, name: &str) -> Option<usize> {
+        self.nodes.iter().position(|n| n.name == name)
+    }
+
+    /// Connect device `a.1` of node `a.0` with device `b.1` of node `b.0`;
+    /// each direction has its own port. Returns the interface indices.
+    pub fn connect(&mut self, a: (usize, &str, PortConfig), b: (usize, &str, PortConfig)) -> Result<(usize, usize), String> {
+        if a.0 == b.0 {
+            return Err("a link joins two different nodes".into());
+        }
+        let ia = self.nodes[a.0].ifaces.len();
+        let ib = self.nodes[b.0].ifaces.len();
+        for ((n, name, cfg), peer) in [(a, (b.0, ib)), (b, (a.0, ia))] {
+            let node = &mut self.nodes[n];
+            let dev = node
+                .net
+                .devices
+                .iter()
+                .position(|d| d.info.name == name)
+                .ok_or_else(|| format!("node {}: no device {name}", node.name))?;
+            node.ifaces.push(Iface { dev, port: Port::new(cfg), peer, scheduled: None });
+        }
+        Ok((ia, ib))
+    }
+
+    /// Compute static routes: for every node, the first hop interface
+    /// towards every other node's address (breadth-first, fewest hops).
+    pub fn compute_routes(&mut self) {
+        for src in 0..self.nodes.len() {
+            let mut first: Vec<Option<usize>> = vec![None; self.nodes.len()];
+            let mut seen = vec![false; self.nodes.len()];
+            seen[src] = true;
+            let mut q = VecDeque::new();
+            for (i, ifc) in self.nodes[src].ifaces.iter().enumerate() {
+                let p = ifc.peer.0;
+                if !seen[p] {
+                    seen[p] = true;
+                    first[p] = Some(i);
+                    q.push_back(p);
+                }
+            }
+            while let Some(n) = q.pop_front() {
+                // Only routers carry traffic onward.
+                if !self.nodes[n].router {
+                    continue;
+                }
+                for ifc in &self.nodes[n].ifaces {
+                    let p = ifc.peer.0;
+                    if !seen[p] {
+                        seen[p] = true;
+                        first[p] = first[n];
+                        q.push_back(p);
+                    }
+                }
+            }
+            let routes: BTreeMap<Ipv4Addr, usize> = first
+                .iter()
+                .enumerate()
+                .filter_map(|(dst, hop)| hop.map(|h| (self.nodes[dst].addr, h)))
+                .collect();
+            self.nodes[src].routes = routes;
+        }
+    }
+
+    /// Send a packet from `node` (locally generated or forwarded) towards its destination.
+    pub fn transmit(&mut self, node: usize, pkt: Packet) {
+        let now = self.queue.now();
+        let Some(info) = ipv4_info(&pkt) else { return };
+        let Some(&iface) = self.nodes[node].routes.get(&info.dst) else {
+            self.losses.unroutable += 1;
+            return;
+        };
+        let n = &mut self.nodes[node];
+        let ifc = &mut n.ifaces[iface];
+        if ifc.port.send(&mut n.net.devices[ifc.dev], pkt, now).is_err() {
+            self.losses.egress += 1;
+        }
+        self.schedule_port(node, iface);
+    }
+
+    fn schedule_port(&mut self, node: usize, iface: usize) {
+        let ifc = &mut self.nodes[node].ifaces[iface];
+        if let Some(t) = ifc.port.next_event() {
+            if ifc.scheduled != Some(t) {
+                ifc.scheduled = Some(t);
+                self.queue.schedule(t, Event::PortWake { node, iface });
+            }
+        }
+    }
+
+    /// Run every event up to `until`.
+    pub fn run_until(&mut self, until: Time) {
+        while let Some((now, ev)) = self.queue.pop_until(until) {
+            match ev {
+                Event::PortWake { node, iface } => self.port_wake(node, iface, now),
+                Event::Arrive { node, iface, pkt } => self.arrive(node, iface, pkt, now),
+                Event::Host { node, ev } => {
+                    let out = self.nodes[node].host.on_event(ev, now);
+                    self.host_output(node, out);
+                }
+            }
+        }
+        self.queue.advance_to(until);
+    }
+
+    fn port_wake(&mut self, node: usize, iface: usize, now: Time) {
+        let n = &mut self.nodes[node];
+        let ifc = &mut n.ifaces[iface];
+        if ifc.scheduled != Some(now) {
+            return; // superseded
+        }
+        ifc.scheduled = None;
+        let lost_before = ifc.port.stats.wire_losses;
+        let mut delivered = vec![];
+        ifc.port.advance(&mut n.net.devices[ifc.dev], now, &mut delivered);
+        self.losses.wire += ifc.port.stats.wire_losses - lost_before;
+        let (pn, pi) = ifc.peer;
+        for (at, pkt) in delivered {
+            self.queue.schedule(at, Event::Arrive { node: pn, iface: pi, pkt });
+        }
+        self.schedule_port(node, iface);
+    }
+
+    fn arrive(&mut self, node: usize, iface: usize, pkt: Packet, now: Time) {
+        let n = &mut self.nodes[node];
+        let dev = n.ifaces[iface].dev;
+        let Some(pkt) = n.net.devices[dev].receive(pkt, now) else {
+            self.losses.ingress += 1;
+            return;
+        };
+        let Some(info) = ipv4_info(&pkt) else { return };
+        if info.dst == self.nodes[node].addr {
+            let out = self.nodes[node].host.receive(pkt, &info, now);
+            self.host_output(node, out);
+        } else if self.nodes[node].router {
+            self.forward(node, pkt, &info);
+        }
+    }
+
+    fn forward(&mut self, node: usize, mut pkt: Packet, _info: &Ipv4Info) {
+        // A forwarded packet keeps its bytes; Linux resets skb->priority from the TOS.
+        pkt.mark = 0;
+        self.transmit(node, pkt);
+    }
+
+    fn host_output(&mut self, node: usize, out: crate::host::Output) {
+        for pkt in out.packets {
+            self.transmit(node, pkt);
+        }
+        for (at, ev) in out.timers {
+            self.queue.schedule(at, Event::Host { node, ev });
+        }
+    }
+
+    /// Start a host's applications (schedules their first events).
+    pub fn start_apps(&mut self) {
+        let now = self.queue.now();
+        for node in 0..self.nodes.len() {
+            let out = self.nodes[node].host.start(now);
+            self.host_output(node, out);
+        }
+    }
+}
