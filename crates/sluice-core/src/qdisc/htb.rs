@@ -61,8 +61,6 @@
 //! - A leaf qdisc that answers `Wait(t)` (e.g. a tbf below a class) arms its
 //!   own watchdog in the kernel; here HTB's answer is the earlier of its own
 //!   next event and the children's.
-//! - When a child refuses a packet, [`QdiscNode::enqueue`] does not give the
-//!   packet back, so HTB's refusal carries a packet with only `len` and `id`.
 //! - HTB learns its handle from its node ([`Qdisc::set_handle`]); an `Htb`
 //!   used without a node learns the major from its first class instead
 //!   (before that no class exists and every packet goes direct, as in the kernel).
@@ -1131,12 +1129,11 @@ impl Qdisc for Htb {
             }
             Target::Drop(reason) => Err((pkt, reason)),
             Target::Class(id) => {
-                let (len, pid) = (pkt.len, pkt.id);
                 let Some(leaf) = self.cl_mut(id).and_then(|c| c.leaf.as_mut()) else {
                     return Err((pkt, DropReason::Noop));
                 };
                 let (before, drops_before) = (leaf.stats.qlen, cx.drops.len());
-                let r = leaf.enqueue(pkt, cx);
+                let r = leaf.offer(pkt, cx);
                 let after = leaf.stats.qlen;
                 self.qlen = (self.qlen + after as u64).saturating_sub(before as u64);
                 match r {
@@ -1144,7 +1141,7 @@ impl Qdisc for Htb {
                         self.activate(id);
                         Ok(())
                     }
-                    Err(reason) => {
+                    Err((pkt, reason)) => {
                         if reason.counts() {
                             if let Some(c) = self.cl_mut(id) {
                                 c.drops = c.drops.wrapping_add(1);
@@ -1153,14 +1150,7 @@ impl Qdisc for Htb {
                         if cx.drops.len() > drops_before && after == 0 {
                             self.deactivate(id);
                         }
-                        Err((
-                            Packet {
-                                len,
-                                id: pid,
-                                ..Default::default()
-                            },
-                            reason,
-                        ))
+                        Err((pkt, reason))
                     }
                 }
             }

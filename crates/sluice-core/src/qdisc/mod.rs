@@ -393,6 +393,12 @@ impl QdiscNode {
     /// Enqueue through the qdisc, keeping the counters. `Err` means the packet
     /// was not queued (and was counted as dropped unless stolen).
     pub fn enqueue(&mut self, pkt: Packet, cx: &mut Cx) -> Result<(), DropReason> {
+        self.offer(pkt, cx).map_err(|(_, r)| r)
+    }
+
+    /// [`QdiscNode::enqueue`] that hands a refused packet back, for a parent
+    /// qdisc that must itself answer with the packet.
+    pub fn offer(&mut self, pkt: Packet, cx: &mut Cx) -> Result<(), (Packet, DropReason)> {
         let len = pkt.len;
         let (p0, b0) = (cx.shed_packets, cx.shed_bytes);
         let r = self.qdisc.enqueue(pkt, cx);
@@ -403,11 +409,11 @@ impl QdiscNode {
                 self.stats.backlog += len as u64;
                 Ok(())
             }
-            Err((_pkt, reason)) => {
+            Err((pkt, reason)) => {
                 if reason.counts() {
                     self.stats.drops += 1;
                 }
-                Err(reason)
+                Err((pkt, reason))
             }
         }
     }

@@ -233,19 +233,7 @@ impl Qdisc for Prio {
             Ok(b) => b,
             Err(reason) => return Err((pkt, reason)),
         };
-        let (id, len) = (pkt.id, pkt.len);
-        // The child consumes a refused packet; hand a stand-in up (only its
-        // reason is read above us).
-        self.queues[band].enqueue(pkt, cx).map_err(|reason| {
-            (
-                Packet {
-                    id,
-                    len,
-                    ..Default::default()
-                },
-                reason,
-            )
-        })
+        self.queues[band].offer(pkt, cx)
     }
 
     fn dequeue(&mut self, cx: &mut Cx) -> Dequeue {

@@ -460,7 +460,7 @@ impl Qdisc for Tbf {
         self.child.parent = self.class_id();
     }
 
-    fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Result<(), (Packet, DropReason)> {
+    fn enqueue(&mut self, pkt: Packet, cx: &mut Cx) -> Result<(), (Packet, DropReason)> {
         if pkt.len > self.params.max_size || !self.timeable(pkt.len) {
             return Err((pkt, DropReason::QueueFull));
         }
@@ -469,14 +469,7 @@ impl Qdisc for Tbf {
             self.child.stats.drops += 1;
             return Err((pkt, DropReason::QueueFull));
         }
-        // The child consumes the packet even when it refuses it; keep its
-        // metadata (not its bytes) to hand back with the refusal.
-        let data = std::mem::take(&mut pkt.data);
-        let shell = pkt.clone();
-        pkt.data = data;
-        self.child
-            .enqueue(pkt, cx)
-            .map_err(|reason| (shell, reason))
+        self.child.offer(pkt, cx)
     }
 
     fn dequeue(&mut self, cx: &mut Cx) -> Dequeue {
