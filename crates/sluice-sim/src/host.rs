@@ -1,8 +1,14 @@
 //! A simulated host's stack above IP: it answers pings, runs the workload
-//! applications (ping, constant-bit-rate UDP), and counts what it receives.
-//! TCP connections are driven by [`crate::tcp`] endpoints.
+//! applications (ping, constant-bit-rate UDP, bulk TCP), and counts what it
+//! receives. TCP connections are [`crate::tcp`] endpoints; the host
+//! demultiplexes segments by (remote address, remote port, local port),
+//! turns a SYN to a listening port into a new connection, and after every
+//! input drains `poll_transmit` and re-arms the connection's timer, as the
+//! TCP model asks.
 
-use crate::ip::{icmp_echo, parse_icmp_echo, parse_udp, udp, Ipv4Info};
+use crate::ip::{icmp_echo, parse_icmp_echo, parse_udp, udp, Ipv4Info, ETH_HLEN};
+use crate::tcp::{Ipv4Meta, Segment, TcpConfig, TcpConnection};
+use sluice_core::packet::ETH_P_IP;
 use sluice_core::packet::Packet;
 use sluice_core::time::{Duration, Time};
 use std::collections::BTreeMap;
@@ -16,6 +22,8 @@ pub const BIN: Duration = Duration::from_millis(100);
 pub enum HostEvent {
     /// Application `app` has something to do.
     App(usize),
+    /// TCP connection `conn`'s timer, armed for the given time.
+    Tcp(usize, Time),
 }
 
 /// What a host wants done: packets to send now, timers to set.
@@ -92,6 +100,26 @@ pub struct UdpApp {
     pub sent: u64,
 }
 
+/// A bulk TCP sender (scp, an upload): opens a connection at `start` and
+/// keeps its send buffer full until `bytes` are written (or forever).
+#[derive(Clone, Debug)]
+pub struct TcpApp {
+    /// Destination.
+    pub dst: Ipv4Addr,
+    /// Local and remote ports.
+    pub ports: (u16, u16),
+    /// TOS byte.
+    pub tos: u8,
+    /// When to connect.
+    pub start: Time,
+    /// Bytes to send; `None`: unlimited.
+    pub bytes: Option<u64>,
+    /// Endpoint configuration (buffers, congestion control).
+    pub cfg: TcpConfig,
+    /// The connection, once opened.
+    pub conn: Option<usize>,
+}
+
 /// A workload application on a host.
 #[derive(Clone, Debug)]
 pub enum App {
@@ -99,6 +127,25 @@ pub enum App {
     Ping(PingApp),
     /// A UDP stream.
     Udp(UdpApp),
+    /// A bulk TCP sender.
+    Tcp(TcpApp),
+}
+
+/// A TCP connection of this host.
+#[derive(Debug)]
+pub struct Conn {
+    /// The endpoint.
+    pub tcp: TcpConnection,
+    /// The peer's address.
+    pub remote: Ipv4Addr,
+    /// TOS byte of our segments.
+    pub tos: u8,
+    /// Bytes the application still wants to write (`None`: unlimited).
+    pub to_write: Option<u64>,
+    /// The time its timer event is scheduled for.
+    timer_at: Option<Time>,
+    /// Bytes read so far (to bin deliveries).
+    read_seen: u64,
 }
 
 /// What arrived for one flow, binned over time.
@@ -130,12 +177,28 @@ pub struct Host {
     pub apps: Vec<App>,
     /// UDP received, by (source address, source port, destination port).
     pub udp_rx: BTreeMap<(Ipv4Addr, u16, u16), RxFlow>,
+    /// TCP payload delivered to applications, by (remote address, remote port, local port).
+    pub tcp_rx: BTreeMap<(Ipv4Addr, u16, u16), RxFlow>,
+    /// TCP connections.
+    pub conns: Vec<Conn>,
+    /// Listening ports and the configuration of connections accepted there.
+    pub listeners: BTreeMap<u16, TcpConfig>,
+    /// IPv4 identification counter.
+    ip_id: u16,
 }
 
 impl Host {
     /// A host with no applications.
     pub fn new(addr: Ipv4Addr) -> Self {
-        Host { addr, apps: vec![], udp_rx: BTreeMap::new() }
+        Host {
+            addr,
+            apps: vec![],
+            udp_rx: BTreeMap::new(),
+            tcp_rx: BTreeMap::new(),
+            conns: vec![],
+            listeners: BTreeMap::new(),
+            ip_id: 0,
+        }
     }
 
     /// Schedule every application's first event.
@@ -145,6 +208,7 @@ impl Host {
             let start = match app {
                 App::Ping(p) => p.start,
                 App::Udp(u) => u.start,
+                App::Tcp(t) => t.start,
             };
             out.timers.push((start, HostEvent::App(i)));
         }
@@ -154,7 +218,13 @@ impl Host {
     /// A timer fired.
     pub fn on_event(&mut self, ev: HostEvent, now: Time) -> Output {
         let mut out = Output::default();
-        let HostEvent::App(i) = ev;
+        let i = match ev {
+            HostEvent::App(i) => i,
+            HostEvent::Tcp(c, at) => {
+                self.tcp_timer(c, at, now, &mut out);
+                return out;
+            }
+        };
         let src = self.addr;
         match self.apps.get_mut(i) {
             Some(App::Ping(p)) if now < p.stop => {
@@ -173,9 +243,95 @@ impl Host {
                 let gap = Duration((bits as u128 * 1_000_000_000 / u.rate_bps as u128).max(1) as u64);
                 out.timers.push((now + gap, ev));
             }
+            Some(App::Tcp(t)) if t.conn.is_none() => {
+                let mut tcp = TcpConnection::new(t.cfg.clone(), t.ports.0, t.ports.1);
+                tcp.connect(now);
+                let c = self.conns.len();
+                t.conn = Some(c);
+                let (dst, tos, bytes) = (t.dst, t.tos, t.bytes);
+                self.conns.push(Conn { tcp, remote: dst, tos, to_write: bytes, timer_at: None, read_seen: 0 });
+                self.service(c, now, &mut out);
+            }
             _ => {}
         }
         out
+    }
+
+    fn tcp_timer(&mut self, c: usize, at: Time, now: Time, out: &mut Output) {
+        let Some(conn) = self.conns.get_mut(c) else { return };
+        if conn.timer_at != Some(at) {
+            return; // superseded by a later arming
+        }
+        conn.timer_at = None;
+        if conn.tcp.poll_timeout().is_some_and(|t| t <= now) {
+            conn.tcp.on_timeout(now);
+        }
+        self.service(c, now, out);
+    }
+
+    /// After any input to connection `c`: feed the application's data, read
+    /// what arrived, send what the endpoint wants to send, re-arm its timer.
+    fn service(&mut self, c: usize, now: Time, out: &mut Output) {
+        let src = self.addr;
+        let Some(conn) = self.conns.get_mut(c) else { return };
+        loop {
+            let space = conn.tcp.send_buffer_space();
+            let want = conn.to_write.map_or(space, |left| left.min(space));
+            if want == 0 {
+                break;
+            }
+            let n = conn.tcp.write(want);
+            if n == 0 {
+                break;
+            }
+            if let Some(left) = &mut conn.to_write {
+                *left -= n;
+            }
+        }
+        let read = conn.tcp.stats().bytes_read;
+        if read > conn.read_seen {
+            let key = (conn.remote, conn.tcp.remote_port(), conn.tcp.local_port());
+            self.tcp_rx.entry(key).or_default().record(now, read - conn.read_seen);
+            conn.read_seen = read;
+        }
+        while let Some(seg) = conn.tcp.poll_transmit(now) {
+            self.ip_id = self.ip_id.wrapping_add(1);
+            let meta = Ipv4Meta { src, dst: conn.remote, tos: conn.tos, ttl: 64, id: self.ip_id };
+            if let Ok(bytes) = seg.emit_ipv4(&meta) {
+                let mut pkt = sluice_core::packet::Packet::new(bytes, seg.ip_len() as u32 + ETH_HLEN, ETH_P_IP);
+                pkt.priority = sluice_core::qdisc::pfifo_fast::tos_to_priority(conn.tos);
+                out.packets.push(pkt);
+            }
+        }
+        if let Some(t) = conn.tcp.poll_timeout() {
+            if conn.timer_at.is_none_or(|at| t < at) {
+                conn.timer_at = Some(t);
+                out.timers.push((t, HostEvent::Tcp(c, t)));
+            }
+        }
+    }
+
+    fn tcp_segment(&mut self, pkt: &Packet, info: &Ipv4Info, now: Time, out: &mut Output) {
+        let Ok((_, seg)) = Segment::parse_ipv4(&pkt.data) else { return };
+        let found = self
+            .conns
+            .iter()
+            .position(|c| c.remote == info.src && c.tcp.remote_port() == seg.src_port && c.tcp.local_port() == seg.dst_port);
+        let c = match found {
+            Some(c) => c,
+            None => {
+                let Some(cfg) = self.listeners.get(&seg.dst_port) else { return };
+                if !seg.flags.contains(crate::tcp::Flags::SYN) {
+                    return;
+                }
+                let mut tcp = TcpConnection::new(cfg.clone(), seg.dst_port, 0);
+                tcp.listen();
+                self.conns.push(Conn { tcp, remote: info.src, tos: 0, to_write: Some(0), timer_at: None, read_seen: 0 });
+                self.conns.len() - 1
+            }
+        };
+        self.conns[c].tcp.on_segment(&seg, now);
+        self.service(c, now, out);
     }
 
     /// A packet addressed to this host arrived.
@@ -192,6 +348,7 @@ impl Host {
                     }
                 }
             }
+            6 => self.tcp_segment(&pkt, info, now, &mut out),
             17 => {
                 if let Some((sport, dport, _)) = parse_udp(&pkt, info) {
                     self.udp_rx.entry((info.src, sport, dport)).or_default().record(now, info.total_len as u64);

@@ -4,10 +4,11 @@
 use crate::host::BIN;
 use crate::world::LossCounters;
 use sluice_core::time::{Duration, Time};
+use serde::Serialize;
 use std::collections::BTreeMap;
 
 /// One ping workload's round-trip times.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct PingResult {
     /// Label.
     pub name: String,
@@ -58,7 +59,7 @@ impl PingResult {
 }
 
 /// One flow's delivered bytes.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct FlowResult {
     /// Label.
     pub name: String,
@@ -90,7 +91,7 @@ impl FlowResult {
 }
 
 /// Everything measured in one run (one variant).
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct RunResult {
     /// Variant name.
     pub variant: String,
@@ -100,6 +101,9 @@ pub struct RunResult {
     pub flows: Vec<FlowResult>,
     /// Where packets were lost.
     pub losses: LossCounters,
+    /// `tc -s` output of every device at the end, when asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tc_stats: Option<String>,
 }
 
 impl RunResult {
@@ -115,4 +119,88 @@ impl RunResult {
             f.share = if total > 0 { f.bytes as f64 / total as f64 } else { 0.0 };
         }
     }
+}
+
+/// The result table on stdout, in the seed documents' terms.
+pub fn table(scenario: &str, runs: &[RunResult]) -> String {
+    let mut out = format!("{scenario}\n");
+    for r in runs {
+        out.push_str(&format!("\n[{}]\n", r.variant));
+        for p in &r.pings {
+            out.push_str(&format!(
+                "  ping {:<12} rtt min/avg/median/max = {:.1}/{:.1}/{:.1}/{:.1} ms, {} sent, {:.1}% loss\n",
+                p.name, p.min_ms, p.avg_ms, p.median_ms, p.max_ms, p.sent, p.loss_pct
+            ));
+        }
+        for f in &r.flows {
+            out.push_str(&format!(
+                "  {} {:<13} goodput {:8.3} Mbit/s  share {:5.1}%\n",
+                f.kind,
+                f.name,
+                f.goodput_mbps,
+                f.share * 100.0
+            ));
+        }
+        if !r.flows.is_empty() {
+            out.push_str(&format!("  total goodput {:.3} Mbit/s\n", r.total_goodput_mbps()));
+        }
+        let l = &r.losses;
+        out.push_str(&format!(
+            "  drops: egress {} ingress {} wire {} unroutable {}\n",
+            l.egress, l.ingress, l.wire, l.unroutable
+        ));
+    }
+    out
+}
+
+/// Read a metric from a run: `goodput_mbps`, `ping.avg_ms` (first ping
+/// workload) or `ping.NAME.avg_ms` (also `min_ms`, `median_ms`, `max_ms`,
+/// `loss_pct`), `flow.NAME.goodput_mbps`, `share.NAME`.
+pub fn metric(r: &RunResult, name: &str) -> Option<f64> {
+    let parts: Vec<&str> = name.split('.').collect();
+    let ping_field = |p: &PingResult, f: &str| match f {
+        "min_ms" => Some(p.min_ms),
+        "avg_ms" => Some(p.avg_ms),
+        "median_ms" => Some(p.median_ms),
+        "max_ms" => Some(p.max_ms),
+        "loss_pct" => Some(p.loss_pct),
+        _ => None,
+    };
+    match parts.as_slice() {
+        ["goodput_mbps"] => Some(r.total_goodput_mbps()),
+        ["ping", f] => ping_field(r.pings.first()?, f),
+        ["ping", n, f] => ping_field(r.pings.iter().find(|p| p.name == *n)?, f),
+        ["flow", n, "goodput_mbps"] => Some(r.flows.iter().find(|x| x.name == *n)?.goodput_mbps),
+        ["share", n] => Some(r.flows.iter().find(|x| x.name == *n)?.share),
+        _ => None,
+    }
+}
+
+/// Check a scenario's expectations against its runs: one line per check,
+/// and whether all held.
+pub fn check(expects: &[crate::scenario::Expect], runs: &[RunResult]) -> (Vec<String>, bool) {
+    let mut lines = vec![];
+    let mut ok = true;
+    for e in expects {
+        for r in runs.iter().filter(|r| e.variants.is_empty() || e.variants.contains(&r.variant)) {
+            let v = metric(r, &e.metric);
+            let good = v.is_some_and(|v| e.min.is_none_or(|m| v >= m) && e.max.is_none_or(|m| v <= m));
+            ok &= good;
+            let range = format!(
+                "[{}, {}]",
+                e.min.map_or("-".into(), |m| m.to_string()),
+                e.max.map_or("-".into(), |m| m.to_string())
+            );
+            lines.push(format!(
+                "{} {}: {} = {} expected {} {}",
+                if good { "ok  " } else { "FAIL" },
+                r.variant,
+                e.metric,
+                v.map_or("missing".into(), |v| format!("{v:.3}")),
+                range,
+                e.why
+            ));
+        }
+    }
+    (lines, ok)
 }

@@ -1,6 +1,7 @@
 //! Build a [`World`] from a scenario and a variant, run it, and measure.
 
-use crate::host::{App, PingApp, UdpApp};
+use crate::host::{App, PingApp, TcpApp, UdpApp};
+use crate::tcp::{CongestionAlgorithm, TcpConfig};
 use crate::report::{FlowResult, PingResult, RunResult};
 use crate::scenario::{substitute, value_text, LinkSpec, Scenario, WorkloadSpec};
 use crate::world::World;
@@ -29,6 +30,10 @@ pub enum Measure {
     Ping { node: usize, app: usize },
     /// UDP received at `node` from (src, sport, dport).
     Udp { node: usize, key: (Ipv4Addr, u16, u16), start: Time, stop: Time },
+    /// TCP delivered at `node` from (src, sport, dport).
+    Tcp { node: usize, key: (Ipv4Addr, u16, u16), start: Time },
+    /// Several flows of one workload, reported as NAME.0, NAME.1, ...
+    Group(Vec<Measure>),
 }
 
 fn time(s: &str, what: &str) -> Result<Time, String> {
@@ -51,13 +56,26 @@ fn split_end(s: &str) -> Result<(&str, &str), String> {
     s.split_once(':').ok_or_else(|| format!("link end {s:?}: expected node:device"))
 }
 
+/// Bytes: tc's sizes (`64k`, `1m`) plus `KiB`/`MiB`.
+fn bytes(s: &str, what: &str) -> Result<u64, String> {
+    let (num, mult) = if let Some(n) = s.strip_suffix("KiB") {
+        (n, 1024)
+    } else if let Some(n) = s.strip_suffix("MiB") {
+        (n, 1024 * 1024)
+    } else if let Some(n) = s.strip_suffix("GiB") {
+        (n, 1024 * 1024 * 1024)
+    } else {
+        return parse_size(s).map(u64::from).map_err(|_| format!("{what}: not a size: {s:?}"));
+    };
+    num.trim().parse::<u64>().map(|n| n * mult).map_err(|_| format!("{what}: not a size: {s:?}"))
+}
+
 fn buffer(s: Option<&String>) -> Result<TxBuffer, String> {
     let Some(s) = s else { return Ok(TxBuffer::Packets(1000)) };
     if let Some(n) = s.strip_suffix('p') {
         return n.parse().map(TxBuffer::Packets).map_err(|_| format!("buffer {s:?}"));
     }
-    let b = s.strip_suffix('b').unwrap_or(s);
-    parse_size(b).map(|v| TxBuffer::Bytes(v as u64)).map_err(|_| format!("buffer {s:?}"))
+    bytes(s.strip_suffix('b').unwrap_or(s), "buffer").map(TxBuffer::Bytes)
 }
 
 /// Build the network for `vars` (already resolved for a variant).
@@ -72,12 +90,14 @@ pub fn build(sc: &Scenario, vars: &BTreeMap<String, String>) -> Result<Built, St
         net.seed = sc.seed;
         nets.push((n.name.clone(), addr, n.router, net));
     }
-    let node_ix = |name: &str| nets.iter().position(|n| n.0 == name).ok_or_else(|| format!("unknown node {name:?}"));
+    let node_ix = |nets: &[(String, Ipv4Addr, bool, Net)], name: &str| {
+        nets.iter().position(|n| n.0 == name).ok_or_else(|| format!("unknown node {name:?}"))
+    };
     let mut link_ends = vec![];
     for (li, l) in sc.links.iter().enumerate() {
         let (an, ad) = split_end(&l.a)?;
         let (bn, bd) = split_end(&l.b)?;
-        let (ai, bi) = (node_ix(an)?, node_ix(bn)?);
+        let (ai, bi) = (node_ix(&nets, an)?, node_ix(&nets, bn)?);
         for (ni, dev, q) in [(ai, ad, l.txqueuelen_a.as_ref()), (bi, bd, l.txqueuelen_b.as_ref())] {
             let q = q.or(l.txqueuelen.as_ref()).map(|v| num(v, "txqueuelen")).transpose()?.unwrap_or(1000);
             let net = &mut nets[ni].3;
@@ -199,28 +219,124 @@ fn add_workload(
             let src = world.nodes[from].addr;
             Ok((label, Measure::Udp { node: to, key: (src, sport, dport), start, stop }))
         }
+        "tcp" => {
+            let count = w.count.as_ref().map(|v| num(&toml::Value::String(sub(&value_text(v))?), "count")).transpose()?.unwrap_or(1);
+            let stagger = w.stagger.as_ref().map(|s| dur(&sub(s)?, "stagger")).transpose()?.unwrap_or(Duration::ZERO);
+            let dport = w.port.as_ref().map(|v| num(v, "port")).transpose()?.unwrap_or(5001) as u16;
+            let mut cfg = TcpConfig::default();
+            if let Some(b) = &w.sndbuf {
+                cfg.send_buffer = bytes(&sub(b)?, "sndbuf")?;
+            }
+            if let Some(b) = &w.rcvbuf {
+                cfg.recv_buffer = bytes(&sub(b)?, "rcvbuf")?;
+            }
+            match w.cc.as_deref() {
+                None | Some("cubic") => {}
+                Some("reno") => cfg.congestion = CongestionAlgorithm::Reno,
+                Some(other) => return Err(format!("workload {label}: unknown congestion control {other:?}")),
+            }
+            let total = w.bytes.as_ref().map(|b| bytes(&sub(b)?, "bytes")).transpose()?;
+            world.nodes[to].host.listeners.insert(dport, cfg.clone());
+            let src = world.nodes[from].addr;
+            let mut measures = vec![];
+            for i in 0..count {
+                let sport = 10_000 + (wi as u16) * 100 + i as u16;
+                let st = start + Duration(stagger.0 * i);
+                let app = TcpApp { dst, ports: (sport, dport), tos, start: st, bytes: total, cfg: cfg.clone(), conn: None };
+                world.nodes[from].host.apps.push(App::Tcp(app));
+                measures.push(Measure::Tcp { node: to, key: (src, sport, dport), start: st });
+            }
+            if measures.len() == 1 {
+                return Ok((label, measures.pop().expect("one")));
+            }
+            Ok((label, Measure::Group(measures)))
+        }
         other => Err(format!("workload {label}: unknown type {other:?}")),
     }
 }
 
-/// Run a built world to its end and collect the results.
-pub fn run(mut b: Built, variant: &str) -> RunResult {
+/// Run a built world to its end and collect the results; with `tc_stats`,
+/// also what `tc -s qdisc show` / `tc -s class show` print for every device.
+pub fn run(mut b: Built, variant: &str, tc_stats: bool) -> RunResult {
     b.world.run_until(b.duration);
     let mut res = RunResult { variant: variant.to_string(), ..Default::default() };
+    if tc_stats {
+        res.tc_stats = Some(tc_stats_text(&mut b.world));
+    }
     for (label, m) in &b.labels {
         match m {
-            Measure::Ping { node, app } => {
-                if let App::Ping(p) = &b.world.nodes[*node].host.apps[*app] {
-                    res.pings.push(PingResult::from_samples(label, p.sent, &p.rtts));
+            Measure::Group(ms) => {
+                for (i, m) in ms.iter().enumerate() {
+                    collect(&b, &format!("{label}.{i}"), m, &mut res);
                 }
             }
-            Measure::Udp { node, key, start, stop } => {
-                let flow = b.world.nodes[*node].host.udp_rx.get(key).cloned().unwrap_or_default();
-                let secs = (stop.0.min(b.duration.0).saturating_sub(start.0)) as f64 / 1e9;
-                res.flows.push(FlowResult::new(label, "udp", flow.bytes, secs, &flow.bins));
-            }
+            m => collect(&b, label, m, &mut res),
         }
     }
     res.losses = b.world.losses;
+    res.compute_shares();
     res
+}
+
+fn collect(b: &Built, label: &str, m: &Measure, res: &mut RunResult) {
+    let end = b.duration;
+    match m {
+        Measure::Ping { node, app } => {
+            if let App::Ping(p) = &b.world.nodes[*node].host.apps[*app] {
+                res.pings.push(PingResult::from_samples(label, p.sent, &p.rtts));
+            }
+        }
+        Measure::Udp { node, key, start, stop } => {
+            let flow = b.world.nodes[*node].host.udp_rx.get(key).cloned().unwrap_or_default();
+            let secs = (stop.0.min(end.0).saturating_sub(start.0)) as f64 / 1e9;
+            res.flows.push(FlowResult::new(label, "udp", flow.bytes, secs, &flow.bins));
+        }
+        Measure::Tcp { node, key, start } => {
+            let flow = b.world.nodes[*node].host.tcp_rx.get(key).cloned().unwrap_or_default();
+            let secs = end.0.saturating_sub(start.0) as f64 / 1e9;
+            res.flows.push(FlowResult::new(label, "tcp", flow.bytes, secs, &flow.bins));
+        }
+        Measure::Group(_) => {}
+    }
+}
+
+/// What `tc -s qdisc show` and `tc -s class show` print for every device of every node.
+fn tc_stats_text(world: &mut World) -> String {
+    let mut text = String::new();
+    let opts = tc::Opts { stats: true, ..Default::default() };
+    for node in &mut world.nodes {
+        let names: Vec<String> = node.ifaces.iter().map(|i| node.net.devices[i.dev].info.name.clone()).collect();
+        for dev in names {
+            for obj in ["qdisc", "class"] {
+                let words: Vec<String> = [obj, "show", "dev", &dev].iter().map(|w| w.to_string()).collect();
+                let o = tc::run(&mut node.net, &opts, &words);
+                if !o.stdout.is_empty() {
+                    text.push_str(&format!("# {}: tc -s {obj} show dev {dev}\n{}", node.name, o.stdout));
+                }
+            }
+        }
+    }
+    text
+}
+
+/// Run every variant of a scenario (or just the defaults when it has none).
+pub fn run_all(
+    sc: &Scenario,
+    overrides: &BTreeMap<String, String>,
+    only: Option<&str>,
+    tc_stats: bool,
+) -> Result<Vec<RunResult>, String> {
+    let mut out = vec![];
+    if sc.variants.is_empty() {
+        let vars = sc.vars_for(None, overrides);
+        out.push(run(build(sc, &vars)?, "default", tc_stats));
+    }
+    for v in &sc.variants {
+        if only.is_some_and(|o| o != v.name) {
+            continue;
+        }
+        let vars = sc.vars_for(Some(v), overrides);
+        out.push(run(build(sc, &vars)?, &v.name, tc_stats));
+    }
+    Ok(out)
 }

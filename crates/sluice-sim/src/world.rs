@@ -61,7 +61,7 @@ pub enum Event {
 }
 
 /// Counters of packets that did not make it, by place.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct LossCounters {
     /// Dropped by an egress qdisc or a full ring.
     pub egress: u64,

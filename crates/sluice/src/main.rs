@@ -6,6 +6,8 @@ use sluice_tc::net::Net;
 use sluice_tc::state::{state_dir, Session};
 use sluice_tc::{ip, tc, Outcome};
 use std::io::Write;
+
+mod sim;
 use std::process::ExitCode;
 
 fn emit(o: &Outcome) -> ExitCode {
@@ -140,7 +142,8 @@ fn run_ip(argv: &[String]) -> Outcome {
     o
 }
 
-const USAGE: &str = "usage: sluice { tc | ip } ARGS...
+const USAGE: &str = "usage: sluice { tc | ip | sim } ARGS...
+  sluice sim NAME|FILE  run a network scenario in virtual time (--list, --help)
   sluice tc ...   the tc command language (iproute2 6.x syntax and output)
   sluice ip ...   the ip link subset that creates and configures devices
 Invoked through a link named tc or ip, sluice behaves as that tool.
@@ -161,6 +164,7 @@ fn main() -> ExitCode {
         _ => match argv.get(1).map(String::as_str) {
             Some("tc") => run_tc(&argv[2..]),
             Some("ip") => run_ip(&argv[2..]),
+            Some("sim") => return ExitCode::from(sim::main(&argv[2..]) as u8),
             _ => Outcome {
                 stderr: USAGE.into(),
                 code: if argv.len() > 1 { 255 } else { 0 },

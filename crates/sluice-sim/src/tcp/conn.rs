@@ -144,6 +144,8 @@ pub(crate) struct Handshake {
     pub retries: u32,
     /// Window we offered in our SYN or SYN-ACK.
     pub our_syn_window: u64,
+    /// Window scale the peer's SYN offered.
+    pub peer_wscale: Option<u8>,
 }
 
 /// One TCP endpoint.
@@ -171,6 +173,8 @@ pub struct TcpConnection {
     /// End of the last sub-MSS segment sent (Minshall's Nagle).
     pub(crate) snd_sml: u64,
     pub(crate) lsndtime: Time,
+    /// TSecr of the ACK being processed (for Eifel undo).
+    pub(crate) last_tsecr: Option<u32>,
     pub(crate) sb: Scoreboard,
     pub(crate) rtt: RttEstimator,
     pub(crate) cc: CongestionControl,
@@ -193,7 +197,9 @@ impl TcpConnection {
     /// A closed endpoint on `local_port` that will talk to `remote_port`
     /// (0 for a listener that learns it from the SYN).
     pub fn new(cfg: TcpConfig, local_port: u16, remote_port: u16) -> Self {
-        let iss = cfg.iss.unwrap_or_else(|| derive_iss(local_port, remote_port));
+        let iss = cfg
+            .iss
+            .unwrap_or_else(|| derive_iss(local_port, remote_port));
         let rtt = RttEstimator::new(cfg.rto_initial, cfg.rto_min, cfg.rto_max);
         let rcv = Receiver::new(cfg.recv_buffer, cfg.mss, cfg.delayed_ack);
         let cc = CongestionControl::new(cfg.congestion, cfg.hystart, Time::ZERO, 0);
@@ -217,6 +223,7 @@ impl TcpConnection {
             snd_wl1: 0,
             snd_sml: 0,
             lsndtime: Time::ZERO,
+            last_tsecr: None,
             sb: Scoreboard::default(),
             rtt,
             cc,
@@ -265,10 +272,7 @@ impl TcpConnection {
     fn can_queue_data(&self) -> bool {
         matches!(
             self.state,
-            TcpState::SynSent
-                | TcpState::SynReceived
-                | TcpState::Established
-                | TcpState::CloseWait
+            TcpState::SynSent | TcpState::SynReceived | TcpState::Established | TcpState::CloseWait
         )
     }
 
@@ -287,7 +291,8 @@ impl TcpConnection {
     pub fn close(&mut self) {
         match self.state {
             TcpState::Listen | TcpState::SynSent => self.state = TcpState::Closed,
-            TcpState::SynReceived | TcpState::Established => {
+            TcpState::SynReceived => self.fin_queued = true, // FIN once established
+            TcpState::Established => {
                 self.fin_queued = true;
                 self.state = TcpState::FinWait1;
             }

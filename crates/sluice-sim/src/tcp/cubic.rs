@@ -334,13 +334,17 @@ mod tests {
     fn beta_and_k() {
         let mut c = Cubic::new(false, Time::ZERO, 0);
         let w = Window::new(100);
-        assert_eq!(c.recalc_ssthresh(&w), 69); // 100·717/1024
+        assert_eq!(c.recalc_ssthresh(&w), 70); // 100·717/1024
         assert_eq!(c.w_max(), 100);
-        let mut w = Window::new(69);
-        w.ssthresh = 69;
+        let mut w = Window::new(70);
+        w.ssthresh = 70;
         c.cong_avoid(&mut w, 1, Time(Duration::from_secs(10).as_nanos()));
-        // K = ∛(31/0.4) ≈ 4.26 s
-        assert!((c.k_secs() - (31.0f64 / 0.4).cbrt()).abs() < 0.01, "{}", c.k_secs());
+        // K = ∛(30/0.4) ≈ 4.22 s
+        assert!(
+            (c.k_secs() - (30.0f64 / 0.4).cbrt()).abs() < 0.01,
+            "{}",
+            c.k_secs()
+        );
     }
 
     #[test]

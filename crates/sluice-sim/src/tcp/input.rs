@@ -60,7 +60,7 @@ impl TcpConnection {
             && f.contains(Flags::CWR);
         self.state = TcpState::SynReceived;
         self.snd_nxt = 1;
-        self.hs.our_syn_window = u64::from(self.rcv.syn_window());
+        self.hs.our_syn_window = u64::from(self.rcv.syn_window(self.mss));
         self.rcv.on_syn(seg.seq, self.hs.our_syn_window);
         self.snd_wnd = u64::from(seg.window);
         if let Some((val, _)) = seg.options.timestamp.filter(|_| self.ts_ok) {
@@ -104,6 +104,7 @@ impl TcpConnection {
     fn negotiate(&mut self, seg: &Segment) {
         let o = &seg.options;
         let peer_mss = o.mss.map_or(DEFAULT_PEER_MSS, u32::from);
+        self.hs.peer_wscale = o.window_scale;
         self.ts_ok = self.cfg.timestamps && o.timestamp.is_some();
         self.sack_ok = self.cfg.sack && o.sack_permitted;
         match (self.cfg.window_scaling, o.window_scale) {
@@ -117,7 +118,11 @@ impl TcpConnection {
             }
         }
         let ours = u32::from(self.cfg.advertised_mss());
-        let ts = if self.ts_ok { super::config::TS_OPTION_LEN } else { 0 };
+        let ts = if self.ts_ok {
+            super::config::TS_OPTION_LEN
+        } else {
+            0
+        };
         self.mss = peer_mss.min(ours).saturating_sub(ts).max(48);
     }
 
@@ -141,7 +146,11 @@ impl TcpConnection {
 
     /// `tcp_init_transfer`: the connection is synchronized.
     fn establish(&mut self, now: Time) {
-        self.state = TcpState::Established;
+        self.state = if self.fin_queued {
+            TcpState::FinWait1
+        } else {
+            TcpState::Established
+        };
         self.xmit_timer = None;
         let cwnd = if self.hs.retries > 1 {
             1

@@ -170,7 +170,10 @@ mod tests {
     fn reordering_window() {
         let ms = Duration::from_millis;
         assert_eq!(reo_wnd(true, 0, Some(ms(40)), Some(ms(50))), Duration::ZERO);
-        assert_eq!(reo_wnd(false, 3, Some(ms(40)), Some(ms(50))), Duration::ZERO);
+        assert_eq!(
+            reo_wnd(false, 3, Some(ms(40)), Some(ms(50))),
+            Duration::ZERO
+        );
         assert_eq!(reo_wnd(false, 1, Some(ms(40)), Some(ms(50))), ms(10));
     }
 }

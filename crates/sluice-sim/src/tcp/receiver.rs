@@ -28,8 +28,8 @@
 //! latest out-of-order arrival comes first; at most four are remembered; a
 //! D-SACK block (RFC 2883) for duplicate data precedes them once.
 
-use super::seq::{to_wire, RangeSet};
 use super::segment::SackBlocks;
+use super::seq::{to_wire, RangeSet};
 use sluice_core::time::{Duration, Time};
 
 /// `TCP_ATO_MIN` / `TCP_DELACK_MIN`: 40 ms.
@@ -175,10 +175,14 @@ impl Receiver {
         self.rcv_wnd = syn_window;
     }
 
-    /// The window for a SYN or SYN-ACK: unscaled, whole segments.
-    pub fn syn_window(&self) -> u16 {
+    /// The window for a SYN or SYN-ACK: unscaled, rounded down to whole
+    /// segments of `mss` (`tcp_select_initial_window`; Linux rounds a SYN
+    /// to 1460-byte segments — 64240 — and a SYN-ACK with timestamps to
+    /// 1448-byte ones — 65160).
+    pub fn syn_window(&self, mss: u32) -> u16 {
         let w = self.space.min(u64::from(u16::MAX));
-        (w - w % u64::from(self.adv_mss).min(w.max(1))) as u16
+        let mss = u64::from(mss.max(1)).min(w.max(1));
+        (w - w % mss) as u16
     }
 
     /// Bytes held in the receive and out-of-order queues.
@@ -646,6 +650,7 @@ mod tests {
         r.on_data(&seg(1, 100), false, Time::ZERO, rto);
         r.on_ack_sent();
         r.on_data(&seg(1, 100), false, Time::ZERO, rto);
+        r.ack_snd_check(Time::ZERO, None);
         assert!(r.ack_now());
         assert_eq!(r.sack_blocks().as_slice(), &[(1001, 1101)]);
     }

@@ -196,6 +196,18 @@ impl Scoreboard {
         true
     }
 
+    /// Forget every loss mark (undo of a spurious timeout).
+    pub fn unmark_lost(&mut self) {
+        for seg in self.segs.iter_mut().filter(|s| s.lost) {
+            seg.lost = false;
+            if !seg.retrans {
+                self.by_send_order.insert(seg.send_order, seg.id);
+            }
+        }
+        self.lost_pending.clear();
+        self.lost_out = 0;
+    }
+
     /// The first lost segment awaiting retransmission.
     pub fn next_lost(&self) -> Option<u64> {
         self.lost_pending.first().copied()
@@ -319,11 +331,17 @@ mod tests {
         assert_eq!((b.sacked_out, b.in_flight()), (4, 6));
         let lost = b.ids()[0];
         assert!(b.mark_lost(lost));
-        assert_eq!((b.lost_out, b.in_flight(), b.next_lost()), (1, 5, Some(lost)));
+        assert_eq!(
+            (b.lost_out, b.in_flight(), b.next_lost()),
+            (1, 5, Some(lost))
+        );
         b.retransmitted(lost, Time(50));
         assert_eq!((b.retrans_out, b.in_flight(), b.next_lost()), (1, 6, None));
         assert!(b.mark_lost(lost)); // the retransmission is lost too
-        assert_eq!((b.retrans_out, b.lost_out, b.next_lost()), (0, 1, Some(lost)));
+        assert_eq!(
+            (b.retrans_out, b.lost_out, b.next_lost()),
+            (0, 1, Some(lost))
+        );
         let acked = b.ack(601);
         assert_eq!(acked.len(), 6);
         assert_eq!((b.packets_out, b.sacked_out, b.lost_out), (4, 0, 0));

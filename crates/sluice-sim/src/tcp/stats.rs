@@ -1,11 +1,8 @@
 //! Per-connection counters, named after Linux's `tcp_info` and the
-//! `TcpExt` MIB counters where one exists.
-//!
-//! Identities the tests check: `bytes_sent = bytes_acked + bytes_retrans +
-//! unacked bytes sent once` does not hold exactly (a segment can be
-//! retransmitted and its original still arrive), but `bytes_acked` never
-//! exceeds the bytes written, and `bytes_received` at the peer equals our
-//! `bytes_acked` once everything is acknowledged.
+//! `TcpExt` MIB counters where one exists. All are updated where the event
+//! happens (`output.rs` for what is sent, `ack.rs` for what is acknowledged,
+//! `recovery.rs`/`timers.rs` for loss events). Once a transfer is complete,
+//! the sender's `bytes_acked` equals the receiver's `bytes_received`.
 
 use sluice_core::time::Duration;
 

@@ -100,8 +100,8 @@ impl Segment {
 
     fn ip_header(&self, meta: &Ipv4Meta, tcp_len: usize) -> Result<Ipv4Header, EmitError> {
         let total = self.ip_len();
-        let payload = u16::try_from(tcp_len + self.payload_len as usize)
-            .map_err(|_| EmitError(total))?;
+        let payload =
+            u16::try_from(tcp_len + self.payload_len as usize).map_err(|_| EmitError(total))?;
         let mut ip = Ipv4Header::new(
             payload,
             meta.ttl,
@@ -187,7 +187,7 @@ fn segment_from(tcp: &TcpHeader, payload_len: u32, ecn: u8) -> Segment {
         ack: tcp.acknowledgment_number,
         flags,
         window: tcp.window_size,
-        options: TcpOptions::decode(tcp.options()),
+        options: TcpOptions::decode(tcp.options.as_slice()),
         payload_len,
         ecn: Ecn::from_bits(ecn),
     }

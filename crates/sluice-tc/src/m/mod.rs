@@ -1,0 +1,470 @@
+//! Actions: the generic action-list syntax of iproute2's m_action.c and
+//! tc_util.c (`action KIND ... [cookie HEX] [hw_stats ...]`, control
+//! verdicts such as `drop` or `goto chain 5`), and one file per kind, like
+//! iproute2's m_*.c: [`police`] and [`gact`].
+//!
+//! # Parser conventions
+//!
+//! iproute2's parsers either `return -1`, after which every caller on the
+//! way up adds its own line ("bad action parsing", `Illegal "action"`), or
+//! `exit(-1)` at once (`invarg`, an incomplete command line, a usage text).
+//! Here the first is a [`Fail`] with status 1 ([`soft`]), the second one with
+//! status 255; [`then`] appends a caller's line to soft failures only. The
+//! command decides the final status of a soft failure (`tc filter`: 1,
+//! `tc actions`: 255).
+//!
+//! The parsers read the words the way the C code walks `argv`: the current
+//! word is [`Args::peek`], `argc` is the number of words left including it,
+//! and [`next_arg`] is `NEXT_ARG()`.
+//!
+//! Kinds other than `police` and `gact` are unknown to sluice. iproute2
+//! falls back to gact for kinds it cannot load, and so do we: `action bogus`
+//! reads as gact and fails with "Bad action type bogus" and gact's usage.
+
+pub(crate) mod gact;
+pub(crate) mod police;
+
+use crate::args::{incomplete, matches, Args, CmdResult, Fail};
+use crate::out::{Out, To};
+use sluice_core::act::{ActionDump, ActionSpec, ActionStats, TC_ACT_EXT_VAL_MASK};
+use sluice_core::cls::Verdict;
+use sluice_core::time::Time;
+use sluice_core::units::{fmt_rate, fmt_size};
+
+/// A parser's `return -1`: `msg` (if any) is what it printed on the way.
+pub(crate) fn soft(msg: impl Into<String>) -> Fail {
+    Fail::new(1, msg)
+}
+
+/// A caller's line after a failed call: added to soft failures only.
+pub(crate) fn then(mut f: Fail, line: &str) -> Fail {
+    if f.code == 1 {
+        f.stderr.push_str(line);
+        f.stderr.push('\n');
+    }
+    f
+}
+
+/// `NEXT_ARG()`: step to the next word, which must exist.
+pub(crate) fn next_arg<'a>(a: &mut Args<'a>) -> CmdResult<&'a str> {
+    a.next();
+    a.peek().ok_or_else(incomplete)
+}
+
+/// `argc`: the words left, the current one included.
+pub(crate) fn argc(a: &Args) -> usize {
+    a.rest().len()
+}
+
+/// iproute2 `get_u32(val, arg, base)`.
+pub(crate) fn get_u32(arg: &str, base: u32) -> Option<u32> {
+    // strtoul wraps a leading minus as C's does.
+    match sluice_core::units::strtoul(arg, base) {
+        Some((v, "")) if v <= u32::MAX as u64 => Some(v as u32),
+        _ => None,
+    }
+}
+
+/// iproute2 `get_u64(val, arg, base)`.
+pub(crate) fn get_u64(arg: &str, base: u32) -> Option<u64> {
+    match sluice_core::units::strtoul(arg, base) {
+        Some((v, "")) => Some(v),
+        _ => None,
+    }
+}
+
+/// iproute2 `get_u16(val, arg, base)`.
+pub(crate) fn get_u16(arg: &str, base: u32) -> Option<u16> {
+    get_u32(arg, base).and_then(|v| u16::try_from(v).ok())
+}
+
+const TC_ACT_JUMP: i32 = 1 << 28;
+const TC_ACT_GOTO_CHAIN: i32 = 2 << 28;
+
+fn ext_opcode(raw: i32) -> i32 {
+    raw & !(TC_ACT_EXT_VAL_MASK as i32)
+}
+
+/// `action_a2n`: a verdict name (any prefix) or, with `allow_num`, a number.
+pub(crate) fn action_a2n(arg: &str, allow_num: bool) -> Option<i32> {
+    const A2N: [(&str, i32); 10] = [
+        ("continue", -1),
+        ("drop", 2),
+        ("shot", 2),
+        ("pass", 0),
+        ("ok", 0),
+        ("reclassify", 1),
+        ("pipe", 3),
+        ("goto", TC_ACT_GOTO_CHAIN),
+        ("jump", TC_ACT_JUMP),
+        ("trap", 8),
+    ];
+    if let Some((_, n)) = A2N.iter().find(|(name, _)| matches(arg, name)) {
+        return Some(*n);
+    }
+    if !allow_num {
+        return None;
+    }
+    // sscanf("%d%c") == 1: one integer and nothing after it.
+    let t = arg.trim_start();
+    let digits = t.strip_prefix(['-', '+']).unwrap_or(t);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    t.parse::<i64>().ok().map(|v| v as i32)
+}
+
+/// `action_n2a`.
+pub(crate) fn action_n2a(raw: i32) -> String {
+    match (ext_opcode(raw), raw) {
+        (TC_ACT_GOTO_CHAIN, _) => "goto".into(),
+        (TC_ACT_JUMP, _) => "jump".into(),
+        (_, -1) => "continue".into(),
+        (_, 0) => "pass".into(),
+        (_, 2) => "drop".into(),
+        (_, 1) => "reclassify".into(),
+        (_, 3) => "pipe".into(),
+        (_, 4) => "stolen".into(),
+        (_, 8) => "trap".into(),
+        (_, n) => n.to_string(),
+    }
+}
+
+/// `parse_action_control`: a verdict, `goto chain N` or `jump N`; the raw value.
+pub(crate) fn parse_action_control(a: &mut Args, allow_num: bool) -> CmdResult<i32> {
+    let Some(w) = a.peek() else {
+        return Err(soft(""));
+    };
+    let Some(mut result) = action_a2n(w, allow_num) else {
+        return Err(soft(format!("Bad action type {w}")));
+    };
+    if result == TC_ACT_GOTO_CHAIN {
+        let w = next_arg(a)?;
+        if !matches(w, "chain") {
+            return Err(soft("\"chain index\" expected"));
+        }
+        let w = next_arg(a)?;
+        match get_u32(w, 10) {
+            Some(n) if n <= TC_ACT_EXT_VAL_MASK => result |= n as i32,
+            _ => return Err(soft("Illegal \"chain index\"")),
+        }
+    } else if result == TC_ACT_JUMP {
+        let w = next_arg(a)?;
+        match get_u32(w, 10) {
+            Some(n) if n <= TC_ACT_EXT_VAL_MASK => result |= n as i32,
+            _ => return Err(soft(format!("Invalid \"jump count\" ({w})"))),
+        }
+    }
+    a.next();
+    Ok(result)
+}
+
+/// `parse_action_control_slash`: `EXCEED[/CONFORM]`, in one word or as
+/// `EXCEED / CONFORM`. The second value is `None` when not given.
+pub(crate) fn parse_action_control_slash(
+    a: &mut Args,
+    allow_num: bool,
+) -> CmdResult<(i32, Option<i32>)> {
+    let w = a.peek().unwrap_or("");
+    if let Some((x, y)) = w.split_once('/') {
+        let r1 = action_a2n(x, allow_num).ok_or_else(|| soft(""))?;
+        let r2 = action_a2n(y, allow_num).ok_or_else(|| soft(""))?;
+        a.next();
+        return Ok((r1, Some(r2)));
+    }
+    // parse_action_control_slash_spaces, whose third round parses into
+    // the second value again and then drops it, as iproute2 does.
+    let (mut r1, mut r2, mut ok) = (-1, 0, 0);
+    while let Some(w) = a.peek() {
+        match ok {
+            0 => r1 = parse_action_control(a, allow_num)?,
+            1 if w == "/" => {
+                next_arg(a)?;
+                r2 = parse_action_control(a, allow_num)?;
+            }
+            2 => r2 = parse_action_control(a, allow_num)?,
+            _ => break,
+        }
+        ok += 1;
+    }
+    Ok((r1, (ok == 2).then_some(r2)))
+}
+
+/// The kernel's verdict for a raw control value; an invalid one is refused
+/// as `tcf_action_check_ctrlact` does (status 2; `tc actions` makes it 255).
+pub(crate) fn verdict(raw: i32) -> CmdResult<Verdict> {
+    Verdict::from_raw(raw).ok_or_else(|| {
+        Fail::new(
+            2,
+            "Error: invalid control action.\nWe have an error talking to the kernel",
+        )
+    })
+}
+
+/// `print_action_control(f, prefix, action, suffix)`.
+pub(crate) fn print_action_control(out: &mut Out, prefix: &str, v: Verdict, suffix: &str) {
+    let raw = v.to_raw();
+    out.text(prefix);
+    out.open("control_action");
+    let name = action_n2a(raw);
+    out.str(To::Any, "type", &name, &name);
+    let n = (raw as u32 & TC_ACT_EXT_VAL_MASK) as u64;
+    match ext_opcode(raw) {
+        TC_ACT_GOTO_CHAIN => out.uint(To::Any, "chain", &format!(" chain {n}"), n),
+        TC_ACT_JUMP => out.uint(To::Any, "jump", &format!(" {n}"), n),
+        _ => {}
+    }
+    out.close();
+    out.text(suffix);
+}
+
+const GACT_WORDS: [&str; 4] = ["keys", "table", "preactions", "postactions"];
+
+/// `new_cmd`: words that start another `tc actions` command.
+fn new_cmd(w: &str) -> bool {
+    ["change", "replace", "delete", "get", "add"]
+        .iter()
+        .any(|c| matches(w, c))
+}
+
+/// `parse_action`: `[action] KIND PARAMS [cookie HEX] [hw_stats T] ...`,
+/// repeated. Stops at `flowid`, `classid` or a new command word.
+pub(crate) fn parse_actions(a: &mut Args) -> CmdResult<Vec<ActionSpec>> {
+    if argc(a) == 0 {
+        return Err(soft(""));
+    }
+    let mut specs = Vec::new();
+    let mut eap = 0;
+    while let Some(w) = a.peek() {
+        if GACT_WORDS.contains(&w) || w == "flowid" || w == "classid" {
+            break;
+        }
+        if w == "action" {
+            a.next();
+            eap = 1;
+            continue;
+        }
+        if w == "help" {
+            return Err(soft(""));
+        }
+        if new_cmd(w) {
+            if specs.is_empty() {
+                return Ok(specs);
+            }
+            break;
+        }
+        let is_gact = action_a2n(w, false).is_some();
+        eap = 0;
+        let (left, word) = (argc(a), w);
+        let parsed = match (is_gact, w) {
+            (false, "police") => police::parse_action(a),
+            _ => gact::parse(a),
+        };
+        let mut spec = parsed.map_err(|f| {
+            let f = then(f, "bad action parsing");
+            then(f, &format!("parse_action: bad value ({left}:{word})!"))
+        })?;
+        spec.cookie = parse_cookie(a)?;
+        parse_action_flags(a)?;
+        specs.push(spec);
+    }
+    if eap > 0 {
+        let left = argc(a);
+        let word = a.peek().unwrap_or("(null)");
+        return Err(soft(format!(
+            "bad action empty {eap}\nparse_action: bad value ({left}:{word})!"
+        )));
+    }
+    Ok(specs)
+}
+
+/// `cookie HEX` after an action (at most 16 bytes).
+fn parse_cookie(a: &mut Args) -> CmdResult<Option<Vec<u8>>> {
+    if a.peek() != Some("cookie") {
+        return Ok(None);
+    }
+    let v = next_arg(a)?;
+    if v.len() > 32 {
+        let msg = format!("Error: argument \"{v}\" is wrong: {} Max allowed size 32", v.len());
+        return Err(Fail::new(255, msg));
+    }
+    let not_hex = || {
+        let msg = format!("Error: argument \"{v}\" is wrong: cookie must be a hex string\n\n");
+        Fail::new(255, msg)
+    };
+    if v.len() % 2 != 0 || !v.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(not_hex());
+    }
+    let bytes: Option<Vec<u8>> = (0..v.len() / 2)
+        .map(|i| u8::from_str_radix(v.get(2 * i..2 * i + 2)?, 16).ok())
+        .collect();
+    let bytes = bytes.ok_or_else(not_hex)?;
+    a.next();
+    Ok(Some(bytes))
+}
+
+/// `hw_stats`, `no_percpu`, `skip_sw`, `skip_hw` after an action: accepted;
+/// sluice models neither offload nor per-cpu counters.
+fn parse_action_flags(a: &mut Args) -> CmdResult {
+    if a.peek().is_some_and(|w| matches(w, "hw_stats")) {
+        let v = next_arg(a)?;
+        if !["immediate", "delayed", "disabled"]
+            .iter()
+            .any(|s| matches(v, s))
+        {
+            return Err(Fail::new(
+                255,
+                format!("Error: argument \"{v}\" is wrong: value is invalid\n\n"),
+            ));
+        }
+        a.next();
+    }
+    if a.peek() == Some("no_percpu") {
+        a.next();
+    }
+    for _ in 0..2 {
+        if matches!(a.peek(), Some("skip_sw") | Some("skip_hw")) {
+            a.next();
+        }
+    }
+    Ok(())
+}
+
+/// What printing an action needs besides the dump.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PrintCx {
+    /// `-s`.
+    pub stats: bool,
+    /// `-d`.
+    pub details: bool,
+    /// The clock the action times are measured against.
+    pub now: Time,
+}
+
+/// `tc_dump_action`: an action list, each entry `\taction order N: ...`.
+/// `bind` is true inside a filter's dump.
+pub(crate) fn print_actions(acts: &[ActionDump], bind: bool, cx: &PrintCx, out: &mut Out) {
+    out.open_arr("actions");
+    for d in acts {
+        out.open("");
+        out.nl();
+        let o = d.order as u64;
+        out.uint(To::Any, "order", &format!("\taction order {o}: "), o);
+        print_one(d, bind, cx, out);
+        out.close();
+    }
+    out.close();
+}
+
+/// `tc_print_one_action`.
+fn print_one(d: &ActionDump, bind: bool, cx: &PrintCx, out: &mut Out) {
+    use sluice_core::act::ActionOpts;
+    match &d.opts {
+        ActionOpts::Police(_) => police::print(d, cx, out),
+        ActionOpts::Gact(_) => gact::print(d, cx, out),
+    }
+    if cx.stats {
+        out.text("\tAction statistics:");
+        out.nl();
+        out.open("stats");
+        print_stats2(&d.stats, d.rate_est, "\t", out);
+        out.close();
+        out.nl();
+    }
+    if let Some(c) = &d.cookie {
+        let hex: String = c.iter().map(|b| format!("{b:02x}")).collect();
+        out.str(To::Any, "cookie", &format!("\tcookie {hex}"), &hex);
+        out.nl();
+    }
+    if !bind {
+        // TCA_ACT_IN_HW_COUNT is always dumped; sluice offloads nothing.
+        out.bool(To::Any, "not_in_hw", "\tnot_in_hw", true);
+        out.nl();
+    }
+    if d.refcnt > d.bindcnt {
+        // Actions created with `tc actions` went through the offload path,
+        // which records the hardware statistics used (none).
+        out.text("\t");
+        out.open_arr("used_hw_stats");
+        out.text("used_hw_stats");
+        out.str(To::Any, "", " disabled", "disabled");
+        out.close();
+        out.nl();
+    }
+}
+
+/// `print_tcstats2_attr` for an action's counters.
+pub(crate) fn print_stats2(s: &ActionStats, rate: Option<(u64, u64)>, prefix: &str, out: &mut Out) {
+    out.text(prefix);
+    out.uint(To::Any, "bytes", &format!("Sent {} bytes", s.bytes), s.bytes);
+    out.uint(To::Any, "packets", &format!(" {} pkt", s.packets), s.packets);
+    out.uint(To::Any, "drops", &format!(" (dropped {}", s.drops), s.drops);
+    let o = s.overlimits;
+    out.uint(To::Any, "overlimits", &format!(", overlimits {o}"), o);
+    out.uint(To::Any, "requeues", " requeues 0) ", 0);
+    if let Some((bits, pps)) = rate {
+        out.text(&format!("\n{prefix}"));
+        out.uint(To::Json, "rate", "", bits / 8);
+        out.text(&format!("rate {}", fmt_rate(bits / 8)));
+        out.uint(To::Any, "pps", &format!(" {pps}pps"), pps);
+    } else {
+        out.nl();
+    }
+    out.text(prefix);
+    out.uint(To::Any, "backlog", &format!("backlog {}", fmt_size(0)), 0);
+    out.uint(To::Any, "qlen", " 0p", 0);
+    out.text(" requeues 0");
+}
+
+/// `print_tm`: ages in seconds, each only when its raw tick count is non-zero.
+pub(crate) fn print_tm(d: &ActionDump, now: Time, out: &mut Out) {
+    let t = d.tm.at(now);
+    let hz = sluice_core::act::USER_HZ;
+    for (key, label, v) in [
+        ("installed", "installed", t.install),
+        ("last_used", "used", t.lastuse),
+        ("first_used", "firstused", t.firstuse),
+        ("expires", "expires", t.expires),
+    ] {
+        if v != 0 {
+            out.uint(To::Any, key, &format!(" {label} {} sec", v / hz), v / hz);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn control_words_and_numbers_as_tc_util_reads_them() {
+        assert_eq!(action_a2n("p", false), Some(0)); // "pass" comes before "pipe"
+        assert_eq!(action_a2n("shot", false), Some(2));
+        assert_eq!(action_a2n("3", false), None);
+        assert_eq!(action_a2n("3", true), Some(3));
+        let w = words("goto chain 42 rest");
+        let mut a = Args::new(&w);
+        assert_eq!(parse_action_control(&mut a, false), Ok(TC_ACT_GOTO_CHAIN | 42));
+        assert_eq!(a.peek(), Some("rest"));
+        let w = words("pass / goto chain 42");
+        let mut a = Args::new(&w);
+        let r = parse_action_control_slash(&mut a, true).unwrap();
+        assert_eq!(r, (0, Some(TC_ACT_GOTO_CHAIN | 42)));
+        // tc-testing police 6aaf: `conform-exceed 0/3` is pass/pipe.
+        let w = words("0/3");
+        let mut a = Args::new(&w);
+        assert_eq!(parse_action_control_slash(&mut a, true), Ok((0, Some(3))));
+    }
+
+    #[test]
+    fn an_empty_action_list_is_refused_as_m_action_does() {
+        // Golden actions.golden, "generic actions command errors".
+        let w = words("action");
+        let e = parse_actions(&mut Args::new(&w)).unwrap_err();
+        assert_eq!(e.stderr, "bad action empty 1\nparse_action: bad value (0:(null))!\n");
+    }
+}
