@@ -185,6 +185,8 @@ pub struct Host {
     pub listeners: BTreeMap<u16, TcpConfig>,
     /// IPv4 identification counter.
     ip_id: u16,
+    /// Applications stopped: no new requests, datagrams, connections or data.
+    stopped: bool,
 }
 
 impl Host {
@@ -198,6 +200,7 @@ impl Host {
             conns: vec![],
             listeners: BTreeMap::new(),
             ip_id: 0,
+            stopped: false,
         }
     }
 
@@ -215,10 +218,20 @@ impl Host {
         out
     }
 
+    /// Stop every application: pings, UDP and new TCP data (connections
+    /// still deliver what they hold).
+    pub fn stop_applications(&mut self) {
+        self.stopped = true;
+        for c in &mut self.conns {
+            c.to_write = Some(0);
+        }
+    }
+
     /// A timer fired.
     pub fn on_event(&mut self, ev: HostEvent, now: Time) -> Output {
         let mut out = Output::default();
         let i = match ev {
+            HostEvent::App(_) if self.stopped => return out,
             HostEvent::App(i) => i,
             HostEvent::Tcp(c, at) => {
                 self.tcp_timer(c, at, now, &mut out);

@@ -25,6 +25,7 @@ pub struct Built {
 
 /// Where a workload's results live.
 #[derive(Clone, Debug)]
+#[allow(missing_docs)] // node/app indices and flow keys, as their variants say
 pub enum Measure {
     /// Ping app `app` on node `node`.
     Ping { node: usize, app: usize },
@@ -263,29 +264,47 @@ pub fn run(mut b: Built, variant: &str, tc_stats: bool) -> RunResult {
     if tc_stats {
         res.tc_stats = Some(tc_stats_text(&mut b.world));
     }
-    for (label, m) in &b.labels {
-        match m {
-            Measure::Group(ms) => {
-                for (i, m) in ms.iter().enumerate() {
-                    collect(&b, &format!("{label}.{i}"), m, &mut res);
-                }
-            }
-            m => collect(&b, label, m, &mut res),
-        }
-    }
     res.losses = b.world.losses;
+    for_each_measure(&b, |label, m| collect_flow(&b, label, m, &mut res));
+    // Then let the answers to the last pings come home, as ping waits for
+    // them, with every application stopped.
+    for n in &mut b.world.nodes {
+        n.host.stop_applications();
+    }
+    b.world.run_until(b.duration + PING_DRAIN);
+    for_each_measure(&b, |label, m| collect_ping(&b, label, m, &mut res));
     res.compute_shares();
     res
 }
 
-fn collect(b: &Built, label: &str, m: &Measure, res: &mut RunResult) {
+/// How long after the end replies to pings are still counted (ping's `-W`).
+pub const PING_DRAIN: Duration = Duration::from_secs(10);
+
+fn for_each_measure(b: &Built, mut f: impl FnMut(&str, &Measure)) {
+    for (label, m) in &b.labels {
+        match m {
+            Measure::Group(ms) => {
+                for (i, m) in ms.iter().enumerate() {
+                    f(&format!("{label}.{i}"), m);
+                }
+            }
+            m => f(label, m),
+        }
+    }
+}
+
+fn collect_ping(b: &Built, label: &str, m: &Measure, res: &mut RunResult) {
+    if let Measure::Ping { node, app } = m {
+        if let App::Ping(p) = &b.world.nodes[*node].host.apps[*app] {
+            res.pings.push(PingResult::from_samples(label, p.sent, &p.rtts));
+        }
+    }
+}
+
+fn collect_flow(b: &Built, label: &str, m: &Measure, res: &mut RunResult) {
     let end = b.duration;
     match m {
-        Measure::Ping { node, app } => {
-            if let App::Ping(p) = &b.world.nodes[*node].host.apps[*app] {
-                res.pings.push(PingResult::from_samples(label, p.sent, &p.rtts));
-            }
-        }
+        Measure::Ping { .. } => {}
         Measure::Udp { node, key, start, stop } => {
             let flow = b.world.nodes[*node].host.udp_rx.get(key).cloned().unwrap_or_default();
             let secs = (stop.0.min(end.0).saturating_sub(start.0)) as f64 / 1e9;

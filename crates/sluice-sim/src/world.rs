@@ -51,6 +51,7 @@ pub struct Node {
 }
 
 /// What can happen.
+#[allow(missing_docs)] // the fields are the node and interface indices they say
 pub enum Event {
     /// A port may have work: a packet finished on the wire or a qdisc is ready.
     PortWake { node: usize, iface: usize },
@@ -58,6 +59,33 @@ pub enum Event {
     Arrive { node: usize, iface: usize, pkt: Packet },
     /// A host's timer (application or transport) fires.
     Host { node: usize, ev: HostEvent },
+}
+
+/// Packet accounting over the whole network, for conservation checks:
+/// every packet handed to an interface is dropped there (qdisc or ring),
+/// still queued, or transmitted; every transmitted one is lost on the wire,
+/// still in flight, or has arrived; every arrival passed ingress or was
+/// dropped by it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Census {
+    /// Packets handed to interfaces (sent by hosts or forwarded).
+    pub entered: u64,
+    /// Dropped by root qdiscs (refused or shed).
+    pub qdisc_dropped: u64,
+    /// Dropped because a noqueue device's ring was full.
+    pub ring_dropped: u64,
+    /// Still in qdiscs, rings or being serialized.
+    pub queued: u64,
+    /// Finished serialization.
+    pub transmitted: u64,
+    /// Lost on the wire.
+    pub wire_lost: u64,
+    /// Propagating on a wire.
+    pub in_flight: u64,
+    /// Arrived at the far end.
+    pub arrived: u64,
+    /// Dropped by ingress policers.
+    pub ingress_dropped: u64,
 }
 
 /// Counters of packets that did not make it, by place.
@@ -81,11 +109,21 @@ pub struct World {
     pub queue: EventQueue<Event>,
     /// Where packets were lost.
     pub losses: LossCounters,
+    entered: u64,
+    in_flight: u64,
+    arrived: u64,
 }
 
 impl Default for World {
     fn default() -> Self {
-        World { nodes: vec![], queue: EventQueue::default(), losses: LossCounters::default() }
+        World {
+            nodes: vec![],
+            queue: EventQueue::default(),
+            losses: LossCounters::default(),
+            entered: 0,
+            in_flight: 0,
+            arrived: 0,
+        }
     }
 }
 
@@ -177,6 +215,7 @@ impl World {
             self.losses.unroutable += 1;
             return;
         };
+        self.entered += 1;
         let n = &mut self.nodes[node];
         let ifc = &mut n.ifaces[iface];
         if ifc.port.send(&mut n.net.devices[ifc.dev], pkt, now).is_err() {
@@ -223,12 +262,15 @@ impl World {
         self.losses.wire += ifc.port.stats.wire_losses - lost_before;
         let (pn, pi) = ifc.peer;
         for (at, pkt) in delivered {
+            self.in_flight += 1;
             self.queue.schedule(at, Event::Arrive { node: pn, iface: pi, pkt });
         }
         self.schedule_port(node, iface);
     }
 
     fn arrive(&mut self, node: usize, iface: usize, pkt: Packet, now: Time) {
+        self.in_flight -= 1;
+        self.arrived += 1;
         let n = &mut self.nodes[node];
         let dev = n.ifaces[iface].dev;
         let Some(pkt) = n.net.devices[dev].receive(pkt, now) else {
@@ -257,6 +299,23 @@ impl World {
         for (at, ev) in out.timers {
             self.queue.schedule(at, Event::Host { node, ev });
         }
+    }
+
+    /// Count where every packet is (see [`Census`]).
+    pub fn census(&self) -> Census {
+        let mut c = Census { entered: self.entered, in_flight: self.in_flight, arrived: self.arrived, ..Census::default() };
+        c.ingress_dropped = self.losses.ingress;
+        for n in &self.nodes {
+            for ifc in &n.ifaces {
+                let root = n.net.devices[ifc.dev].root.stats();
+                c.qdisc_dropped += root.drops;
+                c.queued += root.qlen as u64 + ifc.port.backlog_packets() as u64;
+                c.ring_dropped += ifc.port.stats.ring_drops;
+                c.transmitted += ifc.port.stats.tx_packets;
+                c.wire_lost += ifc.port.stats.wire_losses;
+            }
+        }
+        c
     }
 
     /// Start a host's applications (schedules their first events).

@@ -1,0 +1,134 @@
+//! The simulator against physics, against its own determinism, and against
+//! the expectations each bundled scenario states (examples/*.toml).
+
+use sluice_sim::report::{check, RunResult};
+use sluice_sim::run::{build, run, run_all};
+use sluice_sim::scenario::Scenario;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+fn examples() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples")
+}
+
+fn no_overrides() -> BTreeMap<String, String> {
+    BTreeMap::new()
+}
+
+#[test]
+fn every_bundled_scenario_meets_its_stated_expectations() {
+    let mut checked = 0;
+    let mut entries: Vec<_> = std::fs::read_dir(examples()).expect("examples/").flatten().map(|e| e.path()).collect();
+    entries.sort();
+    for path in entries.iter().filter(|p| p.extension().is_some_and(|x| x == "toml")) {
+        let sc = Scenario::parse(&std::fs::read_to_string(path).unwrap()).unwrap();
+        assert!(!sc.expects.is_empty(), "{}: a bundled scenario states what it should show", path.display());
+        let runs = run_all(&sc, &no_overrides(), None, false).unwrap();
+        let (lines, ok) = check(&sc.expects, &runs);
+        for l in &lines {
+            eprintln!("{}: {l}", sc.name);
+        }
+        assert!(ok, "{}: expectations failed:\n{}", sc.name, lines.join("\n"));
+        checked += lines.len();
+    }
+    assert!(checked > 0);
+}
+
+/// A two-host path: sender -- RATE, DELAY -- router -- 1 Gbit/s -- receiver.
+fn path(rate: &str, delay: &str, qdisc: &str, loss: f64, workloads: &str, seed: u64) -> Scenario {
+    Scenario::parse(&format!(
+        r#"
+        name = "path"
+        duration = "20s"
+        seed = {seed}
+        [[node]]
+        name = "s"
+        addr = "10.0.0.1"
+        tc = ["tc qdisc replace dev eth0 root {qdisc}"]
+        [[node]]
+        name = "r"
+        addr = "10.0.0.254"
+        router = true
+        [[node]]
+        name = "d"
+        addr = "10.0.1.1"
+        [[link]]
+        a = "s:eth0"
+        b = "r:eth0"
+        rate = "{rate}"
+        delay = "{delay}"
+        buffer = "1p"
+        loss = {loss}
+        [[link]]
+        a = "r:eth1"
+        b = "d:eth0"
+        rate = "1gbit"
+        buffer = "1000p"
+        {workloads}
+        "#
+    ))
+    .unwrap()
+}
+
+fn one_run(sc: &Scenario) -> RunResult {
+    run(build(sc, &sc.vars_for(None, &no_overrides())).unwrap(), "default", false)
+}
+
+#[test]
+fn a_single_flow_on_an_empty_path_gets_the_bottleneck_rate() {
+    let sc = path("10mbit", "10ms", "pfifo limit 1000", 0.0, "[[workload]]\ntype = \"tcp\"\nfrom = \"s\"\nto = \"d\"\nname = \"f\"\nsndbuf = \"4MiB\"\nrcvbuf = \"4MiB\"", 1);
+    let r = one_run(&sc);
+    let payload_rate = 10.0 * 1448.0 / 1514.0; // Mbit/s of payload in 1514-byte frames
+    let g = r.total_goodput_mbps();
+    assert!(g > 0.95 * payload_rate && g < payload_rate, "goodput {g} vs {payload_rate}");
+}
+
+#[test]
+fn queueing_delay_is_backlog_over_rate() {
+    // 2x overload of a 1 Mbit/s link into a 50-packet fifo: the queue stays
+    // full, so a ping waits behind 50 packets of 1028 bytes (+14): 50 * 1042 * 8 / 1e6 s.
+    let w = r#"
+        [[workload]]
+        type = "udp"
+        from = "s"
+        to = "d"
+        rate = "2mbit"
+        size = 1000
+        [[workload]]
+        type = "ping"
+        name = "p"
+        from = "s"
+        to = "d"
+        interval = "200ms"
+        start = "2s"
+        "#;
+    let sc = path("1mbit", "5ms", "pfifo limit 50", 0.0, w, 1);
+    let r = one_run(&sc);
+    let queue_ms = 50.0 * 1042.0 * 8.0 / 1e6 * 1e3;
+    let p = &r.pings[0];
+    assert!((p.median_ms - (queue_ms + 10.0)).abs() < 0.1 * queue_ms, "median {} vs {}", p.median_ms, queue_ms + 10.0);
+    // The link carries its rate: 1 Mbit/s of 1042-byte frames holding 1028-byte IP packets.
+    let udp = r.flows.iter().find(|f| f.kind == "udp").unwrap();
+    assert!((udp.goodput_mbps - 1028.0 / 1042.0).abs() < 0.03, "udp {}", udp.goodput_mbps);
+}
+
+#[test]
+fn same_seed_same_bytes_other_seed_other_bytes() {
+    let w = "[[workload]]\ntype = \"tcp\"\nfrom = \"s\"\nto = \"d\"\ncount = 2\n[[workload]]\ntype = \"ping\"\nfrom = \"s\"\nto = \"d\"\ninterval = \"50ms\"";
+    let json = |seed| serde_json::to_string(&one_run(&path("5mbit", "20ms", "pfifo_fast", 0.01, w, seed))).unwrap();
+    let (a, b, c) = (json(7), json(7), json(8));
+    assert_eq!(a, b);
+    assert_ne!(a, c);
+}
+
+#[test]
+fn every_packet_is_delivered_dropped_or_still_queued() {
+    let w = "[[workload]]\ntype = \"tcp\"\nfrom = \"s\"\nto = \"d\"\ncount = 3\n[[workload]]\ntype = \"udp\"\nfrom = \"s\"\nto = \"d\"\nrate = \"3mbit\"";
+    let sc = path("2mbit", "10ms", "pfifo limit 20", 0.02, w, 3);
+    let mut b = build(&sc, &sc.vars_for(None, &no_overrides())).unwrap();
+    b.world.run_until(b.duration);
+    let c = b.world.census();
+    assert!(c.qdisc_dropped > 0 && c.wire_lost > 0, "the test needs drops of both kinds: {c:?}");
+    assert_eq!(c.entered, c.qdisc_dropped + c.ring_dropped + c.queued + c.transmitted, "{c:?}");
+    assert_eq!(c.transmitted, c.wire_lost + c.in_flight + c.arrived, "{c:?}");
+}
