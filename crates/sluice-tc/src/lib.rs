@@ -18,8 +18,10 @@
 
 pub mod action;
 pub mod args;
+mod f;
 pub mod filter;
 pub mod ip;
+mod m;
 pub mod net;
 pub mod out;
 mod q;

@@ -191,6 +191,12 @@ impl JsonWriter {
                 self.depth += 1;
                 self.first = true;
                 for (k, m) in members {
+                    if k.is_empty() {
+                        // iproute2 prints a value with a NULL key inside an
+                        // object as a bare value.
+                        self.value(m);
+                        continue;
+                    }
                     self.eor();
                     self.eol();
                     self.first = true;

@@ -125,7 +125,7 @@ pub fn mutates(words: &[String]) -> bool {
         .iter()
         .any(|o| matches(obj, o));
     obj_ok
-        && ["add", "change", "replace", "link", "delete"]
+        && ["add", "change", "replace", "link", "delete", "flush"]
             .iter()
             .any(|c| matches(cmd, c))
 }

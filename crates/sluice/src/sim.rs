@@ -9,7 +9,10 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// The scenarios shipped in `examples/`, by name.
-pub const BUNDLED: &[(&str, &str)] = &[("dumbbell", include_str!("../../../examples/dumbbell.toml"))];
+pub const BUNDLED: &[(&str, &str)] = &[
+    ("dumbbell", include_str!("../../../examples/dumbbell.toml")),
+    ("seed002", include_str!("../../../examples/seed002-cable-upload.toml")),
+];
 
 /// `sluice sim` options.
 #[derive(Parser, Debug)]

@@ -77,11 +77,26 @@ pub(super) fn print(f: &FwDump, handle: u32, cx: &FPrintCx, out: &mut Out) {
         out.open("fw");
         match f.mask.filter(|&m| m != u32::MAX) {
             Some(mask) => {
-                out.str(To::Any, "mark", &format!("handle 0x{handle:x}"), &format!("{handle:#x}"));
-                out.str(To::Any, "mask", &format!("/0x{mask:x} "), &format!("{mask:#x}"));
+                out.str(
+                    To::Any,
+                    "mark",
+                    &format!("handle 0x{handle:x}"),
+                    &format!("{handle:#x}"),
+                );
+                out.str(
+                    To::Any,
+                    "mask",
+                    &format!("/0x{mask:x} "),
+                    &format!("{mask:#x}"),
+                );
             }
             None => {
-                out.str(To::Any, "mark", &format!("handle 0x{handle:x} "), &format!("{handle:#x}"));
+                out.str(
+                    To::Any,
+                    "mark",
+                    &format!("handle 0x{handle:x} "),
+                    &format!("{handle:#x}"),
+                );
                 out.str(To::Json, "mask", "", "0xffffffff");
             }
         }
@@ -117,13 +132,20 @@ mod tests {
         let w = words("flowid 10:1000 action ok");
         let p = parse(Some("10/0xff"), &mut Args::new(&w)).unwrap();
         assert_eq!(p.handle, 10);
-        let Some(FilterOpts::Fw(o)) = p.opts else { panic!() };
-        assert_eq!((o.mask, o.classid), (Some(0xff), Some(Handle::new(0x10, 0x1000))));
+        let Some(FilterOpts::Fw(o)) = p.opts else {
+            panic!()
+        };
+        assert_eq!(
+            (o.mask, o.classid),
+            (Some(0xff), Some(Handle::new(0x10, 0x1000)))
+        );
         assert_eq!(o.actions.len(), 1);
         // Golden classifiers.golden "fw parse errors and help".
         let e = parse(Some("80/abc"), &mut Args::new(&words("flowid 1:10"))).unwrap_err();
         assert_eq!(e.stderr, "Illegal \"handle\" mask\n");
         let e = parse(Some("80"), &mut Args::new(&words("bogus"))).unwrap_err();
-        assert!(e.stderr.starts_with("What is \"bogus\"?\nUsage: ... fw [ classid CLASSID ]"));
+        assert!(e
+            .stderr
+            .starts_with("What is \"bogus\"?\nUsage: ... fw [ classid CLASSID ]"));
     }
 }

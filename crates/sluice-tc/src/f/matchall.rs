@@ -39,8 +39,8 @@ fn strtol(s: &str) -> Option<i64> {
 pub(super) fn parse(handle: Option<&str>, a: &mut Args) -> CmdResult<Parsed> {
     let mut tcm_handle = 0;
     if let Some(h) = handle {
-        let v = strtol(h)
-            .ok_or_else(|| soft(format!("Illegal handle \"{h}\", must be numeric.")))?;
+        let v =
+            strtol(h).ok_or_else(|| soft(format!("Illegal handle \"{h}\", must be numeric.")))?;
         tcm_handle = v as u32;
     }
     if a.is_empty() {
@@ -61,7 +61,11 @@ pub(super) fn parse(handle: Option<&str>, a: &mut Args) -> CmdResult<Parsed> {
             continue;
         } else if w == "skip_hw" || w == "skip_sw" {
             next_arg(a)?;
-            flags |= if w == "skip_hw" { TCA_CLS_FLAGS_SKIP_HW } else { TCA_CLS_FLAGS_SKIP_SW };
+            flags |= if w == "skip_hw" {
+                TCA_CLS_FLAGS_SKIP_HW
+            } else {
+                TCA_CLS_FLAGS_SKIP_SW
+            };
             continue;
         } else if w == "help" {
             return Err(soft(USAGE));
@@ -85,7 +89,12 @@ pub(super) fn parse(handle: Option<&str>, a: &mut Args) -> CmdResult<Parsed> {
 /// `matchall_print_opt`.
 pub(super) fn print(d: &MatchallDump, handle: u32, cx: &FPrintCx, out: &mut Out) {
     if handle != 0 {
-        out.uint(To::Any, "handle", &format!("handle 0x{handle:x} "), handle as u64);
+        out.uint(
+            To::Any,
+            "handle",
+            &format!("handle 0x{handle:x} "),
+            handle as u64,
+        );
     }
     if let Some(c) = d.classid {
         let c = c.to_string();
@@ -103,7 +112,12 @@ pub(super) fn print(d: &MatchallDump, handle: u32, cx: &FPrintCx, out: &mut Out)
         out.bool(To::Any, "not_in_hw", "\n  not_in_hw", true);
     }
     if cx.act.stats {
-        out.uint(To::Any, "rule_hit", &format!(" (rule hit {})", d.rhit), d.rhit);
+        out.uint(
+            To::Any,
+            "rule_hit",
+            &format!(" (rule hit {})", d.rhit),
+            d.rhit,
+        );
     }
     if !d.actions.is_empty() {
         m::print_actions(&d.actions, true, &cx.act, out);
@@ -121,7 +135,11 @@ mod tests {
     #[test]
     fn matchall_syntax_as_f_matchall_reads_it() {
         // tc-testing matchall f755: `handle 0xffffffff ... matchall action continue`.
-        let p = parse(Some("0xffffffff"), &mut Args::new(&words("action continue"))).unwrap();
+        let p = parse(
+            Some("0xffffffff"),
+            &mut Args::new(&words("action continue")),
+        )
+        .unwrap();
         assert_eq!(p.handle, u32::MAX);
         // Golden classifiers.golden: a trailing skip flag wants another word.
         let e = parse(None, &mut Args::new(&words("skip_hw skip_sw"))).unwrap_err();

@@ -35,7 +35,9 @@ pub(crate) struct FPrintCx {
 }
 
 /// Classifiers compiled into iproute2 6.1 that sluice does not have.
-const FOREIGN: [&str; 8] = ["basic", "bpf", "cgroup", "flow", "flower", "route", "rsvp", "tcindex"];
+const FOREIGN: [&str; 8] = [
+    "basic", "bpf", "cgroup", "flow", "flower", "route", "rsvp", "tcindex",
+];
 
 const BASIC_USAGE: &str = "Usage: ... basic [ match EMATCH_TREE ]
                  [ action ACTION_SPEC ] [ classid CLASSID ]

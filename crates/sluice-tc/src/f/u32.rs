@@ -18,8 +18,8 @@ use crate::args::{get_integer, matches, Args, CmdResult, Fail};
 use crate::m::{self, argc, next_arg, soft, then};
 use crate::out::{Out, To, J};
 use sluice_core::cls::u32::{
-    bucket, htid, node, user_htid, U32Key, U32KnodeDump, U32Mark, U32Opts, U32Sel,
-    TC_U32_EAT, TC_U32_OFFSET, TC_U32_TERMINAL, TC_U32_VAROFFSET,
+    bucket, htid, node, user_htid, U32Key, U32KnodeDump, U32Mark, U32Opts, U32Sel, TC_U32_EAT,
+    TC_U32_OFFSET, TC_U32_TERMINAL, TC_U32_VAROFFSET,
 };
 use sluice_core::cls::{
     FilterOpts, TCA_CLS_FLAGS_IN_HW, TCA_CLS_FLAGS_NOT_IN_HW, TCA_CLS_FLAGS_SKIP_HW,
@@ -41,10 +41,9 @@ Where: SELECTOR := SAMPLE SAMPLE ...
 
 NOTE: CLASSID is parsed at hexadecimal input.";
 
-/// The outcome of a selector parser: `Err(())` is its `return -1` (the
-/// caller says what was illegal); hard failures (incomplete command line)
-/// come as `Ok(Err(fail))`... kept simple with `CmdResult<bool>`:
-/// `Ok(true)` parsed, `Ok(false)` refused.
+/// A selector parser's outcome: `Ok(true)` parsed, `Ok(false)` its
+/// `return -1` (the caller then says what was illegal), `Err` a failure that
+/// ends tc at once (an incomplete command line).
 type Step = CmdResult<bool>;
 
 /// C `strtoul(s, &end, base)`: the value and the rest; no digits is `(0, s)`.
@@ -55,7 +54,11 @@ fn c_strtoul(s: &str, base: u32) -> (u64, &str) {
 /// `get_u32_handle`: `HT:BKT:NODE` in hex (parts may be empty), or `0x...`.
 pub(crate) fn get_u32_handle(s: &str) -> Option<u32> {
     if !s.contains(':') {
-        return if s.starts_with("0x") { m::get_u32(s, 16) } else { None };
+        return if s.starts_with("0x") {
+            m::get_u32(s, 16)
+        } else {
+            None
+        };
     }
     let no_digits = |from: &str, rest: &str, colon_ok: bool| {
         rest.len() == from.len() && !(colon_ok && from.starts_with(':')) && !from.is_empty()
@@ -143,7 +146,11 @@ impl Sel {
         if key > 0xFFFF || mask > 0xFFFF {
             return false;
         }
-        let (key, mask) = if off & 3 == 0 { (key << 16, mask << 16) } else { (key, mask) };
+        let (key, mask) = if off & 3 == 0 {
+            (key << 16, mask << 16)
+        } else {
+            (key, mask)
+        };
         self.pack(key, mask, off & !3, offmask)
     }
 
@@ -174,20 +181,31 @@ fn parse_at(a: &mut Args, off: &mut i32, offmask: &mut i32) -> Step {
     } else {
         w
     };
-    let Some(v) = get_integer(p) else { return Ok(false) };
+    let Some(v) = get_integer(p) else {
+        return Ok(false);
+    };
     *off = v;
     a.next();
     Ok(true)
 }
 
 /// `KEY MASK [at OFF]`, the common start of `parse_u32/u16/u8`.
-fn parse_key_mask(a: &mut Args, off: &mut i32, offmask: &mut i32, max: u32) -> CmdResult<Option<(u32, u32)>> {
+fn parse_key_mask(
+    a: &mut Args,
+    off: &mut i32,
+    offmask: &mut i32,
+    max: u32,
+) -> CmdResult<Option<(u32, u32)>> {
     if argc(a) < 2 {
         return Ok(None);
     }
-    let Some(key) = m::get_u32(a.peek().unwrap_or(""), 0) else { return Ok(None) };
+    let Some(key) = m::get_u32(a.peek().unwrap_or(""), 0) else {
+        return Ok(None);
+    };
     a.next();
-    let Some(mask) = m::get_u32(a.peek().unwrap_or(""), 16) else { return Ok(None) };
+    let Some(mask) = m::get_u32(a.peek().unwrap_or(""), 16) else {
+        return Ok(None);
+    };
     a.next();
     if max != u32::MAX && (key > max || mask > max) {
         return Ok(None);
@@ -259,7 +277,9 @@ fn get_prefix(s: &str, v6: bool) -> Option<(Vec<u8>, u32)> {
         _ if v6 => addr.parse::<Ipv6Addr>().ok()?.octets().to_vec(),
         _ => get_addr_ipv4(addr)?.to_vec(),
     };
-    let Some(p) = plen else { return Some((bytes, bits)) };
+    let Some(p) = plen else {
+        return Some((bytes, bits));
+    };
     let n = match m::get_u32(p, 0) {
         Some(n) => n,
         None => {
@@ -295,7 +315,11 @@ fn parse_ip_addr(a: &mut Args, s: &mut Sel, mut off: i32) -> Step {
             return Ok(false);
         }
     }
-    let mask = if bitlen == 0 { 0 } else { u32::MAX << (32 - bitlen) };
+    let mask = if bitlen == 0 {
+        0
+    } else {
+        u32::MAX << (32 - bitlen)
+    };
     Ok(s.pack(word_of(&bytes, 0), mask, off, offmask))
 }
 
@@ -314,7 +338,11 @@ fn parse_ip6_addr(a: &mut Args, s: &mut Sel, mut off: i32) -> Step {
     let mut i = 0;
     while i < plen {
         let w = i as usize / 32;
-        let mask = if i + 31 < plen { u32::MAX } else { u32::MAX << (32 - (plen - i)) };
+        let mask = if i + 31 < plen {
+            u32::MAX
+        } else {
+            u32::MAX << (32 - (plen - i))
+        };
         if !s.pack(word_of(&bytes, 4 * w), mask, off + 4 * w as i32, offmask) {
             return Ok(false);
         }
@@ -323,13 +351,10 @@ fn parse_ip6_addr(a: &mut Args, s: &mut Sel, mut off: i32) -> Step {
     Ok(true)
 }
 
+/// `parse_ip6_class`: `priority KEY MASK`, the traffic class at bit 20.
 fn parse_ip6_class(a: &mut Args, s: &mut Sel) -> Step {
-    let (mut off, mut offmask) = (0, 0);
     Ok(match parse_key_mask_no_at(a)? {
-        Some((k, m)) if k <= 0xFF && m <= 0xFF => {
-            let _ = (&mut off, &mut offmask);
-            s.pack(k << 20, m << 20, 0, 0)
-        }
+        Some((k, m)) if k <= 0xFF && m <= 0xFF => s.pack(k << 20, m << 20, 0, 0),
         _ => false,
     })
 }
@@ -339,9 +364,13 @@ fn parse_key_mask_no_at(a: &mut Args) -> CmdResult<Option<(u32, u32)>> {
     if argc(a) < 2 {
         return Ok(None);
     }
-    let Some(key) = m::get_u32(a.peek().unwrap_or(""), 0) else { return Ok(None) };
+    let Some(key) = m::get_u32(a.peek().unwrap_or(""), 0) else {
+        return Ok(None);
+    };
     a.next();
-    let Some(mask) = m::get_u32(a.peek().unwrap_or(""), 16) else { return Ok(None) };
+    let Some(mask) = m::get_u32(a.peek().unwrap_or(""), 16) else {
+        return Ok(None);
+    };
     a.next();
     Ok(Some((key, mask)))
 }
@@ -363,9 +392,13 @@ fn scan_mac(s: &str) -> Option<[u8; 6]> {
 
 fn parse_ether_addr(a: &mut Args, s: &mut Sel, mut off: i32) -> CmdResult<Result<bool, String>> {
     let mut offmask = 0;
-    let Some(w) = a.peek() else { return Ok(Ok(false)) };
+    let Some(w) = a.peek() else {
+        return Ok(Ok(false));
+    };
     let Some(mac) = scan_mac(w) else {
-        return Ok(Err(format!("parse_ether_addr: improperly formed address '{w}'")));
+        return Ok(Err(format!(
+            "parse_ether_addr: improperly formed address '{w}'"
+        )));
     };
     a.next();
     if a.peek() == Some("at") {
@@ -446,7 +479,14 @@ fn parse_ip6(a: &mut Args, s: &mut Sel) -> Step {
     }
     let w = a.peek().unwrap_or("");
     let known = [
-        "src", "dst", "priority", "protocol", "flowlabel", "dport", "sport", "icmp_type",
+        "src",
+        "dst",
+        "priority",
+        "protocol",
+        "flowlabel",
+        "dport",
+        "sport",
+        "icmp_type",
         "icmp_code",
     ];
     if !known.contains(&w) {
@@ -512,8 +552,14 @@ fn parse_mark(a: &mut Args, mark: &mut Option<U32Mark>) -> CmdResult<Result<bool
 }
 
 /// `parse_selector`; a refusal carries what the parser printed.
-fn parse_selector(a: &mut Args, s: &mut Sel, mark: &mut Option<U32Mark>) -> CmdResult<Result<(), String>> {
-    let Some(w) = a.peek() else { return Ok(Err(String::new())) };
+fn parse_selector(
+    a: &mut Args,
+    s: &mut Sel,
+    mark: &mut Option<U32Mark>,
+) -> CmdResult<Result<(), String>> {
+    let Some(w) = a.peek() else {
+        return Ok(Err(String::new()));
+    };
     let ok = |b: bool| if b { Ok(()) } else { Err(String::new()) };
     let r = if matches(w, "u32") {
         next_arg(a)?;
@@ -567,12 +613,16 @@ fn parse_offset(a: &mut Args, s: &mut Sel) -> CmdResult<Result<(), String>> {
     while let Some(w) = a.peek() {
         if matches(w, "plus") {
             let v = next_arg(a)?;
-            let Some(off) = get_integer(v) else { return Ok(Err(String::new())) };
+            let Some(off) = get_integer(v) else {
+                return Ok(Err(String::new()));
+            };
             s.sel.off = off as u16;
             s.sel.flags |= TC_U32_OFFSET;
         } else if matches(w, "at") {
             let v = next_arg(a)?;
-            let Some(off) = get_integer(v) else { return Ok(Err(String::new())) };
+            let Some(off) = get_integer(v) else {
+                return Ok(Err(String::new()));
+            };
             s.sel.offoff = off as i16;
             if off % 2 != 0 {
                 return Ok(Err("offset \"at\" must be even".into()));
@@ -580,12 +630,16 @@ fn parse_offset(a: &mut Args, s: &mut Sel) -> CmdResult<Result<(), String>> {
             s.sel.flags |= TC_U32_VAROFFSET;
         } else if matches(w, "mask") {
             let v = next_arg(a)?;
-            let Some(mask) = m::get_u16(v, 16) else { return Ok(Err(String::new())) };
+            let Some(mask) = m::get_u16(v, 16) else {
+                return Ok(Err(String::new()));
+            };
             s.sel.offmask = mask;
             s.sel.flags |= TC_U32_VAROFFSET;
         } else if matches(w, "shift") {
             let v = next_arg(a)?;
-            let Some(shift) = get_integer(v) else { return Ok(Err(String::new())) };
+            let Some(shift) = get_integer(v) else {
+                return Ok(Err(String::new()));
+            };
             s.sel.offshift = shift as u8;
             s.sel.flags |= TC_U32_VAROFFSET;
         } else if matches(w, "eat") {
@@ -603,7 +657,9 @@ fn parse_hashkey(a: &mut Args, s: &mut Sel) -> CmdResult<bool> {
     while let Some(w) = a.peek() {
         if matches(w, "mask") {
             let v = next_arg(a)?;
-            let Some(mask) = m::get_u32(v, 16) else { return Ok(false) };
+            let Some(mask) = m::get_u32(v, 16) else {
+                return Ok(false);
+            };
             s.sel.hmask = mask;
         } else if matches(w, "at") {
             let v = next_arg(a)?;
@@ -772,7 +828,11 @@ fn parse_sample(a: &mut Args, htid_v: u32) -> CmdResult<u32> {
         next_arg(a)?;
     }
     let k = s2.sel.keys[0];
-    let fshift = if k.mask != 0 { k.mask.trailing_zeros() } else { 0 };
+    let fshift = if k.mask != 0 {
+        k.mask.trailing_zeros()
+    } else {
+        0
+    };
     let hash = (k.val & k.mask) >> fshift;
     Ok(((hash % div) << 12) | (htid_v & 0xFFF0_0000))
 }
@@ -781,7 +841,12 @@ fn parse_sample(a: &mut Args, htid_v: u32) -> CmdResult<u32> {
 pub(super) fn print_table(handle: u32, divisor: u32, out: &mut Out) {
     let fh = sprint_handle(handle);
     out.str(To::Any, "fh", &format!("fh {fh} "), &fh);
-    out.int(To::Any, "ht_divisor", &format!("ht divisor {divisor} "), divisor as i64);
+    out.int(
+        To::Any,
+        "ht_divisor",
+        &format!("ht divisor {divisor} "),
+        divisor as i64,
+    );
 }
 
 /// `u32_print_opt` for a key node.
@@ -793,11 +858,23 @@ pub(super) fn print(k: &U32KnodeDump, handle: u32, cx: &FPrintCx, out: &mut Out)
         out.int(To::Any, "order", &format!("order {n} "), n);
     }
     let (ht, bkt) = (user_htid(k.hash), bucket(k.hash));
-    out.str(To::Any, "key_ht", &format!("key ht {ht:x} "), &format!("{ht:x}"));
-    out.str(To::Any, "bkt", &format!("bkt {bkt:x} "), &format!("{bkt:x}"));
+    out.str(
+        To::Any,
+        "key_ht",
+        &format!("key ht {ht:x} "),
+        &format!("{ht:x}"),
+    );
+    out.str(
+        To::Any,
+        "bkt",
+        &format!("bkt {bkt:x} "),
+        &format!("{bkt:x}"),
+    );
     let terminal = k.sel.flags & TC_U32_TERMINAL != 0;
     if let Some(c) = k.classid {
-        if !terminal {
+        // iproute2 6.1 inverted this test when it added JSON output: the
+        // star marks a terminal key node (later releases mark the others).
+        if terminal {
             out.text("*");
         }
         let c = c.to_string();
@@ -851,7 +928,12 @@ fn print_offsets(sel: &U32Sel, out: &mut Out) {
         out.item(To::Any, "", "    offset ", J::Str("    offset ".into()));
         if sel.flags & TC_U32_VAROFFSET != 0 {
             let m = sel.offmask;
-            out.str(To::Any, "offset_mask", &format!("{m:04x}"), &format!("{m:x}"));
+            out.str(
+                To::Any,
+                "offset_mask",
+                &format!("{m:04x}"),
+                &format!("{m:x}"),
+            );
             let sh = sel.offshift as i64;
             out.int(To::Any, "offset_shift", &format!(">>{sh} "), sh);
             let at = sel.offoff as i64;
@@ -868,7 +950,12 @@ fn print_offsets(sel: &U32Sel, out: &mut Out) {
     if sel.hmask != 0 {
         out.nl();
         let hm = sel.hmask;
-        out.str(To::Any, "hash_mask", &format!("    hash mask {hm:08x} "), &format!("{hm:x}"));
+        out.str(
+            To::Any,
+            "hash_mask",
+            &format!("    hash mask {hm:08x} "),
+            &format!("{hm:x}"),
+        );
         let at = sel.hoff as i64;
         out.int(To::Any, "hash_off", &format!("at {at} "), at);
     }
@@ -890,8 +977,18 @@ fn show_key(k: &U32Key, cx: &FPrintCx, out: &mut Out) {
 
 fn print_raw(k: &U32Key, out: &mut Out) {
     out.nl();
-    out.str(To::Any, "value", &format!("  match {:08x}", k.val), &format!("{:x}", k.val));
-    out.str(To::Any, "mask", &format!("/{:08x} ", k.mask), &format!("{:x}", k.mask));
+    out.str(
+        To::Any,
+        "value",
+        &format!("  match {:08x}", k.val),
+        &format!("{:x}", k.val),
+    );
+    out.str(
+        To::Any,
+        "mask",
+        &format!("/{:08x} ", k.mask),
+        &format!("{:x}", k.mask),
+    );
     let om = if k.offmask != 0 { "nexthdr+" } else { "" };
     out.str(To::Any, "offmask", &format!("at {om}"), om);
     out.int(To::Any, "off", &k.off.to_string(), k.off as i64);
@@ -920,19 +1017,33 @@ fn print_ip_key(k: &U32Key, v6: bool, out: &mut Out) {
             0x00ff_0000 => {
                 out.nl();
                 let v = hash_x(val >> 16);
-                out.str(To::Any, "ip_dsfield", &format!("  match IP dsfield {v}"), &v);
+                out.str(
+                    To::Any,
+                    "ip_dsfield",
+                    &format!("  match IP dsfield {v}"),
+                    &v,
+                );
             }
             _ => {}
         },
         8 if mask == 0x00ff_0000 => {
             out.nl();
             let v = (val >> 16) as i64;
-            out.int(To::Any, "ip_protocol", &format!("  match IP protocol {v}"), v);
+            out.int(
+                To::Any,
+                "ip_protocol",
+                &format!("  match IP protocol {v}"),
+                v,
+            );
         }
         12 | 16 => {
             if let Some(bits) = mask2bits(mask) {
                 out.nl();
-                let (label, key) = if k.off == 12 { ("src", "src") } else { ("dst", "dst") };
+                let (label, key) = if k.off == 12 {
+                    ("src", "src")
+                } else {
+                    ("dst", "dst")
+                };
                 out.text(&format!("  match IP {label} "));
                 out.open(key);
                 let addr = Ipv4Addr::from(val).to_string();
@@ -944,7 +1055,9 @@ fn print_ip_key(k: &U32Key, v6: bool, out: &mut Out) {
         20 => {
             let (lo, hi) = ((val & 0xffff) as u64, (val >> 16) as u64);
             match (mask, v6) {
-                (0x0000_ffff, false) => out.uint(To::Any, "dport", &format!("match dport {lo}"), lo),
+                (0x0000_ffff, false) => {
+                    out.uint(To::Any, "dport", &format!("match dport {lo}"), lo)
+                }
                 (0xffff_0000, false) => {
                     out.nl();
                     out.uint(To::Any, "sport", &format!("  match sport {hi}"), hi);
@@ -989,7 +1102,13 @@ mod tests {
     }
 
     fn keys(o: &U32Opts) -> Vec<(u32, u32, i32)> {
-        o.sel.as_ref().unwrap().keys.iter().map(|k| (k.val, k.mask, k.off)).collect()
+        o.sel
+            .as_ref()
+            .unwrap()
+            .keys
+            .iter()
+            .map(|k| (k.val, k.mask, k.off))
+            .collect()
     }
 
     #[test]
@@ -1002,7 +1121,11 @@ mod tests {
         );
         assert_eq!(
             keys(&o),
-            vec![(0x60000, 0xff0000, 8), (0x05000000, 0x0f00ffc0, 0), (0x100000, 0xff0000, 32)]
+            vec![
+                (0x60000, 0xff0000, 8),
+                (0x05000000, 0x0f00ffc0, 0),
+                (0x100000, 0xff0000, 32)
+            ]
         );
         assert_eq!(o.classid, Some(Handle::new(1, 0x10)));
         assert_eq!(o.sel.unwrap().flags, TC_U32_TERMINAL);
@@ -1011,7 +1134,10 @@ mod tests {
     #[test]
     fn addresses_ports_and_ether_as_f_u32_packs_them() {
         // u32.golden: `match ip src 10.0.0` is 0a000000/ffffffff at 12.
-        assert_eq!(keys(&sel_of("match ip src 10.0.0")), vec![(0x0a000000, u32::MAX, 12)]);
+        assert_eq!(
+            keys(&sel_of("match ip src 10.0.0")),
+            vec![(0x0a000000, u32::MAX, 12)]
+        );
         // `match ether src 02:00:00:00:00:01`.
         assert_eq!(
             keys(&sel_of("match ether src 02:00:00:00:00:01")),
@@ -1021,7 +1147,10 @@ mod tests {
         assert_eq!(keys(&sel_of("match ip6 dst ::1/128")).len(), 4);
         // `match u16 1 1 at 1` lands unshifted at 0.
         assert_eq!(keys(&sel_of("match u16 1 1 at 1")), vec![(1, 1, 0)]);
-        assert_eq!(keys(&sel_of("match tcp dst 443 0xffff"))[0], (443, 0xffff, 0));
+        assert_eq!(
+            keys(&sel_of("match tcp dst 443 0xffff"))[0],
+            (443, 0xffff, 0)
+        );
     }
 
     #[test]
@@ -1033,7 +1162,7 @@ mod tests {
         assert_eq!(get_u32_handle("800::1000"), None);
         assert_eq!(get_u32_handle("1"), None);
         assert_eq!(sprint_handle(0x8000_0800), "800::800");
-        assert_eq!(sprint_handle(0x0021_0800), "2:1:800");
+        assert_eq!(sprint_handle(0x0020_1800), "2:1:800");
     }
 
     #[test]

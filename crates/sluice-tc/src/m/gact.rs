@@ -2,7 +2,7 @@
 //! `[gact] CONTROL [random netrand|determ CONTROL VAL] [index N]`, or
 //! `gact index N` to bind an existing action.
 
-use super::{argc, next_arg, parse_action_control, print_action_control, soft, verdict, PrintCx};
+use super::{next_arg, parse_action_control, print_action_control, soft, verdict, PrintCx};
 use crate::args::{matches, Args, CmdResult, Fail};
 use crate::out::{Out, To};
 use sluice_core::act::gact::{GactOpts, GactRandKind, GactRandom};
@@ -37,7 +37,8 @@ pub(crate) fn parse(a: &mut Args) -> CmdResult<ActionSpec> {
     let mut random = None;
     let bind_by_index = a.peek().is_some_and(|w| matches(w, "index"));
     if !bind_by_index {
-        action = parse_action_control(a, false).map_err(|f| if f.code == 1 { usage(f) } else { f })?;
+        action =
+            parse_action_control(a, false).map_err(|f| if f.code == 1 { usage(f) } else { f })?;
         if let Some(w) = a.peek() {
             if matches(w, "random") {
                 random = Some(parse_random(a)?);
@@ -89,7 +90,6 @@ fn parse_random(a: &mut Args) -> CmdResult<GactRandom> {
         return Err(soft(format!("Illegal probability val  0x{pval:x}")));
     }
     a.next();
-    let _ = argc;
     Ok(GactRandom {
         kind,
         action: verdict(paction)?,
@@ -115,15 +115,30 @@ pub(crate) fn print(d: &ActionDump, cx: &PrintCx, out: &mut Out) {
     };
     out.open("prob");
     out.nl();
-    out.str(To::Any, "random_type", &format!("\t random type {kind}"), kind);
+    out.str(
+        To::Any,
+        "random_type",
+        &format!("\t random type {kind}"),
+        kind,
+    );
     print_action_control(out, " ", paction, " ");
     out.int(To::Any, "val", &format!("val {pval}"), pval as i64);
     out.close();
     out.nl();
     let i = d.index as u64;
     out.uint(To::Any, "index", &format!("\t index {i}"), i);
-    out.int(To::Any, "ref", &format!(" ref {}", d.refcnt), d.refcnt as i64);
-    out.int(To::Any, "bind", &format!(" bind {}", d.bindcnt), d.bindcnt as i64);
+    out.int(
+        To::Any,
+        "ref",
+        &format!(" ref {}", d.refcnt),
+        d.refcnt as i64,
+    );
+    out.int(
+        To::Any,
+        "bind",
+        &format!(" bind {}", d.bindcnt),
+        d.bindcnt as i64,
+    );
     if cx.stats {
         super::print_tm(d, cx.now, out);
     }
@@ -143,18 +158,28 @@ mod tests {
         let w = words("drop random determ ok 10 index 7");
         let s = parse(&mut Args::new(&w)).unwrap();
         assert_eq!(s.index, 7);
-        let ActionOpts::Gact(o) = s.opts else { panic!() };
+        let ActionOpts::Gact(o) = s.opts else {
+            panic!()
+        };
         assert_eq!(o.action, Verdict::Shot);
         let r = o.random.unwrap();
-        assert_eq!((r.kind, r.action, r.pval), (GactRandKind::Determ, Verdict::Ok, 10));
+        assert_eq!(
+            (r.kind, r.action, r.pval),
+            (GactRandKind::Determ, Verdict::Ok, 10)
+        );
         // Golden actions.golden "gact parse errors and help".
         let w = words("gact drop random determ ok");
         let e = parse(&mut Args::new(&w)).unwrap_err();
-        assert_eq!((e.code, e.stderr.as_str()), (1, "Illegal probability val 0x1000\n"));
+        assert_eq!(
+            (e.code, e.stderr.as_str()),
+            (1, "Illegal probability val 0x1000\n")
+        );
         let w = words("gact help");
         let e = parse(&mut Args::new(&w)).unwrap_err();
         assert_eq!(e.code, 255);
-        assert!(e.stderr.starts_with("Bad action type help\nUsage: ... gact <ACTION>"));
+        assert!(e
+            .stderr
+            .starts_with("Bad action type help\nUsage: ... gact <ACTION>"));
         let w = words("gact drop index abc");
         let e = parse(&mut Args::new(&w)).unwrap_err();
         assert_eq!(e.stderr, "Illegal \"index\"\n");

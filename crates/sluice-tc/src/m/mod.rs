@@ -218,6 +218,52 @@ pub(crate) fn print_action_control(out: &mut Out, prefix: &str, v: Verdict, suff
     out.text(suffix);
 }
 
+/// Action kinds compiled into iproute2 6.1.
+pub(crate) const IPROUTE2_KINDS: [&str; 21] = [
+    "bpf",
+    "connmark",
+    "csum",
+    "ct",
+    "ctinfo",
+    "gact",
+    "gate",
+    "ife",
+    "ipt",
+    "mirred",
+    "mpls",
+    "nat",
+    "pedit",
+    "police",
+    "sample",
+    "simple",
+    "skbedit",
+    "skbmod",
+    "tunnel_key",
+    "vlan",
+    "xt",
+];
+
+/// A kind iproute2 knows and sluice does not: its words are skipped up to
+/// the next action or filter option, and the kernel's answer is that of a
+/// kernel without the module (status 2; `tc actions` makes it 255).
+fn foreign(a: &mut Args) -> Fail {
+    a.next();
+    if a.is_empty() {
+        // Their parsers all want at least one word (NEXT_ARG).
+        return incomplete();
+    }
+    while let Some(w) = a.peek() {
+        if w == "action" || w == "flowid" || w == "classid" || GACT_WORDS.contains(&w) {
+            break;
+        }
+        a.next();
+    }
+    Fail::new(
+        2,
+        "Error: Failed to load TC action module.\nWe have an error talking to the kernel",
+    )
+}
+
 const GACT_WORDS: [&str; 4] = ["keys", "table", "preactions", "postactions"];
 
 /// `new_cmd`: words that start another `tc actions` command.
@@ -258,6 +304,7 @@ pub(crate) fn parse_actions(a: &mut Args) -> CmdResult<Vec<ActionSpec>> {
         let (left, word) = (argc(a), w);
         let parsed = match (is_gact, w) {
             (false, "police") => police::parse_action(a),
+            (false, k) if k != "gact" && IPROUTE2_KINDS.contains(&k) => Err(foreign(a)),
             _ => gact::parse(a),
         };
         let mut spec = parsed.map_err(|f| {
@@ -285,7 +332,10 @@ fn parse_cookie(a: &mut Args) -> CmdResult<Option<Vec<u8>>> {
     }
     let v = next_arg(a)?;
     if v.len() > 32 {
-        let msg = format!("Error: argument \"{v}\" is wrong: {} Max allowed size 32", v.len());
+        let msg = format!(
+            "Error: argument \"{v}\" is wrong: {} Max allowed size 32",
+            v.len()
+        );
         return Err(Fail::new(255, msg));
     }
     let not_hex = || {
@@ -396,8 +446,18 @@ fn print_one(d: &ActionDump, bind: bool, cx: &PrintCx, out: &mut Out) {
 /// `print_tcstats2_attr` for an action's counters.
 pub(crate) fn print_stats2(s: &ActionStats, rate: Option<(u64, u64)>, prefix: &str, out: &mut Out) {
     out.text(prefix);
-    out.uint(To::Any, "bytes", &format!("Sent {} bytes", s.bytes), s.bytes);
-    out.uint(To::Any, "packets", &format!(" {} pkt", s.packets), s.packets);
+    out.uint(
+        To::Any,
+        "bytes",
+        &format!("Sent {} bytes", s.bytes),
+        s.bytes,
+    );
+    out.uint(
+        To::Any,
+        "packets",
+        &format!(" {} pkt", s.packets),
+        s.packets,
+    );
     out.uint(To::Any, "drops", &format!(" (dropped {}", s.drops), s.drops);
     let o = s.overlimits;
     out.uint(To::Any, "overlimits", &format!(", overlimits {o}"), o);
@@ -448,7 +508,10 @@ mod tests {
         assert_eq!(action_a2n("3", true), Some(3));
         let w = words("goto chain 42 rest");
         let mut a = Args::new(&w);
-        assert_eq!(parse_action_control(&mut a, false), Ok(TC_ACT_GOTO_CHAIN | 42));
+        assert_eq!(
+            parse_action_control(&mut a, false),
+            Ok(TC_ACT_GOTO_CHAIN | 42)
+        );
         assert_eq!(a.peek(), Some("rest"));
         let w = words("pass / goto chain 42");
         let mut a = Args::new(&w);
@@ -465,6 +528,9 @@ mod tests {
         // Golden actions.golden, "generic actions command errors".
         let w = words("action");
         let e = parse_actions(&mut Args::new(&w)).unwrap_err();
-        assert_eq!(e.stderr, "bad action empty 1\nparse_action: bad value (0:(null))!\n");
+        assert_eq!(
+            e.stderr,
+            "bad action empty 1\nparse_action: bad value (0:(null))!\n"
+        );
     }
 }

@@ -9,8 +9,8 @@
 //! (2047 bytes when none is given), whose `cell_log` the kernel checks.
 
 use super::{
-    argc, next_arg, parse_action_control, parse_action_control_slash, print_action_control,
-    soft, verdict, PrintCx,
+    argc, next_arg, parse_action_control, parse_action_control_slash, print_action_control, soft,
+    verdict, PrintCx,
 };
 use crate::args::{duparg, invarg, matches, Args, CmdResult, Fail};
 use crate::out::{Out, To};
@@ -72,7 +72,9 @@ struct Words {
 /// `get_size_and_cell`: the size, and the cell's log2 if one was given.
 fn size_and_cell(v: &str, what: &str) -> CmdResult<(u32, Option<u8>)> {
     let sz = crate::q::size_and_cell(v).map_err(|shown| invarg(what, &shown))?;
-    let cell = v.split_once('/').and_then(|(_, c)| crate::args::get_integer(c));
+    let cell = v
+        .split_once('/')
+        .and_then(|(_, c)| crate::args::get_integer(c));
     Ok((sz, cell.map(|c| c.trailing_zeros() as u8)))
 }
 
@@ -121,9 +123,18 @@ fn parse(a: &mut Args) -> CmdResult<PoliceSpec> {
                 return Err(duparg("peakrate", v));
             }
             w.prate64 = parse_rate(v).map_err(|_| invarg("peakrate", v))?;
-        } else if ["reclassify", "drop", "shot", "continue", "pass", "ok", "pipe", "goto"]
-            .iter()
-            .any(|k| matches(word, k))
+        } else if [
+            "reclassify",
+            "drop",
+            "shot",
+            "continue",
+            "pass",
+            "ok",
+            "pipe",
+            "goto",
+        ]
+        .iter()
+        .any(|k| matches(word, k))
         {
             w.action = Some(parse_action_control(a, false)?);
             ok += 1;
@@ -187,7 +198,9 @@ fn check(w: &Words) -> CmdResult {
         return Err(soft("'pkts_burst' requires 'pkts_rate'."));
     }
     if w.pps64 != 0 && w.rate64 != 0 {
-        return Err(soft("'rate' and 'pkts_rate' are not allowed in same action."));
+        return Err(soft(
+            "'rate' and 'pkts_rate' are not allowed in same action.",
+        ));
     }
     if w.prate64 != 0 {
         if w.rate64 == 0 {
@@ -253,7 +266,9 @@ fn build(w: &Words) -> CmdResult<PoliceSpec> {
 
 /// `print_police` (also `tc_print_police` for the old form in filters).
 pub(crate) fn print(d: &ActionDump, cx: &PrintCx, out: &mut Out) {
-    let ActionOpts::Police(o) = &d.opts else { return };
+    let ActionOpts::Police(o) = &d.opts else {
+        return;
+    };
     out.str(To::Json, "kind", "", "police");
     out.text(&format!(" police 0x{:x} ", d.index));
     out.uint(To::Json, "index", "", d.index as u64);
@@ -281,7 +296,12 @@ pub(crate) fn print(d: &ActionDump, cx: &PrintCx, out: &mut Out) {
         None => out.text(" "),
     }
     let overhead = rate.map_or(0, |r| r.overhead) as u32;
-    out.uint(To::Any, "overhead", &format!("overhead {} ", fmt_size(overhead)), overhead as u64);
+    out.uint(
+        To::Any,
+        "overhead",
+        &format!("overhead {} ", fmt_size(overhead)),
+        overhead as u64,
+    );
     let ll = rate.map_or(LinkLayer::Unspec, |r| r.linklayer);
     if ll == LinkLayer::Atm || cx.details {
         let name = match ll {
@@ -292,8 +312,18 @@ pub(crate) fn print(d: &ActionDump, cx: &PrintCx, out: &mut Out) {
         out.str(To::Any, "linklayer", &format!("linklayer {name} "), name);
     }
     out.nl();
-    out.int(To::Any, "ref", &format!("\tref {} ", d.refcnt), d.refcnt as i64);
-    out.int(To::Any, "bind", &format!("bind {} ", d.bindcnt), d.bindcnt as i64);
+    out.int(
+        To::Any,
+        "ref",
+        &format!("\tref {} ", d.refcnt),
+        d.refcnt as i64,
+    );
+    out.int(
+        To::Any,
+        "bind",
+        &format!("bind {} ", d.bindcnt),
+        d.bindcnt as i64,
+    );
     if cx.stats {
         super::print_tm(d, cx.now, out);
     }
@@ -328,11 +358,31 @@ mod tests {
         // Golden actions.golden "police parse errors and help".
         let cases = [
             ("police rate 1mbit", 1, "'burst' requires 'rate'.\n"),
-            ("police burst 10k", 1, "'rate' or 'avrate' or 'mtu' or 'pkts_rate' MUST be specified.\n"),
-            ("police rate abc burst 10k", 255, "Error: argument \"abc\" is wrong: rate\n"),
-            ("police rate 1mbit burst abc", 255, "Error: argument \"abc\" is wrong: buffer\n"),
-            ("police rate 1mbit burst 10k conform-exceed foo", 1, "Bad action type foo\n"),
-            ("police", 255, "Command line is not complete. Try option \"help\"\n"),
+            (
+                "police burst 10k",
+                1,
+                "'rate' or 'avrate' or 'mtu' or 'pkts_rate' MUST be specified.\n",
+            ),
+            (
+                "police rate abc burst 10k",
+                255,
+                "Error: argument \"abc\" is wrong: rate\n",
+            ),
+            (
+                "police rate 1mbit burst abc",
+                255,
+                "Error: argument \"abc\" is wrong: buffer\n",
+            ),
+            (
+                "police rate 1mbit burst 10k conform-exceed foo",
+                1,
+                "Bad action type foo\n",
+            ),
+            (
+                "police",
+                255,
+                "Command line is not complete. Try option \"help\"\n",
+            ),
         ];
         for (cmd, code, msg) in cases {
             let w = words(cmd);
