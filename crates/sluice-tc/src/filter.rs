@@ -30,7 +30,6 @@ use sluice_core::device::Device;
 use sluice_core::error::{Errno, TcError};
 use sluice_core::handle::Handle;
 use sluice_core::time::Time;
-use sluice_core::units::parse_time_us;
 
 const USAGE: &str = "Usage: tc filter [ add | del | change | replace | show ] [ dev STRING ]
        tc filter [ add | del | change | replace | show ] [ block BLOCK_INDEX ]
@@ -250,7 +249,7 @@ fn parse_common<'a>(
             }
             c.chain = Some(m::get_u32(v, 0).ok_or_else(|| invarg("invalid chain index value", v))?);
         } else if which == Which::Modify && matches(w, "estimator") {
-            c.estimator = Some(parse_estimator(a)?);
+            c.estimator = Some(crate::tc::parse_estimator(a)?);
         } else if matches(w, "help") {
             if which == Which::List {
                 // tc_filter_list prints the usage and goes on.
@@ -275,58 +274,6 @@ fn parse_common<'a>(
     Ok(Some(c))
 }
 
-const EST_USAGE: &str = "Usage: ... estimator INTERVAL TIME-CONST
-  INTERVAL is interval between measurements
-  TIME-CONST is averaging time constant
-Example: ... est 1sec 8sec";
-
-/// `parse_estimator` + `tc_setup_estimator` (tc_estimator.c).
-fn parse_estimator(a: &mut Args) -> CmdResult<EstimatorSpec> {
-    let v = a.value()?;
-    if matches(v, "help") {
-        return Err(Fail::new(255, EST_USAGE));
-    }
-    let interval = parse_time_us(v).map_err(|_| {
-        Fail::new(
-            255,
-            "Error: argument \"invalid estimator interval\" is wrong: estimator",
-        )
-    })?;
-    let v = a.value()?;
-    if matches(v, "help") {
-        return Err(Fail::new(255, EST_USAGE));
-    }
-    let time_const = parse_time_us(v).map_err(|_| {
-        Fail::new(
-            255,
-            "Error: argument \"invalid estimator time constant\" is wrong: estimator",
-        )
-    })?;
-    let out_of_range = || Fail::new(255, "Error: estimator parameters are out of range.");
-    let mut ilog = 0i32;
-    while ilog <= 5 && interval as u64 > (1u64 << ilog) * 250_000 {
-        ilog += 1;
-    }
-    if ilog > 5 {
-        return Err(out_of_range());
-    }
-    let mut ewma = 1u32;
-    while ewma < 32 {
-        let w = 1.0 - 1.0 / (1u64 << ewma) as f64;
-        if interval as f64 / (-w.ln()) > time_const as f64 {
-            break;
-        }
-        ewma += 1;
-    }
-    ewma -= 1;
-    if ewma == 0 || ewma >= 31 {
-        return Err(out_of_range());
-    }
-    Ok(EstimatorSpec {
-        interval_log: (ilog - 2) as i8,
-        ewma_log: ewma as u8,
-    })
-}
 
 /// The commands that go through `tc_filter_modify`.
 #[derive(Clone, Copy, PartialEq, Eq)]

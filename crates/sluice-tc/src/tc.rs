@@ -10,6 +10,7 @@ use crate::net::{alloc_handle, Net};
 use crate::out::{Out, To};
 use crate::q;
 use crate::Outcome;
+use sluice_core::act::EstimatorSpec;
 use sluice_core::device::{Device, NlFlags, QdiscRequest};
 use sluice_core::error::TcError;
 use sluice_core::handle::Handle;
@@ -272,7 +273,8 @@ fn qdisc_modify(net: &mut Net, a: &mut Args, flags: Option<NlFlags>) -> CmdResul
                 if estimator.is_some() {
                     return Err(duparg("estimator", a.peek().unwrap_or("")));
                 }
-                estimator = Some(parse_estimator(a)?);
+                let e = parse_estimator(a)?;
+                estimator = Some(RateEstimator::new(e.interval_log, e.ewma_log));
             }
             w if matches(w, "help") => return Err(Fail::new(255, QDISC_USAGE)),
             w => {
@@ -343,7 +345,7 @@ Example: ... est 1sec 8sec
 ";
 
 /// `parse_estimator` + `tc_setup_estimator` (tc_estimator.c).
-fn parse_estimator(a: &mut Args) -> CmdResult<RateEstimator> {
+pub(crate) fn parse_estimator(a: &mut Args) -> CmdResult<EstimatorSpec> {
     let help = |w: &str| matches(w, "help");
     let v = a.value()?;
     let bad_interval = || {
@@ -389,7 +391,7 @@ fn parse_estimator(a: &mut Args) -> CmdResult<RateEstimator> {
     if ewma == 0 || ewma >= 31 {
         return Err(out_of_range());
     }
-    Ok(RateEstimator::new((ilog - 2) as i8, ewma as u8))
+    Ok(EstimatorSpec { interval_log: (ilog - 2) as i8, ewma_log: ewma as u8 })
 }
 
 fn parse_ingress_words(kind: &str, a: &mut Args) -> CmdResult {
