@@ -100,7 +100,11 @@ pub fn build(sc: &Scenario, vars: &BTreeMap<String, String>) -> Result<Built, St
         let (bn, bd) = split_end(&l.b)?;
         let (ai, bi) = (node_ix(&nets, an)?, node_ix(&nets, bn)?);
         for (ni, dev, q) in [(ai, ad, l.txqueuelen_a.as_ref()), (bi, bd, l.txqueuelen_b.as_ref())] {
-            let q = q.or(l.txqueuelen.as_ref()).map(|v| num(v, "txqueuelen")).transpose()?.unwrap_or(1000);
+            let q = q
+                .or(l.txqueuelen.as_ref())
+                .map(|v| num(&toml::Value::String(substitute(&value_text(v), vars)?), "txqueuelen"))
+                .transpose()?
+                .unwrap_or(1000);
             let net = &mut nets[ni].3;
             for cmd in [
                 format!("link add dev {dev} type ether"),

@@ -12,6 +12,7 @@ use std::path::PathBuf;
 pub const BUNDLED: &[(&str, &str)] = &[
     ("dumbbell", include_str!("../../../examples/dumbbell.toml")),
     ("seed002", include_str!("../../../examples/seed002-cable-upload.toml")),
+    ("seed004", include_str!("../../../examples/seed004-lan-bufferbloat.toml")),
 ];
 
 /// `sluice sim` options.
