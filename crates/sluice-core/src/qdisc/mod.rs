@@ -15,10 +15,14 @@
 //! drops, which is what the kernel's `qdisc_tree_reduce_backlog` does.
 
 pub mod class_hash;
+pub mod codel;
+pub mod codel_law;
+pub mod fq_codel;
 pub mod fifo;
 pub mod flow_hash;
 pub mod htb;
 pub mod ingress;
+pub mod netem;
 pub mod noqueue;
 pub mod pfifo_fast;
 pub mod prio;
@@ -146,6 +150,9 @@ pub enum QdiscOpts {
     Htb(htb::HtbOpts),
     Ingress(ingress::IngressOpts),
     Clsact(ingress::IngressOpts),
+    Netem(netem::NetemOpts),
+    Codel(codel::CodelOpts),
+    FqCodel(fq_codel::FqCodelOpts),
     Noqueue,
     Noop,
 }
@@ -164,6 +171,9 @@ impl QdiscOpts {
             QdiscOpts::Htb(_) => "htb",
             QdiscOpts::Ingress(_) => "ingress",
             QdiscOpts::Clsact(_) => "clsact",
+            QdiscOpts::Netem(_) => "netem",
+            QdiscOpts::Codel(_) => "codel",
+            QdiscOpts::FqCodel(_) => "fq_codel",
             QdiscOpts::Noqueue => "noqueue",
             QdiscOpts::Noop => "noop",
         }
@@ -173,7 +183,7 @@ impl QdiscOpts {
 /// The kinds sluice implements (those `create` can build).
 pub const KINDS: &[&str] = &[
     "pfifo", "bfifo", "pfifo_head_drop", "pfifo_fast", "prio", "tbf", "sfq", "htb", "ingress", "clsact",
-    "noqueue",
+    "noqueue", "netem", "codel", "fq_codel",
 ];
 
 /// Build a qdisc of the kind `opts` names (`qdisc_create` + `init`).
@@ -195,6 +205,9 @@ pub fn create(opts: &QdiscOpts, dev: &DevInfo) -> TcResult<Box<dyn Qdisc>> {
         QdiscOpts::Clsact(o) => {
             Box::new(ingress::Ingress::new(ingress::IngressKind::Clsact, o, dev)?)
         }
+        QdiscOpts::Netem(o) => Box::new(netem::Netem::new(o, dev)?),
+        QdiscOpts::Codel(o) => Box::new(codel::Codel::new(o, dev)?),
+        QdiscOpts::FqCodel(o) => Box::new(fq_codel::FqCodel::new(o, dev)?),
         QdiscOpts::Noqueue => Box::new(noqueue::Noqueue::new(false)),
         QdiscOpts::Noop => Box::new(noqueue::Noqueue::new(true)),
     })
@@ -211,6 +224,12 @@ pub enum XStats {
     HtbClass(htb::HtbClassXstats),
     /// SFQ class (flow) statistics.
     SfqClass(sfq::SfqClassXstats),
+    /// codel qdisc statistics.
+    Codel(codel::CodelXstats),
+    /// fq_codel qdisc statistics.
+    FqCodel(fq_codel::FqCodelXstats),
+    /// fq_codel class (flow) statistics.
+    FqCodelClass(fq_codel::FqCodelClassXstats),
 }
 
 /// A queueing discipline. Implementations keep their own queues and state;

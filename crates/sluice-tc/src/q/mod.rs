@@ -1,8 +1,11 @@
 //! Per-kind syntax: parsing a qdisc's options from tc's words and printing
 //! them back as iproute2's `q_<kind>.c` does. One file per kind.
 
+mod codel;
 mod fifo;
+mod fq_codel;
 mod htb;
+mod netem;
 mod pfifo_fast;
 mod prio;
 mod sfq;
@@ -25,6 +28,9 @@ pub fn parse_qdisc(
     Ok(Some(match kind {
         "tbf" => return tbf::parse(args),
         "prio" => return prio::parse(args),
+        "netem" => return netem::parse(args, dev),
+        "codel" => return codel::parse(args, dev),
+        "fq_codel" => return fq_codel::parse(args, dev),
         "sfq" => return sfq::parse(args, dev),
         "pfifo" | "bfifo" | "pfifo_head_drop" => fifo::parse(kind, args)?,
         "pfifo_fast" => pfifo_fast::parse(args)?,
@@ -61,6 +67,9 @@ pub fn print_qdisc(opts: &QdiscOpts, out: &mut Out, details: bool) {
         QdiscOpts::Tbf(o) => tbf::print(o, out, details),
         QdiscOpts::Prio(o) => prio::print(o, out, details),
         QdiscOpts::Sfq(o) => sfq::print(o, out, details),
+        QdiscOpts::Netem(o) => netem::print(o, out, details),
+        QdiscOpts::Codel(o) => codel::print(o, out, details),
+        QdiscOpts::FqCodel(o) => fq_codel::print(o, out, details),
         _ => {}
     }
 }
@@ -86,6 +95,9 @@ pub fn print_xstats(x: &XStats, out: &mut Out) {
     match x {
         XStats::HtbClass(h) => htb::print_xstats(h, out),
         XStats::SfqClass(x) => sfq::print_xstats(x, out),
+        XStats::Codel(x) => codel::print_xstats(x, out),
+        XStats::FqCodel(x) => fq_codel::print_xstats(x, out),
+        XStats::FqCodelClass(x) => fq_codel::print_class_xstats(x, out),
         XStats::None | XStats::Absent => {}
     }
 }

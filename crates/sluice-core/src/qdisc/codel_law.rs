@@ -1,0 +1,1 @@
+//! PLACEHOLDER: the CoDel control law shared by codel, fq_codel (and later cake). Being written.
