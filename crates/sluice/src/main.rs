@@ -7,6 +7,8 @@ use sluice_tc::state::{state_dir, Session};
 use sluice_tc::{ip, tc, Outcome};
 use std::io::Write;
 
+mod bench;
+mod replay;
 mod sim;
 use std::process::ExitCode;
 
@@ -144,6 +146,8 @@ fn run_ip(argv: &[String]) -> Outcome {
 
 const USAGE: &str = "usage: sluice { tc | ip | sim } ARGS...
   sluice sim NAME|FILE  run a network scenario in virtual time (--list, --help)
+  sluice replay ...     run a capture through a tc script's qdiscs (--help)
+  sluice bench [...]    measure qdisc and simulator speed
   sluice tc ...   the tc command language (iproute2 6.x syntax and output)
   sluice ip ...   the ip link subset that creates and configures devices
 Invoked through a link named tc or ip, sluice behaves as that tool.
@@ -165,6 +169,8 @@ fn main() -> ExitCode {
             Some("tc") => run_tc(&argv[2..]),
             Some("ip") => run_ip(&argv[2..]),
             Some("sim") => return ExitCode::from(sim::main(&argv[2..]) as u8),
+            Some("bench") => return ExitCode::from(bench::main(&argv[2..]) as u8),
+            Some("replay") => return ExitCode::from(replay::main(&argv[2..]) as u8),
             _ => Outcome {
                 stderr: USAGE.into(),
                 code: if argv.len() > 1 { 255 } else { 0 },
