@@ -65,9 +65,10 @@ pub struct FlowResult {
     pub name: String,
     /// `udp` or `tcp`.
     pub kind: String,
-    /// Bytes delivered to the receiving application.
+    /// Bytes delivered to the receiving application in the measured window
+    /// (after the scenario's `warmup`, while the flow runs).
     pub bytes: u64,
-    /// Average goodput over the flow's active time, Mbit/s.
+    /// Average goodput over that window, Mbit/s.
     pub goodput_mbps: f64,
     /// Share of the total goodput of all flows in the run, 0..1.
     pub share: f64,
@@ -76,9 +77,13 @@ pub struct FlowResult {
 }
 
 impl FlowResult {
-    /// A flow that delivered `bytes` over `secs` seconds, with per-bin counts.
-    pub fn new(name: &str, kind: &str, bytes: u64, secs: f64, bins: &BTreeMap<u64, u64>) -> Self {
+    /// A flow's result from its per-bin deliveries: goodput over `[from, to)`
+    /// (whole bins), the series over the whole run.
+    pub fn new(name: &str, kind: &str, bins: &BTreeMap<u64, u64>, from: Time, to: Time) -> Self {
         let bin_s = BIN.0 as f64 / 1e9;
+        let (b0, b1) = (from.0.div_ceil(BIN.0), to.0 / BIN.0);
+        let bytes: u64 = bins.range(b0..b1.max(b0)).map(|(_, v)| v).sum();
+        let secs = b1.saturating_sub(b0) as f64 * bin_s;
         FlowResult {
             name: name.to_string(),
             kind: kind.to_string(),

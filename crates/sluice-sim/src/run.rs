@@ -19,6 +19,8 @@ pub struct Built {
     pub world: World,
     /// How long to run.
     pub duration: Time,
+    /// Goodput is measured from here on.
+    pub warmup: Time,
     /// Workload labels, in the order of the scenario, with where to find their results.
     pub labels: Vec<(String, Measure)>,
 }
@@ -79,10 +81,26 @@ fn buffer(s: Option<&String>) -> Result<TxBuffer, String> {
     bytes(s.strip_suffix('b').unwrap_or(s), "buffer").map(TxBuffer::Bytes)
 }
 
-/// Build the network for `vars` (already resolved for a variant).
+/// Runs a node's shell script against its namespace: given the commands
+/// that set the namespace up so far, returns the namespace after the script
+/// (run with bash, sluice's `tc`/`ip` links first on PATH). The binary
+/// provides it; the library spawns no processes.
+pub trait ScriptRunner {
+    /// Run `script` (inline text, or a file name to resolve) for `node`.
+    fn run_script(&self, node: &str, setup: &[Vec<String>], script: &str, seed: u64) -> Result<Net, String>;
+}
+
+/// Build the network for `vars` (already resolved for a variant); nodes with
+/// scripts are refused (see [`build_with`]).
 pub fn build(sc: &Scenario, vars: &BTreeMap<String, String>) -> Result<Built, String> {
+    build_with(sc, vars, None)
+}
+
+/// Build the network, running node scripts with `runner`.
+pub fn build_with(sc: &Scenario, vars: &BTreeMap<String, String>, runner: Option<&dyn ScriptRunner>) -> Result<Built, String> {
     let sub = |s: &str| substitute(s, vars);
     let duration = time(&sub(&sc.duration)?, "duration")?;
+    let warmup = sc.warmup.as_ref().map(|w| time(&sub(w)?, "warmup")).transpose()?.unwrap_or(Time::ZERO);
     // Every node gets a namespace with the devices its links name.
     let mut nets: Vec<(String, Ipv4Addr, bool, Net)> = vec![];
     for n in &sc.nodes {
@@ -94,6 +112,7 @@ pub fn build(sc: &Scenario, vars: &BTreeMap<String, String>) -> Result<Built, St
     let node_ix = |nets: &[(String, Ipv4Addr, bool, Net)], name: &str| {
         nets.iter().position(|n| n.0 == name).ok_or_else(|| format!("unknown node {name:?}"))
     };
+    let mut logs: Vec<Vec<Vec<String>>> = vec![vec![]; nets.len()];
     let mut link_ends = vec![];
     for (li, l) in sc.links.iter().enumerate() {
         let (an, ad) = split_end(&l.a)?;
@@ -116,6 +135,7 @@ pub fn build(sc: &Scenario, vars: &BTreeMap<String, String>) -> Result<Built, St
                 if o.code != 0 {
                     return Err(format!("link {li}: ip {cmd}: {}", o.stderr.trim()));
                 }
+                logs[ni].push(std::iter::once("ip".to_string()).chain(words).collect());
             }
         }
         link_ends.push(((ai, ad.to_string()), (bi, bd.to_string())));
@@ -137,10 +157,16 @@ pub fn build(sc: &Scenario, vars: &BTreeMap<String, String>) -> Result<Built, St
             if o.code != 0 {
                 return Err(format!("node {}: `{line}` failed: {}", n.name, o.stderr.trim()));
             }
+            logs[ni].push(words);
         }
-        if n.script.is_some() {
-            return Err(format!("node {}: scripts need the sluice binary (sluice sim); use `tc = [...]` here", n.name));
+        let Some(script) = n.script.as_ref().map(|s| sub(s)).transpose()? else { continue };
+        if script.trim().is_empty() {
+            continue;
         }
+        let runner = runner.ok_or_else(|| {
+            format!("node {}: scripts run with bash and the sluice binary (use `sluice sim`); use `tc = [...]` here", n.name)
+        })?;
+        nets[ni].3 = runner.run_script(&n.name, &logs[ni], &script, sc.seed)?;
     }
     let mut world = World::default();
     for (name, addr, router, net) in nets {
@@ -153,10 +179,14 @@ pub fn build(sc: &Scenario, vars: &BTreeMap<String, String>) -> Result<Built, St
     world.compute_routes();
     let mut labels = vec![];
     for (wi, w) in sc.workloads.iter().enumerate() {
+        let enabled = w.enabled.as_ref().map(|e| sub(e)).transpose()?;
+        if enabled.is_some_and(|e| matches!(e.trim(), "false" | "0" | "no" | "")) {
+            continue;
+        }
         labels.push(add_workload(&mut world, w, wi, vars, duration)?);
     }
     world.start_apps();
-    Ok(Built { world, duration, labels })
+    Ok(Built { world, duration, warmup, labels })
 }
 
 fn port_configs(l: &LinkSpec, vars: &BTreeMap<String, String>, seed: u64) -> Result<(PortConfig, PortConfig), String> {
@@ -311,13 +341,12 @@ fn collect_flow(b: &Built, label: &str, m: &Measure, res: &mut RunResult) {
         Measure::Ping { .. } => {}
         Measure::Udp { node, key, start, stop } => {
             let flow = b.world.nodes[*node].host.udp_rx.get(key).cloned().unwrap_or_default();
-            let secs = (stop.0.min(end.0).saturating_sub(start.0)) as f64 / 1e9;
-            res.flows.push(FlowResult::new(label, "udp", flow.bytes, secs, &flow.bins));
+            let from = (*start).max(b.warmup);
+            res.flows.push(FlowResult::new(label, "udp", &flow.bins, from, (*stop).min(end)));
         }
         Measure::Tcp { node, key, start } => {
             let flow = b.world.nodes[*node].host.tcp_rx.get(key).cloned().unwrap_or_default();
-            let secs = end.0.saturating_sub(start.0) as f64 / 1e9;
-            res.flows.push(FlowResult::new(label, "tcp", flow.bytes, secs, &flow.bins));
+            res.flows.push(FlowResult::new(label, "tcp", &flow.bins, (*start).max(b.warmup), end));
         }
         Measure::Group(_) => {}
     }
@@ -348,18 +377,20 @@ pub fn run_all(
     overrides: &BTreeMap<String, String>,
     only: Option<&str>,
     tc_stats: bool,
+    runner: Option<&dyn ScriptRunner>,
 ) -> Result<Vec<RunResult>, String> {
     let mut out = vec![];
     if sc.variants.is_empty() {
         let vars = sc.vars_for(None, overrides);
-        out.push(run(build(sc, &vars)?, "default", tc_stats));
+        out.push(run(build_with(sc, &vars, runner)?, "default", tc_stats));
     }
     for v in &sc.variants {
         if only.is_some_and(|o| o != v.name) {
             continue;
         }
         let vars = sc.vars_for(Some(v), overrides);
-        out.push(run(build(sc, &vars)?, &v.name, tc_stats));
+        let built = build_with(sc, &vars, runner).map_err(|e| format!("variant {}: {e}", v.name))?;
+        out.push(run(built, &v.name, tc_stats));
     }
     Ok(out)
 }

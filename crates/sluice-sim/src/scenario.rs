@@ -47,6 +47,9 @@ pub struct Scenario {
     /// Seed of every random choice.
     #[serde(default)]
     pub seed: u64,
+    /// Goodput is measured after this much time (slow start excluded).
+    #[serde(default)]
+    pub warmup: Option<String>,
     /// Variables for `${name}` substitution, with their default values.
     #[serde(default)]
     pub vars: BTreeMap<String, toml::Value>,
@@ -174,6 +177,8 @@ pub struct WorkloadSpec {
     pub cc: Option<String>,
     /// Destination port.
     pub port: Option<toml::Value>,
+    /// `false`/`0`/empty (after substitution) leaves the workload out of a variant.
+    pub enabled: Option<String>,
 }
 
 /// An expectation about a result, checked against every variant it names.

@@ -8,7 +8,8 @@
 //! that succeeds and changes something is appended by writing a new file and
 //! renaming it over the old one, so a crash mid-write leaves the old log
 //! whole. Invocations are serialized by an exclusive lock on `lock` in the
-//! directory.
+//! directory. `$SLUICE_NETNS` names the namespace when `-n` is not given
+//! (the simulator runs scripts that way, one namespace per node).
 
 use crate::net::Net;
 use std::fs;
@@ -47,6 +48,36 @@ pub struct Session {
 /// Replays one logged command into `net`.
 pub type Replay = fn(&mut Net, &[String]);
 
+/// Replay a logged command (its first word names the tool) into `net`.
+pub fn replay(net: &mut Net, words: &[String]) {
+    match words.first().map(String::as_str) {
+        Some("tc") => {
+            let _ = crate::tc::run(net, &crate::tc::Opts::default(), &words[1..]);
+        }
+        Some("ip") => {
+            let _ = crate::ip::run(net, &words[1..]);
+        }
+        _ => {}
+    }
+}
+
+/// The namespace a command works in: `-n NAME`, else `$SLUICE_NETNS`.
+pub fn netns_or_env(netns: Option<String>) -> Option<String> {
+    netns.or_else(|| std::env::var("SLUICE_NETNS").ok().filter(|s| !s.is_empty()))
+}
+
+/// Write a namespace's log afresh (used to prepare a namespace that a
+/// script then changes through the `tc`/`ip` links).
+pub fn write_log(dir: &Path, netns: &str, log: &[Vec<String>]) -> std::io::Result<()> {
+    fs::create_dir_all(dir.join("netns"))?;
+    let mut text = String::new();
+    for w in log {
+        text.push_str(&serde_json::to_string(w).unwrap_or_default());
+        text.push('\n');
+    }
+    fs::write(log_path(dir, Some(netns)), text)
+}
+
 impl Session {
     /// Lock the directory and load namespace `netns`, replaying its log with `replay`.
     pub fn open(dir: &Path, netns: Option<&str>, replay: Replay) -> std::io::Result<Session> {
@@ -76,6 +107,9 @@ impl Session {
             }
         }
         let mut net = Net::new();
+        if let Some(seed) = std::env::var("SLUICE_SEED").ok().and_then(|s| s.parse().ok()) {
+            net.seed = seed;
+        }
         for words in &log {
             replay(&mut net, words);
         }
@@ -85,6 +119,11 @@ impl Session {
             log,
             net,
         })
+    }
+
+    /// The namespace, releasing the lock.
+    pub fn into_net(self) -> Net {
+        self.net
     }
 
     /// Record a successful state-changing command (tool name first) durably.

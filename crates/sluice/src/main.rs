@@ -2,8 +2,7 @@
 //! link named `tc` or `ip` it behaves as that tool, so existing scripts run
 //! unchanged with the links first on PATH.
 
-use sluice_tc::net::Net;
-use sluice_tc::state::{state_dir, Session};
+use sluice_tc::state::{netns_or_env, replay, state_dir, Session};
 use sluice_tc::{ip, tc, Outcome};
 use std::io::Write;
 
@@ -16,19 +15,6 @@ fn emit(o: &Outcome) -> ExitCode {
     let _ = std::io::stdout().write_all(o.stdout.as_bytes());
     let _ = std::io::stderr().write_all(o.stderr.as_bytes());
     ExitCode::from((o.code & 0xff) as u8)
-}
-
-/// Replay one logged command (first word names the tool).
-fn replay(net: &mut Net, words: &[String]) {
-    match words.first().map(String::as_str) {
-        Some("tc") => {
-            let _ = tc::run(net, &tc::Opts::default(), &words[1..]);
-        }
-        Some("ip") => {
-            let _ = ip::run(net, &words[1..]);
-        }
-        _ => {}
-    }
 }
 
 fn open(netns: Option<&str>) -> Result<Session, Outcome> {
@@ -47,7 +33,7 @@ fn run_tc(argv: &[String]) -> Outcome {
         Ok(x) => x,
         Err(o) => return o,
     };
-    let mut s = match open(opts.netns.as_deref()) {
+    let mut s = match open(netns_or_env(opts.netns.clone()).as_deref()) {
         Ok(s) => s,
         Err(o) => return o,
     };
@@ -125,7 +111,7 @@ fn run_ip(argv: &[String]) -> Outcome {
             words.push(w.clone());
         }
     }
-    let mut s = match open(netns.as_deref()) {
+    let mut s = match open(netns_or_env(netns).as_deref()) {
         Ok(s) => s,
         Err(o) => return o,
     };

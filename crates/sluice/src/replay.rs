@@ -1,7 +1,716 @@
-//! PLACEHOLDER (being written): `sluice replay`.
+//! `sluice replay`: run a packet capture through a tc script's qdiscs and a
+//! wire, and write what comes out the far end as another capture.
+//!
+//! The setup is one Ethernet device `eth0` in a fresh in-memory namespace
+//! (`ip link add dev eth0 type ether`, `txqueuelen 1000`, up — as the
+//! simulator builds its links), the tc script applied to it in-process, and a
+//! [`Port`] behind it: a transmit buffer of `--buffer` packets or bytes and a
+//! wire of `--rate` with `--delay` of propagation. Each captured packet is
+//! handed to the port at its capture timestamp; everything the port has to
+//! do before then (a packet finishing serialization, a shaper's watchdog) is
+//! done first, in time order, so the run is the discrete-event simulation of
+//! that one device. A departure is written with the time its last bit reaches
+//! the far end (end of serialization + delay) and its original frame bytes
+//! (link-layer header as captured, network bytes as the qdiscs left them);
+//! drops are counted, not written.
+//!
+//! What a qdisc sees of a captured frame: the bytes from the network header
+//! on, the EtherType, and an accounted length (`qdisc_pkt_len`) of the frame
+//! as it would leave an Ethernet `eth0`: the captured frame length for
+//! Ethernet captures (VLAN tags included), the IP length + 14 for raw-IP and
+//! Linux cooked (SLL, SLL2) captures. Captures may be pcap or pcapng; the
+//! output is a nanosecond pcap with the input's link type.
+//!
+//! Virtual time starts at 1 s at the first packet's timestamp (qdiscs never
+//! see a time 0 or epoch-sized numbers); timestamps that go backwards, as a
+//! multi-queue capture's can, are taken as the latest time seen so far.
+
+use clap::Parser;
+use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
+use pcap_file::pcapng::blocks::interface_description::{
+    InterfaceDescriptionBlock, InterfaceDescriptionOption,
+};
+use pcap_file::pcapng::{Block, PcapNgReader};
+use pcap_file::{DataLink, Endianness, PcapError, TsResolution};
+use sluice_core::device::Device;
+use sluice_core::packet::{Packet, ETH_P_IP, ETH_P_IPV6};
+use sluice_core::port::{Port, PortConfig, TxBuffer};
+use sluice_core::time::{Duration, Time};
+use sluice_core::units::{parse_rate, parse_size, parse_time_ns};
+use sluice_tc::net::Net;
+use sluice_tc::{ip, tc};
+use std::fs::File;
+use std::io::{BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+const AFTER_HELP: &str = "\
+The script holds tc commands, one per line, as a shell script would run them
+(`tc qdisc add dev eth0 root ...`); blank lines, `#` comments and lines
+continued with a trailing backslash are fine. It is not run by a shell:
+variables ($VAR), quotes and other commands are refused, so substitute
+values first. The device is eth0 (Ethernet, txqueuelen from --txqueuelen).
+
+Packets enter at their capture timestamps; OUT gets each departure with its
+arrival time at the far end of the wire, as a nanosecond pcap. Then the
+final `tc -s qdisc show dev eth0` and `tc -s class show dev eth0` are printed,
+with a summary line: packets in, out and dropped.
+
+Example:
+  sluice replay --tc shape.tc --rate 10mbit --delay 5ms in.pcap out.pcap";
+
+/// `sluice replay` options.
+#[derive(Parser, Debug)]
+#[command(
+    name = "sluice replay",
+    about = "Run a packet capture through a tc script's qdiscs and a wire of a given rate",
+    after_help = AFTER_HELP
+)]
+struct ReplayArgs {
+    /// A file of tc commands for eth0 (without it: the default pfifo_fast).
+    #[arg(long = "tc", value_name = "SCRIPT")]
+    script: Option<PathBuf>,
+    /// Wire rate, as tc writes rates (10mbit, 1gbit, 125kbps).
+    #[arg(long, value_name = "RATE")]
+    rate: String,
+    /// One-way propagation delay (5ms, 100us; a bare number is µs, as in tc).
+    #[arg(long, value_name = "TIME", default_value = "0")]
+    delay: String,
+    /// Transmit buffer after the qdisc (NIC ring): N or Np packets, or a size in bytes (64kb).
+    #[arg(long, value_name = "N", default_value = "1")]
+    buffer: String,
+    /// eth0's txqueuelen (the default limit of fifos).
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    txqueuelen: u32,
+    /// The capture to replay (pcap or pcapng; Ethernet, raw IP or Linux cooked).
+    input: PathBuf,
+    /// Where to write the departures (pcap).
+    output: PathBuf,
+}
+
+/// An error with the exit status it ends the command with.
+struct Failure {
+    msg: String,
+    code: i32,
+}
+
+fn fail<T>(code: i32, msg: impl Into<String>) -> Result<T, Failure> {
+    Err(Failure {
+        msg: msg.into(),
+        code,
+    })
+}
 
 /// Run `sluice replay`; returns the exit status.
-pub fn main(_args: &[String]) -> i32 {
-    eprintln!("sluice replay: not available yet");
-    2
+pub fn main(args: &[String]) -> i32 {
+    let argv = std::iter::once("sluice replay".to_string()).chain(args.iter().cloned());
+    let a = match ReplayArgs::try_parse_from(argv) {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { 2 } else { 0 };
+        }
+    };
+    match run(&a) {
+        Ok(()) => 0,
+        Err(f) => {
+            eprintln!("sluice replay: {}", f.msg);
+            f.code
+        }
+    }
+}
+
+fn run(a: &ReplayArgs) -> Result<(), Failure> {
+    let wire = wire_config(a)?;
+    let mut net = build_net(a.txqueuelen)?;
+    if let Some(path) = &a.script {
+        let text = std::fs::read_to_string(path)
+            .or_else(|e| fail(1, format!("{}: {e}", path.display())))?;
+        apply_script(&mut net, &text).or_else(|m| fail(1, format!("{}: {m}", path.display())))?;
+    }
+    let mut capture =
+        Capture::open(&a.input).or_else(|m| fail(1, format!("{}: {m}", a.input.display())))?;
+    let out =
+        File::create(&a.output).or_else(|e| fail(1, format!("{}: {e}", a.output.display())))?;
+    let header = PcapHeader {
+        snaplen: capture.snaplen,
+        datalink: capture.link,
+        ts_resolution: TsResolution::NanoSecond,
+        endianness: Endianness::native(),
+        ..Default::default()
+    };
+    let writer = PcapWriter::with_header(BufWriter::new(out), header)
+        .or_else(|e| fail(1, format!("{}: {e}", a.output.display())))?;
+    let dev = net
+        .devices
+        .iter()
+        .position(|d| d.info.name == "eth0")
+        .expect("eth0 was created");
+    let mut r = Replayer {
+        port: Port::new(wire),
+        writer,
+        frames: vec![],
+        epoch: None,
+        last: Time::ZERO,
+        delivered: vec![],
+        count: Counts::default(),
+    };
+    let res = r.replay(&mut capture, &mut net.devices[dev]);
+    let flushed = r.writer.into_writer().flush();
+    res.or_else(|m| fail(1, m))?;
+    flushed.or_else(|e| fail(1, format!("{}: {e}", a.output.display())))?;
+    let opts = tc::Opts {
+        stats: true,
+        ..Default::default()
+    };
+    for obj in ["qdisc", "class"] {
+        let words: Vec<String> = [obj, "show", "dev", "eth0"].map(String::from).to_vec();
+        print!("{}", tc::run(&mut net, &opts, &words).stdout);
+    }
+    let c = r.count;
+    println!(
+        "replay: packets in {} out {} dropped {} (bytes in {} out {}; {} on the wire, last departure at +{:.6} s)",
+        c.in_packets,
+        c.out_packets,
+        c.in_packets - c.out_packets,
+        c.in_bytes,
+        c.out_bytes,
+        fmt_bps(wire.rate_bps),
+        c.last_departure.0.saturating_sub(START.0) as f64 / 1e9,
+    );
+    Ok(())
+}
+
+fn fmt_bps(bps: u64) -> String {
+    sluice_core::units::fmt_rate(bps / 8)
+}
+
+/// The wire from the command line.
+fn wire_config(a: &ReplayArgs) -> Result<PortConfig, Failure> {
+    let rate = parse_rate(&a.rate)
+        .ok()
+        .filter(|r| *r > 0)
+        .map(|r| r.saturating_mul(8))
+        .ok_or_else(|| Failure {
+            msg: format!("--rate {:?}: not a rate above 0 (e.g. 10mbit)", a.rate),
+            code: 2,
+        })?;
+    let delay = parse_time_ns(&a.delay).map_err(|_| Failure {
+        msg: format!("--delay {:?}: not a time (e.g. 5ms)", a.delay),
+        code: 2,
+    })?;
+    let buffer = parse_buffer(&a.buffer).ok_or_else(|| Failure {
+        msg: format!(
+            "--buffer {:?}: expected N or Np packets, or a size such as 64kb",
+            a.buffer
+        ),
+        code: 2,
+    })?;
+    Ok(PortConfig {
+        rate_bps: rate,
+        delay: Duration(delay),
+        buffer,
+        ..Default::default()
+    })
+}
+
+fn parse_buffer(s: &str) -> Option<TxBuffer> {
+    let n = s.strip_suffix('p').unwrap_or(s);
+    if let Ok(n) = n.parse::<u32>() {
+        return (n > 0).then_some(TxBuffer::Packets(n));
+    }
+    parse_size(s)
+        .ok()
+        .filter(|b| *b > 0)
+        .map(|b| TxBuffer::Bytes(b as u64))
+}
+
+/// A namespace with `eth0`, set up as the simulator sets up a link's device.
+fn build_net(txqueuelen: u32) -> Result<Net, Failure> {
+    let mut net = Net::new();
+    for cmd in [
+        "link add dev eth0 type ether".to_string(),
+        format!("link set dev eth0 txqueuelen {txqueuelen}"),
+        "link set dev eth0 up".to_string(),
+    ] {
+        let words: Vec<String> = cmd.split_whitespace().map(String::from).collect();
+        let o = ip::run(&mut net, &words);
+        if o.code != 0 {
+            return fail(1, format!("ip {cmd}: {}", o.stderr.trim()));
+        }
+    }
+    Ok(net)
+}
+
+/// Apply a script of tc commands (see `AFTER_HELP`), stopping at the first
+/// line that is not one or that fails.
+fn apply_script(net: &mut Net, text: &str) -> Result<(), String> {
+    for (lineno, words) in script_lines(text) {
+        let at = |m: String| format!("line {lineno}: {m}");
+        let line = words.join(" ");
+        if let Some(w) = words
+            .iter()
+            .find(|w| w.contains(['$', '`', '\'', '"', ';', '|', '&', '<', '>']))
+        {
+            return Err(at(format!(
+                "{w:?}: shell syntax (variables, quotes, pipes) is not supported; write the values out"
+            )));
+        }
+        let first = words[0].as_str();
+        if first != "tc" && !first.ends_with("/tc") {
+            return Err(at(format!("`{line}`: only tc commands are supported")));
+        }
+        let (opts, rest) = match tc::parse_global(&words[1..]) {
+            Ok(x) => x,
+            Err(o) => return Err(at(format!("`{line}`: {}", (o.stderr + &o.stdout).trim()))),
+        };
+        if opts.batch.is_some() || opts.netns.is_some() {
+            return Err(at(format!(
+                "`{line}`: -batch and -netns are not supported here"
+            )));
+        }
+        let o = tc::run(net, &opts, &rest);
+        print!("{}", o.stdout);
+        if o.code != 0 {
+            return Err(at(format!("`{line}` failed: {}", o.stderr.trim())));
+        }
+        eprint!("{}", o.stderr);
+    }
+    Ok(())
+}
+
+/// The script's commands as words, with their first line number: comments
+/// removed, backslash continuations joined.
+fn script_lines(text: &str) -> Vec<(usize, Vec<String>)> {
+    let mut out = vec![];
+    let mut pending: Option<(usize, Vec<String>)> = None;
+    for (i, raw) in text.lines().enumerate() {
+        let (body, continued) = match raw.trim_end().strip_suffix('\\') {
+            Some(b) => (b, true),
+            None => (raw, false),
+        };
+        let entry = pending.get_or_insert_with(|| (i + 1, vec![]));
+        for w in body.split_whitespace() {
+            if w.starts_with('#') {
+                break;
+            }
+            entry.1.push(w.to_string());
+        }
+        if !continued {
+            if let Some(e) = pending.take().filter(|e| !e.1.is_empty()) {
+                out.push(e);
+            }
+        }
+    }
+    out.extend(pending.filter(|e| !e.1.is_empty()));
+    out
+}
+
+/// One captured frame.
+struct Frame {
+    /// Capture timestamp since the Unix epoch, in nanoseconds.
+    ts_ns: u128,
+    /// Length on the wire (`orig_len`).
+    orig_len: u32,
+    /// The captured bytes (possibly fewer than `orig_len`).
+    data: Vec<u8>,
+}
+
+enum Source {
+    Pcap(PcapReader<File>),
+    /// pcapng: the reader, and per interface what [`describe`] says.
+    PcapNg(PcapNgReader<File>, Vec<(DataLink, u128, u128)>),
+}
+
+/// A capture being read: pcap or pcapng, one link type.
+struct Capture {
+    src: Source,
+    link: DataLink,
+    snaplen: u32,
+}
+
+fn pcap_error(e: PcapError) -> String {
+    match e {
+        PcapError::IoError(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            "the file ends in the middle of a record (truncated capture)".into()
+        }
+        PcapError::IoError(e) => e.to_string(),
+        PcapError::InvalidField(f) => format!("not a valid capture ({f})"),
+        e => format!("not a valid capture ({e})"),
+    }
+}
+
+impl Capture {
+    fn open(path: &Path) -> Result<Capture, String> {
+        let mut magic = [0u8; 4];
+        File::open(path)
+            .and_then(|mut f| f.read_exact(&mut magic))
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::UnexpectedEof => "not a pcap or pcapng file (too short)".into(),
+                _ => e.to_string(),
+            })?;
+        let file = File::open(path).map_err(|e| e.to_string())?;
+        if magic == [0x0a, 0x0d, 0x0d, 0x0a] {
+            let mut r =
+                PcapNgReader::new(file).map_err(|e| format!("pcapng: {}", pcap_error(e)))?;
+            // The link type comes with the first interface description block.
+            let first = loop {
+                match r.next_block() {
+                    None => {
+                        return Err("pcapng: no interface description (an empty capture?)".into())
+                    }
+                    Some(Err(e)) => return Err(format!("pcapng: {}", pcap_error(e))),
+                    Some(Ok(Block::InterfaceDescription(idb))) => break describe(&idb)?,
+                    Some(Ok(
+                        Block::EnhancedPacket(_) | Block::SimplePacket(_) | Block::Packet(_),
+                    )) => return Err("pcapng: a packet before any interface description".into()),
+                    Some(Ok(_)) => {}
+                }
+            };
+            return Ok(Capture {
+                link: first.0,
+                src: Source::PcapNg(r, vec![first]),
+                snaplen: 262_144,
+            });
+        }
+        let known = [[0xa1, 0xb2, 0xc3, 0xd4], [0xa1, 0xb2, 0x3c, 0x4d]];
+        if !known
+            .iter()
+            .any(|m| *m == magic || m.iter().rev().eq(magic.iter()))
+        {
+            return Err("not a pcap or pcapng file (unknown magic number)".into());
+        }
+        let r = PcapReader::new(file).map_err(pcap_error)?;
+        let h = r.header();
+        check_link(h.datalink)?;
+        Ok(Capture {
+            src: Source::Pcap(r),
+            link: h.datalink,
+            snaplen: h.snaplen.max(65_535),
+        })
+    }
+
+    /// The next frame, or `None` at the end of the capture.
+    fn next_frame(&mut self) -> Result<Option<Frame>, String> {
+        match &mut self.src {
+            Source::Pcap(r) => match r.next_packet() {
+                None => Ok(None),
+                Some(Err(e)) => Err(pcap_error(e)),
+                Some(Ok(p)) => Ok(Some(Frame {
+                    ts_ns: p.timestamp.as_nanos(),
+                    orig_len: p.orig_len,
+                    data: p.data.into_owned(),
+                })),
+            },
+            Source::PcapNg(r, ifaces) => {
+                loop {
+                    let block = match r.next_block() {
+                        None => return Ok(None),
+                        Some(Err(e)) => return Err(format!("pcapng: {}", pcap_error(e))),
+                        Some(Ok(b)) => b,
+                    };
+                    match block {
+                    Block::InterfaceDescription(idb) => {
+                        let iface = describe(&idb)?;
+                        if iface.0 != self.link {
+                            return Err(format!(
+                                "pcapng: interfaces of different link types ({:?}, {:?}); replay one at a time",
+                                self.link, iface.0
+                            ));
+                        }
+                        ifaces.push(iface);
+                    }
+                    Block::EnhancedPacket(p) => {
+                        let Some(&(_, unit, offset)) = ifaces.get(p.interface_id as usize) else {
+                            return Err(format!("pcapng: a packet names interface {}, which is not described", p.interface_id));
+                        };
+                        // pcap-file reads the raw timestamp as nanoseconds; it is in `unit`s.
+                        let raw = p.timestamp.as_nanos();
+                        return Ok(Some(Frame {
+                            ts_ns: raw.saturating_mul(unit) / 1_000 + offset,
+                            orig_len: p.original_len.max(p.data.len() as u32),
+                            data: p.data.into_owned(),
+                        }));
+                    }
+                    Block::SimplePacket(_) | Block::Packet(_) => {
+                        return Err("pcapng: simple/obsolete packet blocks (no timestamp) are not supported".into())
+                    }
+                    _ => {}
+                }
+                }
+            }
+        }
+    }
+}
+
+/// A pcapng interface: its link type, time unit (thousandths of a ns) and offset (ns).
+fn describe(idb: &InterfaceDescriptionBlock) -> Result<(DataLink, u128, u128), String> {
+    let (mut unit, mut offset) = (1_000_000u128, 0u128);
+    for o in &idb.options {
+        match o {
+            InterfaceDescriptionOption::IfTsResol(r) => unit = ts_unit_ns(*r)?,
+            InterfaceDescriptionOption::IfTsOffset(s) => offset = *s as u128 * 1_000_000_000,
+            _ => {}
+        }
+    }
+    check_link(idb.linktype)?;
+    Ok((idb.linktype, unit, offset))
+}
+
+/// `if_tsresol`: the unit of a pcapng timestamp, in thousandths of a nanosecond.
+fn ts_unit_ns(resol: u8) -> Result<u128, String> {
+    let exp = (resol & 0x7f) as u32;
+    let bad = || format!("pcapng: timestamp resolution {resol:#x} is not supported");
+    if resol & 0x80 == 0 {
+        // 10^-exp s = 10^(12-exp) thousandths of a ns.
+        (exp <= 12).then(|| 10u128.pow(12 - exp)).ok_or_else(bad)
+    } else {
+        // 2^-exp s.
+        (exp <= 40)
+            .then(|| 1_000_000_000_000u128 >> exp)
+            .filter(|u| *u > 0)
+            .ok_or_else(bad)
+    }
+}
+
+fn check_link(link: DataLink) -> Result<(), String> {
+    match link {
+        DataLink::ETHERNET
+        | DataLink::RAW
+        | DataLink::IPV4
+        | DataLink::IPV6
+        | DataLink::LINUX_SLL
+        | DataLink::LINUX_SLL2 => Ok(()),
+        other => Err(format!(
+            "link type {other:?} is not supported (Ethernet, raw IP and Linux cooked are)"
+        )),
+    }
+}
+
+/// Where the network header starts in a frame, and its EtherType.
+fn network_header(link: DataLink, f: &[u8]) -> (usize, u16) {
+    let be16 = |at: usize| {
+        f.get(at..at + 2)
+            .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]))
+    };
+    match link {
+        DataLink::ETHERNET => {
+            let mut at = 12;
+            let mut proto = be16(at);
+            // 802.1Q / 802.1ad tags: the qdiscs see what is inside them.
+            while matches!(proto, 0x8100 | 0x88a8) && f.len() >= at + 6 {
+                at += 4;
+                proto = be16(at);
+            }
+            ((at + 2).min(f.len()), proto)
+        }
+        DataLink::LINUX_SLL => (16.min(f.len()), be16(14)),
+        DataLink::LINUX_SLL2 => (20.min(f.len()), be16(0)),
+        _ => {
+            let proto = match f.first().map(|b| b >> 4) {
+                Some(4) => ETH_P_IP,
+                Some(6) => ETH_P_IPV6,
+                _ => 0,
+            };
+            (0, proto)
+        }
+    }
+}
+
+/// Bytes the link-layer header of `link` takes in the frame's `orig_len`,
+/// and what replaces it on an Ethernet `eth0` (the accounted length is
+/// `orig_len - captured + 14`).
+fn captured_l2(link: DataLink) -> Option<u32> {
+    match link {
+        DataLink::ETHERNET => None,
+        DataLink::LINUX_SLL => Some(16),
+        DataLink::LINUX_SLL2 => Some(20),
+        _ => Some(0),
+    }
+}
+
+/// The start of virtual time: the first packet enters at 1 s.
+const START: Time = Time(1_000_000_000);
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Counts {
+    in_packets: u64,
+    in_bytes: u64,
+    out_packets: u64,
+    out_bytes: u64,
+    last_departure: Time,
+}
+
+/// What is kept of a frame while its packet is inside the port: the
+/// link-layer header as captured and how many bytes the capture cut off.
+struct Kept {
+    l2: Vec<u8>,
+    cut: u32,
+}
+
+struct Replayer {
+    port: Port,
+    writer: PcapWriter<BufWriter<File>>,
+    /// Per packet id (the frame's index): what is needed to write it out.
+    frames: Vec<Option<Kept>>,
+    /// Capture time (ns since the Unix epoch) of virtual time [`START`].
+    epoch: Option<u128>,
+    /// The latest arrival so far.
+    last: Time,
+    delivered: Vec<(Time, Packet)>,
+    count: Counts,
+}
+
+/// How many times in a row the port may be advanced at one instant without
+/// transmitting anything before the qdisc is taken to be stuck.
+const STUCK_LIMIT: u32 = 10_000;
+
+impl Replayer {
+    fn replay(&mut self, cap: &mut Capture, dev: &mut Device) -> Result<(), String> {
+        while let Some(f) = cap
+            .next_frame()
+            .map_err(|m| format!("packet {}: {m}", self.count.in_packets + 1))?
+        {
+            let epoch = *self.epoch.get_or_insert(f.ts_ns);
+            let since = f.ts_ns.saturating_sub(epoch).min(u64::MAX as u128 / 2) as u64;
+            let at = (START + Duration(since)).max(self.last);
+            self.last = at;
+            self.advance(dev, Some(at))?;
+            let pkt = self.packet(cap.link, f, at);
+            self.count.in_packets += 1;
+            self.count.in_bytes += pkt.len as u64;
+            // A refused packet is counted by the qdisc; its frame is forgotten.
+            let id = pkt.id as usize;
+            if self.port.send(dev, pkt, at).is_err() {
+                self.frames[id] = None;
+            }
+            self.write_delivered()?;
+        }
+        self.advance(dev, None)?;
+        self.write_delivered()
+    }
+
+    /// Split a frame into the packet the qdiscs see and what is kept aside.
+    fn packet(&mut self, link: DataLink, mut f: Frame, at: Time) -> Packet {
+        let (net_at, proto) = network_header(link, &f.data);
+        let cut = f.orig_len.saturating_sub(f.data.len() as u32);
+        let len = match captured_l2(link) {
+            None => f.orig_len,
+            Some(l2) => f.orig_len.saturating_sub(l2) + 14,
+        };
+        let data = f.data.split_off(net_at);
+        self.frames.push(Some(Kept { l2: f.data, cut }));
+        let mut pkt = Packet::new(data, len, proto);
+        pkt.id = self.frames.len() as u64 - 1;
+        pkt.tstamp = at;
+        pkt
+    }
+
+    /// Do everything the port has to do up to `until` (everything, if `None`).
+    fn advance(&mut self, dev: &mut Device, until: Option<Time>) -> Result<(), String> {
+        let mut idle_at: Option<(Time, u32)> = None;
+        while let Some(t) = self.port.next_event() {
+            if until.is_some_and(|u| t > u) {
+                break;
+            }
+            let sent = self.port.stats.tx_packets;
+            self.port.advance(dev, t, &mut self.delivered);
+            if self.port.stats.tx_packets != sent {
+                idle_at = None;
+                continue;
+            }
+            let n = match idle_at {
+                Some((t0, n)) if t0 == t => n + 1,
+                _ => 1,
+            };
+            if n > STUCK_LIMIT {
+                return Err(format!(
+                    "the qdiscs make no progress at +{:.9} s (they keep asking to be woken at the same time)",
+                    t.0.saturating_sub(START.0) as f64 / 1e9
+                ));
+            }
+            idle_at = Some((t, n));
+        }
+        Ok(())
+    }
+
+    fn write_delivered(&mut self) -> Result<(), String> {
+        for (at, pkt) in self.delivered.drain(..) {
+            let Some(kept) = self.frames.get_mut(pkt.id as usize).and_then(Option::take) else {
+                continue;
+            };
+            let mut frame = kept.l2;
+            frame.extend_from_slice(&pkt.data);
+            let orig_len = frame.len() as u32 + kept.cut;
+            let epoch = self.epoch.unwrap_or(0);
+            let ts = epoch + at.0.saturating_sub(START.0) as u128;
+            let ts =
+                std::time::Duration::new((ts / 1_000_000_000) as u64, (ts % 1_000_000_000) as u32);
+            self.writer
+                .write_packet(&PcapPacket::new(ts, orig_len, &frame))
+                .map_err(|e| format!("writing the output: {e}"))?;
+            self.count.out_packets += 1;
+            self.count.out_bytes += pkt.len as u64;
+            self.count.last_departure = at;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn script_lines_join_continuations_and_drop_comments() {
+        let text = "#!/bin/sh\n\n# shaping\ntc qdisc add dev eth0 root \\\n  handle 1: htb default 20 # root\n   \ntc class show dev eth0\n";
+        let l = script_lines(text);
+        assert_eq!(l.len(), 2);
+        assert_eq!(l[0].0, 4);
+        assert_eq!(
+            l[0].1.join(" "),
+            "tc qdisc add dev eth0 root handle 1: htb default 20"
+        );
+        assert_eq!(l[1].0, 7);
+    }
+
+    #[test]
+    fn scripts_refuse_shell_syntax_and_other_commands() {
+        let mut net = build_net(1000).ok().unwrap();
+        assert!(apply_script(&mut net, "tc qdisc add dev $DEV root pfifo")
+            .unwrap_err()
+            .contains("line 1"));
+        assert!(apply_script(&mut net, "\nip link set eth0 up")
+            .unwrap_err()
+            .contains("line 2"));
+        assert!(
+            apply_script(&mut net, "tc qdisc add dev eth0 root tbf rate")
+                .unwrap_err()
+                .contains("failed")
+        );
+        assert!(apply_script(&mut net, "/sbin/tc qdisc add dev eth0 root pfifo limit 5").is_ok());
+    }
+
+    #[test]
+    fn network_headers_are_found_behind_each_link_type() {
+        let mut eth = vec![0u8; 12];
+        eth.extend([0x81, 0x00, 0, 5, 0x08, 0x00, 0x45]);
+        assert_eq!(network_header(DataLink::ETHERNET, &eth), (18, ETH_P_IP));
+        assert_eq!(network_header(DataLink::RAW, &[0x60, 0]), (0, ETH_P_IPV6));
+        let mut sll = vec![0u8; 14];
+        sll.extend([0x08, 0x00, 0x45]);
+        assert_eq!(network_header(DataLink::LINUX_SLL, &sll), (16, ETH_P_IP));
+        assert_eq!(network_header(DataLink::ETHERNET, &[1, 2, 3]), (3, 0));
+    }
+
+    #[test]
+    fn buffers_and_time_units_parse() {
+        assert_eq!(parse_buffer("1"), Some(TxBuffer::Packets(1)));
+        assert_eq!(parse_buffer("32p"), Some(TxBuffer::Packets(32)));
+        assert_eq!(parse_buffer("64kb"), Some(TxBuffer::Bytes(65536)));
+        assert_eq!(parse_buffer("0"), None);
+        assert_eq!(parse_buffer("lots"), None);
+        assert_eq!(ts_unit_ns(6), Ok(1_000_000));
+        assert_eq!(ts_unit_ns(9), Ok(1_000));
+        assert_eq!(ts_unit_ns(0x80 | 10), Ok(1_000_000_000_000 >> 10));
+    }
 }

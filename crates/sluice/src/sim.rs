@@ -3,7 +3,9 @@
 
 use clap::Parser;
 use sluice_sim::report::{check, table, RunResult};
-use sluice_sim::run::run_all;
+use sluice_sim::run::{run_all, ScriptRunner};
+use sluice_tc::net::Net;
+use sluice_tc::state::{replay, write_log, Session};
 use sluice_sim::scenario::Scenario;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -12,6 +14,7 @@ use std::path::PathBuf;
 pub const BUNDLED: &[(&str, &str)] = &[
     ("dumbbell", include_str!("../../../examples/dumbbell.toml")),
     ("seed002", include_str!("../../../examples/seed002-cable-upload.toml")),
+    ("seed003", include_str!("../../../examples/seed003-conditioner.toml")),
     ("seed004", include_str!("../../../examples/seed004-lan-bufferbloat.toml")),
 ];
 
@@ -45,6 +48,69 @@ pub struct SimArgs {
     /// Write plots here (not yet available).
     #[arg(long)]
     pub plot: Option<PathBuf>,
+}
+
+/// Files bundled scenarios refer to (their scripts), by name.
+pub const BUNDLED_FILES: &[(&str, &str)] = &[("seed003-htb.sh", include_str!("../../../examples/seed003-htb.sh"))];
+
+/// Runs node scripts with bash, this binary's `tc`/`ip` links first on PATH,
+/// against a state directory holding the node's namespace.
+struct BashRunner {
+    exe: PathBuf,
+    base_dir: Option<PathBuf>,
+}
+
+impl BashRunner {
+    fn script_text(&self, script: &str) -> Result<String, String> {
+        if script.contains('\n') {
+            return Ok(script.to_string());
+        }
+        if let Some((_, text)) = BUNDLED_FILES.iter().find(|(n, _)| *n == script) {
+            return Ok(text.to_string());
+        }
+        let path = match &self.base_dir {
+            Some(d) if !std::path::Path::new(script).is_absolute() => d.join(script),
+            _ => PathBuf::from(script),
+        };
+        std::fs::read_to_string(&path).map_err(|e| format!("script {}: {e}", path.display()))
+    }
+}
+
+impl ScriptRunner for BashRunner {
+    fn run_script(&self, node: &str, setup: &[Vec<String>], script: &str, seed: u64) -> Result<Net, String> {
+        let text = self.script_text(script)?;
+        let tmp = tempfile::tempdir().map_err(|e| format!("temporary directory: {e}"))?;
+        let (links, state) = (tmp.path().join("bin"), tmp.path().join("state"));
+        let io = |e: std::io::Error| format!("node {node}: {e}");
+        std::fs::create_dir_all(&links).map_err(io)?;
+        for tool in ["tc", "ip"] {
+            std::os::unix::fs::symlink(&self.exe, links.join(tool)).map_err(io)?;
+        }
+        write_log(&state, node, setup).map_err(io)?;
+        let script_path = tmp.path().join("script.sh");
+        std::fs::write(&script_path, text).map_err(io)?;
+        let path = format!("{}:{}", links.display(), std::env::var("PATH").unwrap_or_default());
+        let out = std::process::Command::new("bash")
+            .arg(&script_path)
+            .env("PATH", path)
+            .env("SLUICE_STATE_DIR", &state)
+            .env("SLUICE_NETNS", node)
+            .env("SLUICE_SEED", seed.to_string())
+            .stdin(std::process::Stdio::null())
+            .output()
+            .map_err(|e| format!("node {node}: bash: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "node {node}: script {script} failed ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        std::env::set_var("SLUICE_SEED", seed.to_string());
+        let session = Session::open(&state, Some(node), replay).map_err(io)?;
+        std::env::remove_var("SLUICE_SEED");
+        Ok(session.into_net())
+    }
 }
 
 fn load(name: &str) -> Result<(String, String), String> {
@@ -124,7 +190,11 @@ pub fn main(args: &[String]) -> i32 {
         };
         overrides.insert(k.to_string(), v.to_string());
     }
-    let runs = match run_all(&sc, &overrides, a.variant.as_deref(), a.tc_stats) {
+    let runner = BashRunner {
+        exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("sluice")),
+        base_dir: std::path::Path::new(name).parent().map(|p| p.to_path_buf()),
+    };
+    let runs = match run_all(&sc, &overrides, a.variant.as_deref(), a.tc_stats, Some(&runner)) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("sluice sim: {label}: {e}");
