@@ -113,6 +113,8 @@ pub struct Device {
     pub ingress: Option<QdiscNode>,
     /// Classifier state shared by the device's filter blocks (u32's tables).
     pub cls: crate::cls::ClsShared,
+    /// Qdiscs created on this device so far (orders `tc qdisc show`).
+    created: u64,
 }
 
 fn err(errno: Errno, msg: &str) -> TcError {
@@ -132,6 +134,7 @@ impl Device {
             root,
             ingress: None,
             cls: Default::default(),
+            created: 0,
         }
     }
 
@@ -156,7 +159,12 @@ impl Device {
     }
 
     /// Find a qdisc by handle in the egress tree or ingress (`qdisc_lookup`).
+    /// Handle 0 names only a default root: the kernel's hash holds no
+    /// handle-0 qdiscs (default leaves are invisible to lookups).
     pub fn find(&self, handle: Handle) -> Option<&QdiscNode> {
+        if handle.is_unspec() {
+            return self.root.handle.is_unspec().then_some(&self.root);
+        }
         if let Some(q) = self.root.find(handle) {
             return Some(q);
         }
@@ -164,15 +172,23 @@ impl Device {
     }
 
     fn find_mut(&mut self, handle: Handle) -> Option<&mut QdiscNode> {
+        if handle.is_unspec() {
+            return self.root.handle.is_unspec().then_some(&mut self.root);
+        }
         if self.root.find(handle).is_some() {
             return self.root.find_mut(handle);
         }
         self.ingress.as_mut().filter(|q| q.handle == handle)
     }
 
-    /// Every qdisc in the order `tc qdisc show` lists them: the root tree, then ingress.
+    /// Every qdisc in the order `tc qdisc show` lists them: the root, then
+    /// the others in the order of the kernel's per-device hash table (16
+    /// buckets by `hash_32(handle, 4)`, newest first within a bucket), then
+    /// ingress.
     pub fn qdiscs(&self) -> Vec<&QdiscNode> {
         let mut v = self.root.walk();
+        let bucket = |h: Handle| (h.0.wrapping_mul(0x61C8_8647)) >> 28;
+        v[1..].sort_by_key(|q| (bucket(q.handle), std::cmp::Reverse(q.seq)));
         v.extend(self.ingress.as_ref());
         v
     }
@@ -226,6 +242,9 @@ impl Device {
                     match self.find(handle) {
                         None => create = true,
                         Some(q) => {
+                            if q.parent != parent {
+                                return Err(err(Errno::EINVAL, "Cannot move an existing qdisc to a different parent"));
+                            }
                             if flags.excl {
                                 return Err(err(
                                     Errno::EEXIST,
@@ -353,6 +372,8 @@ impl Device {
         };
         let mut node = QdiscNode::create(handle, parent, opts, &self.info)?;
         node.estimator = req.estimator;
+        self.created += 1;
+        node.seq = self.created;
         if parent == Handle::INGRESS {
             self.ingress = Some(node);
         } else if parent.is_root() {

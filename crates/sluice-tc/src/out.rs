@@ -214,6 +214,10 @@ impl JsonWriter {
                 self.first = false;
                 self.out.push('}');
             }
+            J::Arr(items) if items.is_empty() && self.pretty => {
+                self.eor();
+                self.out.push_str("[ ]");
+            }
             J::Arr(items) => {
                 self.eor();
                 self.out.push('[');

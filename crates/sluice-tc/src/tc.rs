@@ -181,7 +181,7 @@ const QDISC_USAGE: &str = "Usage: tc qdisc [ add | del | replace | change | show
 
        tc qdisc { show | list } [ dev STRING ] [ QDISC_ID ] [ invisible ]
 Where:
-QDISC_KIND := { [p|b]fifo | tbf | prio | red | etc. }
+QDISC_KIND := { [p|b]fifo | tbf | prio | cbq | red | etc. }
 OPTIONS := ... try tc qdisc add <desired QDISC_KIND> help
 STAB_OPTIONS := ... try tc qdisc add stab help
 QDISC_ID := { root | ingress | handle QHANDLE | parent CLASSID }";
@@ -190,8 +190,10 @@ fn kernel_err(e: TcError) -> Fail {
     Fail::new(2, e.describe())
 }
 
+/// iproute2 copies the name into an IFNAMSIZ buffer, so longer names are cut to 15 bytes.
 fn nodev(name: &str) -> Fail {
-    Fail::new(1, format!("Cannot find device \"{name}\""))
+    let shown: String = name.chars().take(15).collect();
+    Fail::new(1, format!("Cannot find device \"{shown}\""))
 }
 
 fn qdisc_cmd(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdResult {
@@ -211,7 +213,7 @@ fn qdisc_cmd(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdResu
     } else if matches(cmd, "list") || matches(cmd, "show") || matches(cmd, "lst") {
         return qdisc_list(net, opts, a, out);
     } else if matches(cmd, "help") {
-        return Err(Fail::new(255, QDISC_USAGE));
+        return Err(Fail::new(0, QDISC_USAGE));
     } else {
         return Err(Fail::new(
             255,
@@ -238,10 +240,10 @@ fn qdisc_modify(net: &mut Net, a: &mut Args, flags: Option<NlFlags>) -> CmdResul
                 dev = Some(v);
             }
             "handle" => {
-                let v = a.value()?;
                 if !handle.is_unspec() {
-                    return Err(duparg("handle", v));
+                    return Err(duparg("handle", "handle"));
                 }
+                let v = a.value()?;
                 handle = Handle::parse_qdisc(v).ok_or_else(|| invarg("invalid qdisc ID", v))?;
             }
             "root" => {
@@ -662,22 +664,46 @@ fn class_cmd(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdResu
 fn class_list(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdResult {
     let mut dev: Option<&str> = None;
     let mut filter_parent: Option<Handle> = None;
+    let mut filter_classid: Option<Handle> = None;
+    let mut filter_qdisc: Option<Handle> = None;
     while let Some(w) = a.next() {
         match w {
-            "dev" => dev = Some(a.value()?),
-            "root" => filter_parent = Some(Handle::ROOT),
-            "parent" => {
+            "dev" => {
                 let v = a.value()?;
-                filter_parent =
-                    Some(Handle::parse_classid(v).ok_or_else(|| invarg("invalid parent ID", v))?);
+                if dev.is_some() {
+                    return Err(duparg("dev", v));
+                }
+                dev = Some(v);
+            }
+            "qdisc" => {
+                let v = a.value()?;
+                if filter_qdisc.is_some() {
+                    return Err(duparg("qdisc", v));
+                }
+                filter_qdisc = Some(Handle::parse_qdisc(v).ok_or_else(|| invarg("invalid qdisc ID", v))?);
+            }
+            "classid" => {
+                let v = a.value()?;
+                if filter_classid.is_some() {
+                    return Err(duparg("classid", v));
+                }
+                filter_classid = Some(Handle::parse_classid(v).ok_or_else(|| invarg("invalid class ID", v))?);
+            }
+            "root" => {
+                if filter_parent.is_some() {
+                    return Err(Fail::new(255, "Error: \"root\" is duplicate parent ID"));
+                }
+                filter_parent = Some(Handle::ROOT);
+            }
+            "parent" => {
+                if filter_parent.is_some() {
+                    return Err(duparg("parent", "parent"));
+                }
+                let v = a.value()?;
+                filter_parent = Some(Handle::parse_classid(v).ok_or_else(|| invarg("invalid parent ID", v))?);
             }
             w if matches(w, "help") => return Err(Fail::new(255, CLASS_USAGE)),
-            w => {
-                return Err(Fail::new(
-                    255,
-                    format!("What is \"{w}\"? Try \"tc class help\"."),
-                ))
-            }
+            w => return Err(Fail::new(255, format!("What is \"{w}\"? Try \"tc class help\"."))),
         }
     }
     let Some(dname) = dev else {
@@ -691,9 +717,15 @@ fn class_list(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdRes
         let Some(cls) = q.qdisc.classes_ref() else {
             continue;
         };
+        // The kernel filters a class dump by the parent's major only.
+        if filter_parent.is_some_and(|p| !p.is_unspec() && p.qdisc() != q.handle) {
+            continue;
+        }
         let kind = q.qdisc.dump().kind();
         for c in cls.list() {
-            if filter_parent.is_some_and(|p| p != c.parent) {
+            if filter_qdisc.is_some_and(|h| h.major() != c.classid.major())
+                || filter_classid.is_some_and(|h| h != c.classid)
+            {
                 continue;
             }
             out.open("");

@@ -342,7 +342,7 @@ impl Htb {
             warning: None,
             purged: (0, 0),
             child_wait: None,
-            txqueuelen: dev.txqueuelen,
+            txqueuelen: dev.default_qlen(),
         })
     }
 
@@ -359,7 +359,7 @@ impl Htb {
         Ok(HtbParams {
             rate2quantum: opts.rate2quantum.max(1),
             defcls: opts.defcls,
-            direct_qlen: opts.direct_qlen.unwrap_or(dev.txqueuelen),
+            direct_qlen: opts.direct_qlen.unwrap_or(dev.default_qlen()),
         })
     }
 
@@ -902,7 +902,7 @@ impl Htb {
         QdiscNode::new(
             Handle::UNSPEC,
             Handle(classid),
-            Box::new(Fifo::pfifo(dev.txqueuelen)),
+            Box::new(Fifo::pfifo(dev.default_qlen())),
         )
     }
 
@@ -1302,7 +1302,7 @@ impl Classful for Htb {
             return Err(einval());
         }
         self.warning = None;
-        self.txqueuelen = dev.txqueuelen;
+        self.txqueuelen = dev.default_qlen();
         if !self.classes.contains(classid.0) {
             self.create_class(classid.0, parent, o, dev)?;
         }
@@ -1393,7 +1393,7 @@ impl Classful for Htb {
             return Err(einval());
         }
         let id = c.classid;
-        self.txqueuelen = dev.txqueuelen;
+        self.txqueuelen = dev.default_qlen();
         let mut new = new.unwrap_or_else(|| Self::default_leaf(id, dev));
         new.parent = Handle(id);
         // A new qdisc is empty; should one arrive with packets, count them.

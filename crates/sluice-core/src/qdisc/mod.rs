@@ -378,6 +378,8 @@ pub struct QdiscNode {
     pub qdisc: Box<dyn Qdisc>,
     /// A packet taken from the qdisc by `peek` and not yet dequeued.
     peeked: Option<Packet>,
+    /// Creation order on its device (the kernel's hash lists put the newest first).
+    pub seq: u64,
 }
 
 impl QdiscNode {
@@ -391,6 +393,7 @@ impl QdiscNode {
             estimator: None,
             qdisc,
             peeked: None,
+            seq: 0,
         }
     }
 

@@ -16,8 +16,10 @@
 //! Limits: since Linux 4.16 each band is a ring of `txqueuelen` entries, so
 //! the limit is `txqueuelen` packets *per band* (up to three times that in
 //! total). Older kernels had one limit of `txqueuelen` for all bands; we
-//! follow the current kernel. `init` refuses a device whose `txqueuelen` is 0
-//! (EINVAL), as the kernel does. (The kernel's ring frees consumed slots in
+//! follow the current kernel. A device whose `txqueuelen` is 0 gets 1000 per
+//! band (`DevInfo::default_qlen`): kernel 6.18 accepted `pfifo_fast` there
+//! (tests/golden/devices.golden, "txqueuelen 0 effects") and its default
+//! limits read 1000 on such a device. (The kernel's ring frees consumed slots in
 //! small batches, so its real capacity can be a few entries short of
 //! `txqueuelen`; we model exactly `txqueuelen`.)
 //!
@@ -85,11 +87,8 @@ pub struct PfifoFast {
 impl PfifoFast {
     /// `pfifo_fast_init`: options are ignored; the rings get `txqueuelen` slots.
     pub fn new(_opts: &PfifoFastOpts, dev: &DevInfo) -> TcResult<Self> {
-        if dev.txqueuelen == 0 {
-            return Err(TcError::errno(crate::error::Errno::EINVAL));
-        }
         Ok(PfifoFast {
-            band_limit: dev.txqueuelen,
+            band_limit: dev.default_qlen(),
             bands: Default::default(),
         })
     }
@@ -255,17 +254,14 @@ mod tests {
     }
 
     #[test]
-    fn zero_txqueuelen_is_refused_and_dump_is_fixed() {
+    fn zero_txqueuelen_is_accepted_and_dump_is_fixed() {
+        // Observed on kernel 6.18 (golden "txqueuelen 0 effects"): accepted.
         let dev = DevInfo {
             txqueuelen: 0,
             ..Default::default()
         };
-        assert_eq!(
-            PfifoFast::new(&PfifoFastOpts::default(), &dev)
-                .unwrap_err()
-                .errno,
-            crate::error::Errno::EINVAL
-        );
+        let q0 = PfifoFast::new(&PfifoFastOpts::default(), &dev).unwrap();
+        assert_eq!(q0.band_limit, 1000);
         let q = PfifoFast::new(&PfifoFastOpts::default(), &DevInfo::default()).unwrap();
         assert_eq!(
             q.dump(),
