@@ -315,8 +315,17 @@ fn trim_frac_zeros(s: &str) -> &str {
 /// `print_rate`: bytes/s printed as bits with the largest unit that keeps it exact
 /// (or, at 1000 of a unit and above, truncated): `1Mbit`, `220Kbit`, `1600Kbit`.
 pub fn fmt_rate(bytes_per_sec: u64) -> String {
+    fmt_rate_base(bytes_per_sec, false)
+}
+
+/// `print_rate` under `tc -iec`: powers of 1024, `Kibit`, `Mibit`.
+pub fn fmt_rate_iec(bytes_per_sec: u64) -> String {
+    fmt_rate_base(bytes_per_sec, true)
+}
+
+fn fmt_rate_base(bytes_per_sec: u64, iec: bool) -> String {
     const UNITS: [&str; 5] = ["", "K", "M", "G", "T"];
-    let kilo = 1000u64;
+    let kilo: u64 = if iec { 1024 } else { 1000 };
     let mut rate = bytes_per_sec.wrapping_shl(3);
     let mut i = 0;
     while i < UNITS.len() - 1 {
@@ -329,7 +338,7 @@ pub fn fmt_rate(bytes_per_sec: u64) -> String {
         rate /= kilo;
         i += 1;
     }
-    format!("{}{}bit", rate, UNITS[i])
+    format!("{}{}{}bit", rate, UNITS[i], if iec && i > 0 { "i" } else { "" })
 }
 
 /// `print_size`: `1514b`, `6Kb`, `2Mb` (within 16 bytes of a KiB, 1 KiB of a MiB).
@@ -409,6 +418,8 @@ mod tests {
         assert_eq!(fmt_rate(100_000), "800Kbit");
         assert_eq!(fmt_rate(125_000), "1Mbit");
         assert_eq!(fmt_rate(1), "8bit");
+        assert_eq!(fmt_rate_iec(125_000), "1000000bit"); // tests/golden/batch.golden, -iec
+        assert_eq!(fmt_rate_iec(128 * 1024), "1Mibit");
         assert_eq!(fmt_size(6144), "6Kb");
         assert_eq!(fmt_size(1514), "1514b");
         assert_eq!(fmt_size(1599), "1599b");

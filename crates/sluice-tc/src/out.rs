@@ -43,6 +43,10 @@ pub struct Out {
     pub json: bool,
     /// Pretty JSON (`-p`).
     pub pretty: bool,
+    /// Rates in powers of 1024 (`-iec`).
+    pub iec: bool,
+    /// Raw values too (`-raw`): handles and ticks in hex.
+    pub raw: bool,
     text: String,
     stack: Vec<(Option<String>, J)>,
     /// Warnings for stderr on success (the kernel's extended-ack warnings).
@@ -55,6 +59,8 @@ impl Out {
         Out {
             json,
             pretty,
+            iec: false,
+            raw: false,
             text: String::new(),
             stack: vec![(None, J::Arr(vec![]))],
             warnings: String::new(),
@@ -67,6 +73,15 @@ impl Out {
             J::Obj(m) => m.push((key.unwrap_or("").to_string(), v)),
             J::Arr(a) => a.push(v),
             _ => {}
+        }
+    }
+
+    /// A rate as `print_rate` writes it (SI, or IEC under `-iec`).
+    pub fn rate(&self, bytes_per_sec: u64) -> String {
+        if self.iec {
+            sluice_core::units::fmt_rate_iec(bytes_per_sec)
+        } else {
+            sluice_core::units::fmt_rate(bytes_per_sec)
         }
     }
 

@@ -16,7 +16,7 @@ use sluice_core::error::TcError;
 use sluice_core::handle::Handle;
 use sluice_core::qdisc::{QdiscNode, QdiscOpts, XStats};
 use sluice_core::stats::{RateEstimator, Stats};
-use sluice_core::units::{fmt_rate, fmt_size, parse_time_us};
+use sluice_core::units::{fmt_size, parse_time_us};
 
 /// tc's global options.
 #[derive(Debug, Default, Clone)]
@@ -35,6 +35,10 @@ pub struct Opts {
     pub batch: Option<String>,
     /// `-n NAME`
     pub netns: Option<String>,
+    /// `-iec`: rates in powers of 1024.
+    pub iec: bool,
+    /// `-raw`: hex handles and ticks beside the decoded values.
+    pub raw: bool,
 }
 
 const USAGE: &str = "Usage:\ttc [ OPTIONS ] OBJECT { COMMAND | help }
@@ -85,9 +89,11 @@ pub fn parse_global(argv: &[String]) -> Result<(Opts, Vec<String>), Outcome> {
             o.batch = Some(next(&mut i)?);
         } else if matches(a, "netns") {
             o.netns = Some(next(&mut i)?);
-        } else if matches(a, "raw")
-            || matches(a, "iec")
-            || matches(a, "graph")
+        } else if matches(a, "iec") {
+            o.iec = true;
+        } else if matches(a, "raw") {
+            o.raw = true;
+        } else if matches(a, "graph")
             || matches(a, "oneline")
             || matches(a, "color")
             || a.starts_with("color=")
@@ -134,6 +140,8 @@ pub fn mutates(words: &[String]) -> bool {
 /// Run one tc command (global options already taken off) against `net`.
 pub fn run(net: &mut Net, opts: &Opts, words: &[String]) -> Outcome {
     let mut out = Out::new(opts.json, opts.pretty);
+    out.iec = opts.iec;
+    out.raw = opts.raw;
     let r = dispatch(net, opts, words, &mut out);
     let warnings = std::mem::take(&mut out.warnings);
     let stdout = out.finish();
@@ -478,7 +486,8 @@ fn print_qdisc(d: &Device, q: &QdiscNode, show_dev: bool, opts: &Opts, out: &mut
     out.open("");
     out.str(To::Any, "kind", &format!("qdisc {} ", o.kind()), o.kind());
     let h = format!("{:x}:", q.handle.major());
-    out.str(To::Any, "handle", &format!("{h} "), &h);
+    let raw = if out.raw { format!("[{:08x}] ", q.handle.0) } else { " ".to_string() };
+    out.str(To::Any, "handle", &format!("{h}{raw}"), &h);
     if show_dev {
         out.str(
             To::Any,
@@ -543,7 +552,7 @@ pub fn print_stats(s: &Stats, est: Option<&RateEstimator>, out: &mut Out) {
     if let Some(e) = est {
         let (bps, pps) = e.read();
         out.uint(To::Json, "rate", "", bps / 8);
-        out.text(&format!("rate {}", fmt_rate(bps / 8)));
+        out.text(&format!("rate {}", out.rate(bps / 8)));
         out.uint(To::Any, "pps", &format!(" {pps}pps"), pps);
         out.text(" ");
     }

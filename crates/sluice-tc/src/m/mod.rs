@@ -29,7 +29,7 @@ use crate::out::{Out, To};
 use sluice_core::act::{ActionDump, ActionSpec, ActionStats, TC_ACT_EXT_VAL_MASK};
 use sluice_core::cls::Verdict;
 use sluice_core::time::Time;
-use sluice_core::units::{fmt_rate, fmt_size};
+use sluice_core::units::{fmt_size};
 
 /// A parser's `return -1`: `msg` (if any) is what it printed on the way.
 pub(crate) fn soft(msg: impl Into<String>) -> Fail {
@@ -465,7 +465,7 @@ pub(crate) fn print_stats2(s: &ActionStats, rate: Option<(u64, u64)>, prefix: &s
     if let Some((bits, pps)) = rate {
         out.text(&format!("\n{prefix}"));
         out.uint(To::Json, "rate", "", bits / 8);
-        out.text(&format!("rate {}", fmt_rate(bits / 8)));
+        out.text(&format!("rate {}", out.rate(bits / 8)));
         out.uint(To::Any, "pps", &format!(" {pps}pps"), pps);
     } else {
         out.nl();

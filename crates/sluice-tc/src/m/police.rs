@@ -18,7 +18,7 @@ use crate::tc_core::{xmitsize, xmittime};
 use sluice_core::act::police::{PoliceOpts, PoliceSpec};
 use sluice_core::act::{ActionDump, ActionOpts, ActionSpec};
 use sluice_core::rate::{LinkLayer, RateSpec};
-use sluice_core::units::{fmt_rate, fmt_size, parse_rate, parse_rate32, parse_size};
+use sluice_core::units::{fmt_size, parse_rate, parse_rate32, parse_size};
 
 const USAGE: &str = "Usage: ... police [ rate BPS burst BYTES[/BYTES] ] 
 \t\t[ pkts_rate RATE pkts_burst PACKETS ] [ mtu BYTES[/BYTES] ]
@@ -274,16 +274,16 @@ pub(crate) fn print(d: &ActionDump, cx: &PrintCx, out: &mut Out) {
     out.uint(To::Json, "index", "", d.index as u64);
     let rate = o.rate.filter(|r| r.rate != 0);
     let rate64 = rate.map_or(0, |r| r.rate);
-    out.text(&format!("rate {} ", fmt_rate(rate64)));
+    out.text(&format!("rate {} ", out.rate(rate64)));
     let buffer = xmitsize(rate64, o.burst);
     out.text(&format!("burst {} ", fmt_size(buffer)));
     out.text(&format!("mtu {} ", fmt_size(o.mtu)));
     let prate64 = o.peakrate.map_or(0, |r| r.rate);
     if prate64 != 0 {
-        out.text(&format!("peakrate {} ", fmt_rate(prate64)));
+        out.text(&format!("peakrate {} ", out.rate(prate64)));
     }
     if let Some(av) = o.avrate {
-        out.text(&format!("avrate {} ", fmt_rate(av as u64)));
+        out.text(&format!("avrate {} ", out.rate(av as u64)));
     }
     if let (Some(pps), Some(burst)) = (o.pkts_rate, o.pkts_burst) {
         let b = xmitsize(pps, burst.min(u32::MAX as u64) as u32) as u64;

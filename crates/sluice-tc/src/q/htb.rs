@@ -9,7 +9,7 @@ use crate::tc_core::{xmitsize, xmittime, HZ};
 use sluice_core::qdisc::htb::{HtbClassOpts, HtbClassXstats, HtbOpts};
 use sluice_core::qdisc::{ClassOpts, QdiscOpts};
 use sluice_core::rate::{LinkLayer, RateSpec};
-use sluice_core::units::{fmt_rate, fmt_size, parse_rate};
+use sluice_core::units::{fmt_size, parse_rate};
 
 const USAGE: &str = "Usage: ... qdisc add ... htb [default N] [r2q N]
                       [direct_qlen P] [offload]
@@ -174,12 +174,12 @@ pub(super) fn print_class(o: &HtbClassOpts, out: &mut Out, details: bool) {
             out.int(To::Any, "quantum", &format!("quantum {} ", o.quantum as i32), o.quantum as i32 as i64);
         }
     }
-    out.uint(To::Any, "rate", &format!("rate {} ", fmt_rate(o.rate.rate)), o.rate.rate);
+    out.uint(To::Any, "rate", &format!("rate {} ", out.rate(o.rate.rate)), o.rate.rate);
     if o.rate.overhead != 0 {
         out.uint(To::Any, "overhead", &format!("overhead {} ", o.rate.overhead as u32), o.rate.overhead as u32 as u64);
     }
     let buffer = xmitsize(o.rate.rate, o.buffer);
-    out.uint(To::Any, "ceil", &format!("ceil {} ", fmt_rate(o.ceil.rate)), o.ceil.rate);
+    out.uint(To::Any, "ceil", &format!("ceil {} ", out.rate(o.ceil.rate)), o.ceil.rate);
     let cbuffer = xmitsize(o.ceil.rate, o.cbuffer);
     let ll = o.rate.linklayer;
     if matches!(ll, LinkLayer::Atm) || details {

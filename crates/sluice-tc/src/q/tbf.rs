@@ -8,7 +8,7 @@ use crate::tc_core::{tick2time, xmitsize, xmittime, TIME_UNITS_PER_SEC};
 use sluice_core::qdisc::tbf::{limit_from_latency, TbfOpts};
 use sluice_core::qdisc::QdiscOpts;
 use sluice_core::rate::{LinkLayer, RateSpec};
-use sluice_core::units::{fmt_rate, fmt_size, fmt_time_us, parse_rate, parse_size, parse_time_us};
+use sluice_core::units::{fmt_size, fmt_time_us, parse_rate, parse_size, parse_time_us};
 
 const USAGE: &str = "Usage: ... tbf limit BYTES burst BYTES[/BYTES] rate KBPS [ mtu BYTES[/BYTES] ]
 \t[ peakrate KBPS ] [ latency TIME ] [ overhead BYTES ] [ linklayer TYPE ]";
@@ -136,7 +136,7 @@ pub(super) fn parse(a: &mut Args) -> CmdResult<Option<QdiscOpts>> {
 /// `tbf_print_opt`.
 pub(super) fn print(o: &TbfOpts, out: &mut Out, details: bool) {
     let rate64 = o.rate64.unwrap_or(o.rate.rate);
-    out.uint(To::Any, "rate", &format!("rate {} ", fmt_rate(rate64)), rate64);
+    out.uint(To::Any, "rate", &format!("rate {} ", out.rate(rate64)), rate64);
     let buffer = xmitsize(rate64, o.buffer_ticks);
     if details {
         let b = format!("{}/1", fmt_size(buffer));
@@ -148,7 +148,7 @@ pub(super) fn print(o: &TbfOpts, out: &mut Out, details: bool) {
     }
     let prate64 = o.prate64.unwrap_or(o.peakrate.rate);
     if prate64 != 0 {
-        out.text(&format!("peakrate {} ", fmt_rate(prate64)));
+        out.text(&format!("peakrate {} ", out.rate(prate64)));
         if o.mtu_ticks != 0 || o.peakrate.mpu != 0 {
             let mtu = xmitsize(prate64, o.mtu_ticks);
             if details {
