@@ -202,9 +202,14 @@ impl Device {
         if clid == Handle::INGRESS {
             return Ok(self.ingress.as_ref().map(|q| q.handle));
         }
-        let p = self
-            .find(clid.qdisc())
-            .ok_or_else(|| err(Errno::ENOENT, "Failed to find specified qdisc"))?;
+        Ok(self.qdisc_leaf(clid, "Failed to find specified qdisc")?.map(|l| l.handle))
+    }
+
+    /// `qdisc_lookup` of the class's qdisc then `qdisc_leaf`: the qdisc
+    /// attached to class `clid` (`None` if it has none); `missing` is the
+    /// caller's message for a qdisc that does not exist.
+    fn qdisc_leaf(&self, clid: Handle, missing: &str) -> TcResult<Option<&QdiscNode>> {
+        let p = self.find(clid.qdisc()).ok_or_else(|| err(Errno::ENOENT, missing))?;
         let cls = p
             .qdisc
             .classes_ref()
@@ -212,7 +217,7 @@ impl Device {
         if !cls.contains(clid) {
             return Err(err(Errno::ENOENT, "Specified class not found"));
         }
-        Ok(cls.leaf(clid).map(|l| l.handle))
+        Ok(cls.leaf(clid))
     }
 
     /// `tc qdisc add|replace|change|link dev D parent P [handle H] KIND OPTS`.
@@ -425,17 +430,7 @@ impl Device {
                 }
             }
         } else {
-            let p = self
-                .find(parent.qdisc())
-                .ok_or_else(|| err(Errno::ENOENT, "Failed to find qdisc with specified classid"))?;
-            let cls = p
-                .qdisc
-                .classes_ref()
-                .ok_or_else(|| err(Errno::EOPNOTSUPP, "Parent qdisc is not classful"))?;
-            if !cls.contains(parent) {
-                return Err(err(Errno::ENOENT, "Specified class not found"));
-            }
-            match cls.leaf(parent) {
+            match self.qdisc_leaf(parent, "Failed to find qdisc with specified classid")? {
                 Some(l) => (l.handle, l.kind()),
                 None => {
                     return Err(err(

@@ -194,6 +194,22 @@ OPTIONS := ... try tc qdisc add <desired QDISC_KIND> help
 STAB_OPTIONS := ... try tc qdisc add stab help
 QDISC_ID := { root | ingress | handle QHANDLE | parent CLASSID }";
 
+/// Words left where a kind's options would be: iproute2's "Garbage" error.
+fn no_garbage<T>(a: &Args, object: &str) -> CmdResult<Option<T>> {
+    match a.peek() {
+        Some(w) => Err(Fail::new(
+            255,
+            format!("Garbage instead of arguments \"{w} ...\". Try \"tc {object} help\"."),
+        )),
+        None => Ok(None),
+    }
+}
+
+/// A request without `dev`: the kernel finds no device 0.
+fn no_device() -> Fail {
+    Fail::new(2, "RTNETLINK answers: No such device")
+}
+
 fn kernel_err(e: TcError) -> Fail {
     Fail::new(2, e.describe())
 }
@@ -311,19 +327,9 @@ fn qdisc_modify(net: &mut Net, a: &mut Args, flags: Option<NlFlags>) -> CmdResul
             }
             None
         }
-        (None, _) => {
-            if let Some(w) = a.peek() {
-                return Err(Fail::new(
-                    255,
-                    format!("Garbage instead of arguments \"{w} ...\". Try \"tc qdisc help\"."),
-                ));
-            }
-            None
-        }
+        (None, _) => no_garbage(a, "qdisc")?,
     };
-    let Some(dname) = dev else {
-        return Err(Fail::new(2, "RTNETLINK answers: No such device"));
-    };
+    let dname = dev.ok_or_else(no_device)?;
     let ah = &mut net.autohandle;
     let d: &mut Device = net
         .devices
@@ -645,19 +651,9 @@ fn class_cmd(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdResu
     }
     let copts = match kind {
         Some(k) => q::parse_class(k, a)?,
-        None => {
-            if let Some(w) = a.peek() {
-                return Err(Fail::new(
-                    255,
-                    format!("Garbage instead of arguments \"{w} ...\". Try \"tc class help\"."),
-                ));
-            }
-            None
-        }
+        None => no_garbage(a, "class")?,
     };
-    let Some(dname) = dev else {
-        return Err(Fail::new(2, "RTNETLINK answers: No such device"));
-    };
+    let dname = dev.ok_or_else(no_device)?;
     let d = net.dev_mut(dname).ok_or_else(|| nodev(dname))?;
     match flags {
         None => d.delete_class(parent, classid).map_err(kernel_err),

@@ -28,6 +28,19 @@ fn open(netns: Option<&str>) -> Result<Session, Outcome> {
     })
 }
 
+/// Log a command that succeeded and changed the namespace, so the next
+/// invocation replays it.
+fn keep(s: &mut Session, tool: &str, words: Vec<String>, changed: bool, o: Outcome) -> Outcome {
+    if o.code != 0 || !changed {
+        return o;
+    }
+    let logged = std::iter::once(tool.to_string()).chain(words).collect();
+    match s.record(logged) {
+        Ok(()) => o,
+        Err(e) => Outcome { stderr: format!("{}sluice: cannot save state: {e}\n", o.stderr), code: 1, ..o },
+    }
+}
+
 fn run_tc(argv: &[String]) -> Outcome {
     let (opts, words) = match tc::parse_global(argv) {
         Ok(x) => x,
@@ -41,18 +54,8 @@ fn run_tc(argv: &[String]) -> Outcome {
         return run_batch(&mut s, &opts, file);
     }
     let o = tc::run(&mut s.net, &opts, &words);
-    if o.code == 0 && tc::mutates(&words) {
-        let mut logged = vec!["tc".to_string()];
-        logged.extend(words);
-        if let Err(e) = s.record(logged) {
-            return Outcome {
-                stderr: format!("sluice: cannot save state: {e}\n"),
-                code: 1,
-                ..o
-            };
-        }
-    }
-    o
+    let changed = tc::mutates(&words);
+    keep(&mut s, "tc", words, changed, o)
 }
 
 /// `tc -b FILE`: one command per line; stop at the first failure unless `-force`.
@@ -116,17 +119,8 @@ fn run_ip(argv: &[String]) -> Outcome {
         Err(o) => return o,
     };
     let o = ip::run(&mut s.net, &words);
-    if o.code == 0 && ip::mutates(&words) {
-        let mut logged = vec!["ip".to_string()];
-        logged.extend(words);
-        if let Err(e) = s.record(logged) {
-            return Outcome {
-                stderr: format!("sluice: cannot save state: {e}\n"),
-                code: 1,
-                ..o
-            };
-        }
-    }
+    let changed = ip::mutates(&words);
+    let o = keep(&mut s, "ip", words, changed, o);
     o
 }
 
