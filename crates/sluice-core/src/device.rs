@@ -202,14 +202,18 @@ impl Device {
         if clid == Handle::INGRESS {
             return Ok(self.ingress.as_ref().map(|q| q.handle));
         }
-        Ok(self.qdisc_leaf(clid, "Failed to find specified qdisc")?.map(|l| l.handle))
+        Ok(self
+            .qdisc_leaf(clid, "Failed to find specified qdisc")?
+            .map(|l| l.handle))
     }
 
     /// `qdisc_lookup` of the class's qdisc then `qdisc_leaf`: the qdisc
     /// attached to class `clid` (`None` if it has none); `missing` is the
     /// caller's message for a qdisc that does not exist.
     fn qdisc_leaf(&self, clid: Handle, missing: &str) -> TcResult<Option<&QdiscNode>> {
-        let p = self.find(clid.qdisc()).ok_or_else(|| err(Errno::ENOENT, missing))?;
+        let p = self
+            .find(clid.qdisc())
+            .ok_or_else(|| err(Errno::ENOENT, missing))?;
         let cls = p
             .qdisc
             .classes_ref()
@@ -248,7 +252,10 @@ impl Device {
                         None => create = true,
                         Some(q) => {
                             if q.parent != parent {
-                                return Err(err(Errno::EINVAL, "Cannot move an existing qdisc to a different parent"));
+                                return Err(err(
+                                    Errno::EINVAL,
+                                    "Cannot move an existing qdisc to a different parent",
+                                ));
                             }
                             if flags.excl {
                                 return Err(err(
@@ -474,8 +481,14 @@ impl Device {
 
     /// Run a received packet through the ingress (or clsact) qdisc's filters
     /// (`sch_handle_ingress`): `None` when a filter dropped or took it.
-    pub fn receive(&mut self, pkt: crate::packet::Packet, now: crate::time::Time) -> Option<crate::packet::Packet> {
-        let Some(ing) = self.ingress.as_mut() else { return Some(pkt) };
+    pub fn receive(
+        &mut self,
+        pkt: crate::packet::Packet,
+        now: crate::time::Time,
+    ) -> Option<crate::packet::Packet> {
+        let Some(ing) = self.ingress.as_mut() else {
+            return Some(pkt);
+        };
         let mut cx = crate::qdisc::Cx::new(now);
         ing.enqueue(pkt, &mut cx).ok()?;
         match ing.dequeue(&mut cx) {
@@ -497,13 +510,27 @@ impl Device {
         now: crate::time::Time,
     ) -> TcResult<()> {
         let (q, parent) = self.block_owner(parent)?;
-        let Device { root, ingress, cls, .. } = self;
+        let Device {
+            root, ingress, cls, ..
+        } = self;
         let node = match root.find_mut(q) {
             Some(n) => n,
-            None => ingress.as_mut().filter(|i| i.handle == q).ok_or_else(|| err(Errno::EINVAL, "Parent Qdisc doesn't exists"))?,
+            None => ingress
+                .as_mut()
+                .filter(|i| i.handle == q)
+                .ok_or_else(|| err(Errno::EINVAL, "Parent Qdisc doesn't exists"))?,
         };
-        let block = node.qdisc.block_mut(parent).ok_or_else(|| TcError::errno(Errno::EINVAL))?;
-        let mut env = crate::cls::ClsEnv { actions, shared: cls, qdisc: q, dev_exists, now };
+        let block = node
+            .qdisc
+            .block_mut(parent)
+            .ok_or_else(|| TcError::errno(Errno::EINVAL))?;
+        let mut env = crate::cls::ClsEnv {
+            actions,
+            shared: cls,
+            qdisc: q,
+            dev_exists,
+            now,
+        };
         block.change_filter(msg, cmd, &mut env)
     }
 
@@ -513,15 +540,23 @@ impl Device {
     /// named by a minor must exist.
     pub fn block_mut(&mut self, parent: Handle) -> TcResult<&mut crate::cls::Block> {
         let (q, parent) = self.block_owner(parent)?;
-        let node = self.find_mut(q).ok_or_else(|| err(Errno::EINVAL, "Parent Qdisc doesn't exists"))?;
-        node.qdisc.block_mut(parent).ok_or_else(|| TcError::errno(Errno::EINVAL))
+        let node = self
+            .find_mut(q)
+            .ok_or_else(|| err(Errno::EINVAL, "Parent Qdisc doesn't exists"))?;
+        node.qdisc
+            .block_mut(parent)
+            .ok_or_else(|| TcError::errno(Errno::EINVAL))
     }
 
     /// The filter block, read-only (`tc filter show`).
     pub fn block(&self, parent: Handle) -> TcResult<&crate::cls::Block> {
         let (q, parent) = self.block_owner(parent)?;
-        let node = self.find(q).ok_or_else(|| err(Errno::EINVAL, "Parent Qdisc doesn't exists"))?;
-        node.qdisc.block(parent).ok_or_else(|| TcError::errno(Errno::EINVAL))
+        let node = self
+            .find(q)
+            .ok_or_else(|| err(Errno::EINVAL, "Parent Qdisc doesn't exists"))?;
+        node.qdisc
+            .block(parent)
+            .ok_or_else(|| TcError::errno(Errno::EINVAL))
     }
 
     /// The qdisc holding the block for `parent`, and `parent` completed.
@@ -531,7 +566,9 @@ impl Device {
         } else {
             (parent.qdisc(), parent)
         };
-        let node = self.find(q).ok_or_else(|| err(Errno::EINVAL, "Parent Qdisc doesn't exists"))?;
+        let node = self
+            .find(q)
+            .ok_or_else(|| err(Errno::EINVAL, "Parent Qdisc doesn't exists"))?;
         let is_ingress = matches!(node.kind(), "ingress" | "clsact");
         let Some(cls) = node.qdisc.classes_ref() else {
             if is_ingress {
@@ -599,13 +636,19 @@ impl Device {
     /// (`qdisc_tree_reduce_backlog`).
     fn apply_purged(&mut self, q: Handle) {
         let Some(node) = self.find_mut(q) else { return };
-        let (pkts, bytes) = node.qdisc.classes().map(|c| c.take_purged()).unwrap_or((0, 0));
+        let (pkts, bytes) = node
+            .qdisc
+            .classes()
+            .map(|c| c.take_purged())
+            .unwrap_or((0, 0));
         if pkts == 0 && bytes == 0 {
             return;
         }
         fn walk(n: &mut QdiscNode, q: Handle, pkts: u64, bytes: u64) -> bool {
             let found = n.handle == q
-                || n.qdisc.classes().is_some_and(|c| c.leaves().into_iter().any(|l| walk(l, q, pkts, bytes)));
+                || n.qdisc
+                    .classes()
+                    .is_some_and(|c| c.leaves().into_iter().any(|l| walk(l, q, pkts, bytes)));
             if found {
                 n.stats.qlen = n.stats.qlen.saturating_sub(pkts as u32);
                 n.stats.backlog = n.stats.backlog.saturating_sub(bytes);

@@ -146,7 +146,11 @@ pub fn run(net: &mut Net, opts: &Opts, words: &[String]) -> Outcome {
     let warnings = std::mem::take(&mut out.warnings);
     let stdout = out.finish();
     match r {
-        Ok(()) => Outcome { stdout, stderr: warnings, code: 0 },
+        Ok(()) => Outcome {
+            stdout,
+            stderr: warnings,
+            code: 0,
+        },
         Err(f) => Outcome {
             stdout: if opts.json { String::new() } else { stdout },
             stderr: f.stderr,
@@ -407,7 +411,10 @@ pub(crate) fn parse_estimator(a: &mut Args) -> CmdResult<EstimatorSpec> {
     if ewma == 0 || ewma >= 31 {
         return Err(out_of_range());
     }
-    Ok(EstimatorSpec { interval_log: (ilog - 2) as i8, ewma_log: ewma as u8 })
+    Ok(EstimatorSpec {
+        interval_log: (ilog - 2) as i8,
+        ewma_log: ewma as u8,
+    })
 }
 
 fn parse_ingress_words(kind: &str, a: &mut Args) -> CmdResult {
@@ -470,7 +477,9 @@ fn qdisc_list(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdRes
         for q in d.qdiscs() {
             // Builtin noop and the default leaves classful qdiscs create
             // (handle 0 below the root) are not in the kernel's dump.
-            if matches!(q.qdisc.dump(), QdiscOpts::Noop) || (q.handle.is_unspec() && !q.parent.is_root()) {
+            if matches!(q.qdisc.dump(), QdiscOpts::Noop)
+                || (q.handle.is_unspec() && !q.parent.is_root())
+            {
                 continue;
             }
             if filter_handle.is_some_and(|h| h.major() != q.handle.major()) {
@@ -492,7 +501,11 @@ fn print_qdisc(d: &Device, q: &QdiscNode, show_dev: bool, opts: &Opts, out: &mut
     out.open("");
     out.str(To::Any, "kind", &format!("qdisc {} ", o.kind()), o.kind());
     let h = format!("{:x}:", q.handle.major());
-    let raw = if out.raw { format!("[{:08x}] ", q.handle.0) } else { " ".to_string() };
+    let raw = if out.raw {
+        format!("[{:08x}] ", q.handle.0)
+    } else {
+        " ".to_string()
+    };
     out.str(To::Any, "handle", &format!("{h}{raw}"), &h);
     if show_dev {
         out.str(
@@ -519,16 +532,17 @@ fn print_qdisc(d: &Device, q: &QdiscNode, show_dev: bool, opts: &Opts, out: &mut
     out.close();
     out.nl();
     if opts.stats {
-        print_stats(&q.stats(), q.estimator.as_ref(), out);
+        print_stats(&q.stats(), q.estimator.as_ref().map(|e| e.read()), " ", out);
         out.nl();
         q::print_xstats(&q.qdisc.xstats(), out);
     }
     out.close();
 }
 
-/// `print_tcstats_attr` with the " " prefix.
-pub fn print_stats(s: &Stats, est: Option<&RateEstimator>, out: &mut Out) {
-    out.text(" ");
+/// `print_tcstats2_attr`: the counters line, an estimator's rate if any,
+/// and the queue line, each starting with `prefix` (" " for qdiscs and classes).
+pub fn print_stats(s: &Stats, rate: Option<(u64, u64)>, prefix: &str, out: &mut Out) {
+    out.text(prefix);
     out.uint(
         To::Any,
         "bytes",
@@ -554,13 +568,13 @@ pub fn print_stats(s: &Stats, est: Option<&RateEstimator>, out: &mut Out) {
         &format!(" requeues {}) ", s.requeues),
         s.requeues,
     );
-    out.text("\n ");
-    if let Some(e) = est {
-        let (bps, pps) = e.read();
-        out.uint(To::Json, "rate", "", bps / 8);
-        out.text(&format!("rate {}", out.rate(bps / 8)));
+    out.text("\n");
+    out.text(prefix);
+    if let Some((bits, pps)) = rate {
+        out.uint(To::Json, "rate", "", bits / 8);
+        out.text(&format!("rate {}", out.rate(bits / 8)));
         out.uint(To::Any, "pps", &format!(" {pps}pps"), pps);
-        out.text(" ");
+        out.text(prefix);
     }
     out.uint(
         To::Any,
@@ -658,7 +672,10 @@ fn class_cmd(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdResu
     match flags {
         None => d.delete_class(parent, classid).map_err(kernel_err),
         Some(fl) => {
-            if let Some(w) = d.modify_class(parent, classid, copts.as_ref(), fl).map_err(kernel_err)? {
+            if let Some(w) = d
+                .modify_class(parent, classid, copts.as_ref(), fl)
+                .map_err(kernel_err)?
+            {
                 out.warn(&w);
             }
             Ok(())
@@ -685,14 +702,16 @@ fn class_list(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdRes
                 if filter_qdisc.is_some() {
                     return Err(duparg("qdisc", v));
                 }
-                filter_qdisc = Some(Handle::parse_qdisc(v).ok_or_else(|| invarg("invalid qdisc ID", v))?);
+                filter_qdisc =
+                    Some(Handle::parse_qdisc(v).ok_or_else(|| invarg("invalid qdisc ID", v))?);
             }
             "classid" => {
                 let v = a.value()?;
                 if filter_classid.is_some() {
                     return Err(duparg("classid", v));
                 }
-                filter_classid = Some(Handle::parse_classid(v).ok_or_else(|| invarg("invalid class ID", v))?);
+                filter_classid =
+                    Some(Handle::parse_classid(v).ok_or_else(|| invarg("invalid class ID", v))?);
             }
             "root" => {
                 if filter_parent.is_some() {
@@ -705,10 +724,16 @@ fn class_list(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdRes
                     return Err(duparg("parent", "parent"));
                 }
                 let v = a.value()?;
-                filter_parent = Some(Handle::parse_classid(v).ok_or_else(|| invarg("invalid parent ID", v))?);
+                filter_parent =
+                    Some(Handle::parse_classid(v).ok_or_else(|| invarg("invalid parent ID", v))?);
             }
             w if matches(w, "help") => return Err(Fail::new(255, CLASS_USAGE)),
-            w => return Err(Fail::new(255, format!("What is \"{w}\"? Try \"tc class help\"."))),
+            w => {
+                return Err(Fail::new(
+                    255,
+                    format!("What is \"{w}\"? Try \"tc class help\"."),
+                ))
+            }
         }
     }
     let Some(dname) = dev else {
@@ -753,7 +778,7 @@ fn class_list(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdRes
             out.nl();
             if opts.stats {
                 if c.xstats != XStats::Absent {
-                    print_stats(&c.stats, None, out);
+                    print_stats(&c.stats, None, " ", out);
                     out.nl();
                     q::print_xstats(&c.xstats, out);
                 }

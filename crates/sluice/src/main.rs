@@ -37,7 +37,11 @@ fn keep(s: &mut Session, tool: &str, words: Vec<String>, changed: bool, o: Outco
     let logged = std::iter::once(tool.to_string()).chain(words).collect();
     match s.record(logged) {
         Ok(()) => o,
-        Err(e) => Outcome { stderr: format!("{}sluice: cannot save state: {e}\n", o.stderr), code: 1, ..o },
+        Err(e) => Outcome {
+            stderr: format!("{}sluice: cannot save state: {e}\n", o.stderr),
+            code: 1,
+            ..o
+        },
     }
 }
 

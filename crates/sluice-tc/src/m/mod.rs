@@ -29,7 +29,6 @@ use crate::out::{Out, To};
 use sluice_core::act::{ActionDump, ActionSpec, ActionStats, TC_ACT_EXT_VAL_MASK};
 use sluice_core::cls::Verdict;
 use sluice_core::time::Time;
-use sluice_core::units::{fmt_size};
 
 /// A parser's `return -1`: `msg` (if any) is what it printed on the way.
 pub(crate) fn soft(msg: impl Into<String>) -> Fail {
@@ -443,37 +442,16 @@ fn print_one(d: &ActionDump, bind: bool, cx: &PrintCx, out: &mut Out) {
     }
 }
 
-/// `print_tcstats2_attr` for an action's counters.
+/// `print_tcstats2_attr` for an action's counters (no queue: zeros there).
 pub(crate) fn print_stats2(s: &ActionStats, rate: Option<(u64, u64)>, prefix: &str, out: &mut Out) {
-    out.text(prefix);
-    out.uint(
-        To::Any,
-        "bytes",
-        &format!("Sent {} bytes", s.bytes),
-        s.bytes,
-    );
-    out.uint(
-        To::Any,
-        "packets",
-        &format!(" {} pkt", s.packets),
-        s.packets,
-    );
-    out.uint(To::Any, "drops", &format!(" (dropped {}", s.drops), s.drops);
-    let o = s.overlimits;
-    out.uint(To::Any, "overlimits", &format!(", overlimits {o}"), o);
-    out.uint(To::Any, "requeues", " requeues 0) ", 0);
-    if let Some((bits, pps)) = rate {
-        out.text(&format!("\n{prefix}"));
-        out.uint(To::Json, "rate", "", bits / 8);
-        out.text(&format!("rate {}", out.rate(bits / 8)));
-        out.uint(To::Any, "pps", &format!(" {pps}pps"), pps);
-    } else {
-        out.nl();
-    }
-    out.text(prefix);
-    out.uint(To::Any, "backlog", &format!("backlog {}", fmt_size(0)), 0);
-    out.uint(To::Any, "qlen", " 0p", 0);
-    out.text(" requeues 0");
+    let st = sluice_core::stats::Stats {
+        bytes: s.bytes,
+        packets: s.packets,
+        drops: s.drops,
+        overlimits: s.overlimits,
+        ..Default::default()
+    };
+    crate::tc::print_stats(&st, rate, prefix, out);
 }
 
 /// `print_tm`: ages in seconds, each only when its raw tick count is non-zero.

@@ -127,7 +127,12 @@ pub(super) fn parse_class(a: &mut Args) -> CmdResult<ClassOpts> {
     if cbuffer == 0 {
         cbuffer = (ceil64 / HZ) as u32 + mtu;
     }
-    let spec = |rate| RateSpec { rate, overhead: overhead as i32, mpu, linklayer };
+    let spec = |rate| RateSpec {
+        rate,
+        overhead: overhead as i32,
+        mpu,
+        linklayer,
+    };
     o.rate = spec(rate64);
     o.ceil = spec(ceil64);
     o.buffer = xmittime(rate64, buffer);
@@ -145,8 +150,17 @@ fn linklayer_name(l: LinkLayer) -> &'static str {
 
 /// `htb_print_opt` for the qdisc.
 pub(super) fn print_qdisc(o: &HtbOpts, out: &mut Out, details: bool) {
-    out.int(To::Any, "r2q", &format!("r2q {}", o.rate2quantum as i32), o.rate2quantum as i32 as i64);
-    let def = if o.defcls == 0 { "0".to_string() } else { format!("{:#x}", o.defcls) };
+    out.int(
+        To::Any,
+        "r2q",
+        &format!("r2q {}", o.rate2quantum as i32),
+        o.rate2quantum as i32 as i64,
+    );
+    let def = if o.defcls == 0 {
+        "0".to_string()
+    } else {
+        format!("{:#x}", o.defcls)
+    };
     out.str(To::Any, "default", &format!(" default {def}"), &def);
     out.uint(
         To::Any,
@@ -159,7 +173,12 @@ pub(super) fn print_qdisc(o: &HtbOpts, out: &mut Out, details: bool) {
         out.str(To::Any, "ver", &format!(" ver {v}"), &v);
     }
     if let Some(q) = o.direct_qlen {
-        out.uint(To::Any, "direct_qlen", &format!(" direct_qlen {q}"), q as u64);
+        out.uint(
+            To::Any,
+            "direct_qlen",
+            &format!(" direct_qlen {q}"),
+            q as u64,
+        );
     }
     if o.offload {
         out.item(To::Any, "offload", " offload", crate::out::J::Null);
@@ -169,46 +188,135 @@ pub(super) fn print_qdisc(o: &HtbOpts, out: &mut Out, details: bool) {
 /// `htb_print_opt` for a class.
 pub(super) fn print_class(o: &HtbClassOpts, out: &mut Out, details: bool) {
     if o.level == 0 {
-        out.int(To::Any, "prio", &format!("prio {} ", o.prio as i32), o.prio as i32 as i64);
+        out.int(
+            To::Any,
+            "prio",
+            &format!("prio {} ", o.prio as i32),
+            o.prio as i32 as i64,
+        );
         if details {
-            out.int(To::Any, "quantum", &format!("quantum {} ", o.quantum as i32), o.quantum as i32 as i64);
+            out.int(
+                To::Any,
+                "quantum",
+                &format!("quantum {} ", o.quantum as i32),
+                o.quantum as i32 as i64,
+            );
         }
     }
-    out.uint(To::Any, "rate", &format!("rate {} ", out.rate(o.rate.rate)), o.rate.rate);
+    out.uint(
+        To::Any,
+        "rate",
+        &format!("rate {} ", out.rate(o.rate.rate)),
+        o.rate.rate,
+    );
     if o.rate.overhead != 0 {
-        out.uint(To::Any, "overhead", &format!("overhead {} ", o.rate.overhead as u32), o.rate.overhead as u32 as u64);
+        out.uint(
+            To::Any,
+            "overhead",
+            &format!("overhead {} ", o.rate.overhead as u32),
+            o.rate.overhead as u32 as u64,
+        );
     }
     let buffer = xmitsize(o.rate.rate, o.buffer);
-    out.uint(To::Any, "ceil", &format!("ceil {} ", out.rate(o.ceil.rate)), o.ceil.rate);
+    out.uint(
+        To::Any,
+        "ceil",
+        &format!("ceil {} ", out.rate(o.ceil.rate)),
+        o.ceil.rate,
+    );
     let cbuffer = xmitsize(o.ceil.rate, o.cbuffer);
     let ll = o.rate.linklayer;
     if matches!(ll, LinkLayer::Atm) || details {
-        let name = linklayer_name(if ll == LinkLayer::Unspec { LinkLayer::Ethernet } else { ll });
+        let name = linklayer_name(if ll == LinkLayer::Unspec {
+            LinkLayer::Ethernet
+        } else {
+            ll
+        });
         out.str(To::Any, "linklayer", &format!("linklayer {name} "), name);
     }
     if details {
-        out.uint(To::Any, "burst", &format!("burst {}/", fmt_size(buffer)), buffer as u64);
+        out.uint(
+            To::Any,
+            "burst",
+            &format!("burst {}/", fmt_size(buffer)),
+            buffer as u64,
+        );
         out.uint(To::Any, "burst_cell", "1", 1);
         let mpu = o.rate.mpu as u32;
-        out.uint(To::Any, "mpu_rate", &format!(" mpu {} ", fmt_size(mpu)), mpu as u64);
-        out.uint(To::Any, "cburst", &format!("cburst {}/", fmt_size(cbuffer)), cbuffer as u64);
+        out.uint(
+            To::Any,
+            "mpu_rate",
+            &format!(" mpu {} ", fmt_size(mpu)),
+            mpu as u64,
+        );
+        out.uint(
+            To::Any,
+            "cburst",
+            &format!("cburst {}/", fmt_size(cbuffer)),
+            cbuffer as u64,
+        );
         out.uint(To::Any, "cburst_cell", "1", 1);
         let cmpu = o.ceil.mpu as u32;
-        out.uint(To::Any, "mpu_ceil", &format!(" mpu {} ", fmt_size(cmpu)), cmpu as u64);
-        out.int(To::Any, "level", &format!("level {} ", o.level as i32), o.level as i32 as i64);
+        out.uint(
+            To::Any,
+            "mpu_ceil",
+            &format!(" mpu {} ", fmt_size(cmpu)),
+            cmpu as u64,
+        );
+        out.int(
+            To::Any,
+            "level",
+            &format!("level {} ", o.level as i32),
+            o.level as i32 as i64,
+        );
     } else {
-        out.uint(To::Any, "burst", &format!("burst {} ", fmt_size(buffer)), buffer as u64);
-        out.uint(To::Any, "cburst", &format!("cburst {} ", fmt_size(cbuffer)), cbuffer as u64);
+        out.uint(
+            To::Any,
+            "burst",
+            &format!("burst {} ", fmt_size(buffer)),
+            buffer as u64,
+        );
+        out.uint(
+            To::Any,
+            "cburst",
+            &format!("cburst {} ", fmt_size(cbuffer)),
+            cbuffer as u64,
+        );
     }
 }
 
 /// `htb_print_xstats`.
 pub(super) fn print_xstats(x: &HtbClassXstats, out: &mut Out) {
-    out.uint(To::Any, "lended", &format!(" lended: {} ", x.lended), x.lended as u64);
-    out.uint(To::Any, "borrowed", &format!("borrowed: {} ", x.borrowed), x.borrowed as u64);
-    out.uint(To::Any, "giants", &format!("giants: {}", x.giants), x.giants as u64);
+    out.uint(
+        To::Any,
+        "lended",
+        &format!(" lended: {} ", x.lended),
+        x.lended as u64,
+    );
+    out.uint(
+        To::Any,
+        "borrowed",
+        &format!("borrowed: {} ", x.borrowed),
+        x.borrowed as u64,
+    );
+    out.uint(
+        To::Any,
+        "giants",
+        &format!("giants: {}", x.giants),
+        x.giants as u64,
+    );
     out.nl();
-    out.int(To::Any, "tokens", &format!(" tokens: {} ", x.tokens), x.tokens as i64);
-    out.int(To::Any, "ctokens", &format!("ctokens: {}", x.ctokens), x.ctokens as i64);
+    out.int(
+        To::Any,
+        "tokens",
+        &format!(" tokens: {} ", x.tokens),
+        x.tokens as i64,
+    );
+    out.int(
+        To::Any,
+        "ctokens",
+        &format!("ctokens: {}", x.ctokens),
+        x.ctokens as i64,
+    );
     out.nl();
 }

@@ -35,7 +35,10 @@ pub(super) fn parse(a: &mut Args) -> CmdResult<Option<QdiscOpts>> {
                 return Err(dup("limit"));
             }
             if latency != 0 {
-                return Err(Fail::new(1, "tbf: specifying both \"latency\" and \"limit\" is not allowed"));
+                return Err(Fail::new(
+                    1,
+                    "tbf: specifying both \"latency\" and \"limit\" is not allowed",
+                ));
             }
             limit = parse_size(v).map_err(|_| illegal("limit", v))?;
         } else if matches(w, "latency") {
@@ -44,7 +47,10 @@ pub(super) fn parse(a: &mut Args) -> CmdResult<Option<QdiscOpts>> {
                 return Err(dup("latency"));
             }
             if limit != 0 {
-                return Err(Fail::new(1, "tbf: specifying both \"limit\" and \"/latency\" is not allowed"));
+                return Err(Fail::new(
+                    1,
+                    "tbf: specifying both \"limit\" and \"/latency\" is not allowed",
+                ));
             }
             latency = parse_time_us(v).map_err(|_| illegal("latency", v))?;
         } else if matches(w, "burst") || w == "buffer" || w == "maxburst" {
@@ -89,7 +95,10 @@ pub(super) fn parse(a: &mut Args) -> CmdResult<Option<QdiscOpts>> {
         } else if w == "help" {
             return Err(Fail::new(1, USAGE));
         } else {
-            return Err(Fail::new(1, format!("tbf: unknown parameter \"{w}\"\n{USAGE}")));
+            return Err(Fail::new(
+                1,
+                format!("tbf: unknown parameter \"{w}\"\n{USAGE}"),
+            ));
         }
     }
     let mut errors = String::new();
@@ -112,10 +121,19 @@ pub(super) fn parse(a: &mut Args) -> CmdResult<Option<QdiscOpts>> {
         let peak = (prate64 != 0).then_some((prate64, mtu));
         limit = limit_from_latency(rate64, buffer, peak, latency);
     }
-    let spec = |rate: u64| RateSpec { rate: rate.min(u32::MAX as u64), overhead: overhead as i32, mpu: mpu as u16, linklayer };
+    let spec = |rate: u64| RateSpec {
+        rate: rate.min(u32::MAX as u64),
+        overhead: overhead as i32,
+        mpu: mpu as u16,
+        linklayer,
+    };
     let mut o = TbfOpts {
         rate: spec(rate64),
-        peakrate: if prate64 != 0 { spec(prate64) } else { RateSpec::default() },
+        peakrate: if prate64 != 0 {
+            spec(prate64)
+        } else {
+            RateSpec::default()
+        },
         limit,
         buffer_ticks: xmittime(rate64.min(u32::MAX as u64), buffer),
         mtu_ticks: 0,
@@ -136,15 +154,30 @@ pub(super) fn parse(a: &mut Args) -> CmdResult<Option<QdiscOpts>> {
 /// `tbf_print_opt`.
 pub(super) fn print(o: &TbfOpts, out: &mut Out, details: bool) {
     let rate64 = o.rate64.unwrap_or(o.rate.rate);
-    out.uint(To::Any, "rate", &format!("rate {} ", out.rate(rate64)), rate64);
+    out.uint(
+        To::Any,
+        "rate",
+        &format!("rate {} ", out.rate(rate64)),
+        rate64,
+    );
     let buffer = xmitsize(rate64, o.buffer_ticks);
     if details {
         let b = format!("{}/1", fmt_size(buffer));
         out.str(To::Any, "burst", &format!("burst {b} "), &b);
         let mpu = o.rate.mpu as u32;
-        out.uint(To::Any, "mpu", &format!("mpu {} ", fmt_size(mpu)), mpu as u64);
+        out.uint(
+            To::Any,
+            "mpu",
+            &format!("mpu {} ", fmt_size(mpu)),
+            mpu as u64,
+        );
     } else {
-        out.uint(To::Any, "burst", &format!("burst {} ", fmt_size(buffer)), buffer as u64);
+        out.uint(
+            To::Any,
+            "burst",
+            &format!("burst {} ", fmt_size(buffer)),
+            buffer as u64,
+        );
     }
     let prate64 = o.prate64.unwrap_or(o.peakrate.rate);
     if prate64 != 0 {
@@ -155,15 +188,27 @@ pub(super) fn print(o: &TbfOpts, out: &mut Out, details: bool) {
                 let m = format!("{}/1", fmt_size(mtu));
                 out.str(To::Any, "mtu", &format!("mtu {m} "), &m);
                 let mpu = o.peakrate.mpu as u32;
-                out.uint(To::Any, "mpu", &format!("mpu {} ", fmt_size(mpu)), mpu as u64);
+                out.uint(
+                    To::Any,
+                    "mpu",
+                    &format!("mpu {} ", fmt_size(mpu)),
+                    mpu as u64,
+                );
             } else {
-                out.uint(To::Any, "minburst", &format!("minburst {} ", fmt_size(mtu)), mtu as u64);
+                out.uint(
+                    To::Any,
+                    "minburst",
+                    &format!("minburst {} ", fmt_size(mtu)),
+                    mtu as u64,
+                );
             }
         }
     }
-    let mut latency = TIME_UNITS_PER_SEC * (o.limit as f64 / rate64 as f64) - tick2time(o.buffer_ticks) as f64;
+    let mut latency =
+        TIME_UNITS_PER_SEC * (o.limit as f64 / rate64 as f64) - tick2time(o.buffer_ticks) as f64;
     if prate64 != 0 {
-        let lat2 = TIME_UNITS_PER_SEC * (o.limit as f64 / prate64 as f64) - tick2time(o.mtu_ticks) as f64;
+        let lat2 =
+            TIME_UNITS_PER_SEC * (o.limit as f64 / prate64 as f64) - tick2time(o.mtu_ticks) as f64;
         if lat2 > latency {
             latency = lat2;
         }
@@ -173,14 +218,28 @@ pub(super) fn print(o: &TbfOpts, out: &mut Out, details: bool) {
         out.uint(To::Json, "lat", "", latency as u64);
         out.text(&format!("lat {} ", fmt_time_us(us)));
     } else {
-        out.uint(To::Any, "limit", &format!("limit {} ", fmt_size(o.limit)), o.limit as u64);
+        out.uint(
+            To::Any,
+            "limit",
+            &format!("limit {} ", fmt_size(o.limit)),
+            o.limit as u64,
+        );
     }
     if o.rate.overhead != 0 {
-        out.int(To::Any, "overhead", &format!("overhead {} ", o.rate.overhead), o.rate.overhead as i64);
+        out.int(
+            To::Any,
+            "overhead",
+            &format!("overhead {} ", o.rate.overhead),
+            o.rate.overhead as i64,
+        );
     }
     let ll = o.rate.linklayer;
     if ll == LinkLayer::Atm || details {
-        let name = if ll == LinkLayer::Atm { "atm" } else { "ethernet" };
+        let name = if ll == LinkLayer::Atm {
+            "atm"
+        } else {
+            "ethernet"
+        };
         out.str(To::Any, "linklayer", &format!("linklayer {name} "), name);
     }
 }
