@@ -67,6 +67,44 @@ impl Packet {
         }
     }
 
+    /// `INET_ECN_set_ce`: mark Congestion Experienced if the packet is
+    /// ECN-capable (true also when it already was CE); false for Not-ECT and
+    /// non-IP packets. The IPv4 header checksum is updated incrementally
+    /// (RFC 1624). CoDel, fq_codel, sfq's RED and netem's `ecn` share it.
+    pub fn set_ce(&mut self) -> bool {
+        let d = &mut self.data;
+        match self.protocol {
+            ETH_P_IP if d.len() >= 20 && d[0] >> 4 == 4 => {
+                let ecn = d[1] & 3;
+                if ecn == 0 {
+                    return false;
+                }
+                if ecn == 3 {
+                    return true;
+                }
+                let old = u16::from_be_bytes([d[0], d[1]]);
+                d[1] |= 3;
+                let new = u16::from_be_bytes([d[0], d[1]]);
+                let check = u16::from_be_bytes([d[10], d[11]]);
+                let mut sum = (!check as u32) + (!old as u32) + new as u32;
+                while sum >> 16 != 0 {
+                    sum = (sum & 0xffff) + (sum >> 16);
+                }
+                d[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+                true
+            }
+            ETH_P_IPV6 if d.len() >= 2 && d[0] >> 4 == 6 => {
+                // The traffic class straddles bytes 0 and 1; ECN is its low 2 bits.
+                if (d[1] >> 4) & 3 == 0 {
+                    return false;
+                }
+                d[1] |= 0x30;
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Read `N` bytes at `off` of the network header, if present (`skb_header_pointer`).
     pub fn bytes_at<const N: usize>(&self, off: usize) -> Option<[u8; N]> {
         self.data.get(off..off.checked_add(N)?)?.try_into().ok()

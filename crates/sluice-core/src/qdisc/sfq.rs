@@ -53,7 +53,7 @@ use super::{
 use crate::cls::{Block, Verdict};
 use crate::error::{Errno, TcError, TcResult};
 use crate::handle::Handle;
-use crate::packet::{Packet, ETH_P_IP, ETH_P_IPV6};
+use crate::packet::{Packet, ETH_P_IP};
 use crate::stats::{DropReason, Stats};
 use crate::time::{Duration, Time};
 use rand::{RngCore, SeedableRng};
@@ -577,11 +577,11 @@ impl Sfq {
         };
         self.overlimits += 1;
         if mark {
-            if headdrop && s.queue.front_mut().is_some_and(ecn_set_ce) {
+            if headdrop && s.queue.front_mut().is_some_and(|p| p.set_ce()) {
                 *head_stat += 1;
                 return Ok(());
             }
-            if ecn_set_ce(pkt) {
+            if pkt.set_ce() {
                 *pkt_stat += 1;
                 return Ok(());
             }
@@ -816,42 +816,6 @@ fn red_action(p: &RedParams, v: &mut RedVars, rng: &mut Xoshiro256PlusPlus) -> R
     RedAction::Accept
 }
 
-/// `INET_ECN_set_ce`: mark Congestion Experienced if the packet is
-/// ECN-capable (or already marked); false for non-ECT or non-IP packets.
-fn ecn_set_ce(pkt: &mut Packet) -> bool {
-    let d = &mut pkt.data;
-    match pkt.protocol {
-        ETH_P_IP if d.len() >= 20 && d[0] >> 4 == 4 => {
-            let ecn = d[1] & 3;
-            if ecn == 0 {
-                return false;
-            }
-            if ecn == 3 {
-                return true;
-            }
-            // RFC 1624 incremental checksum update of the first header word.
-            let old = u16::from_be_bytes([d[0], d[1]]);
-            d[1] |= 3;
-            let new = u16::from_be_bytes([d[0], d[1]]);
-            let check = u16::from_be_bytes([d[10], d[11]]);
-            let mut sum = (!check as u32) + (!old as u32) + new as u32;
-            while sum >> 16 != 0 {
-                sum = (sum & 0xffff) + (sum >> 16);
-            }
-            d[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
-            true
-        }
-        ETH_P_IPV6 if d.len() >= 2 && d[0] >> 4 == 6 => {
-            // Traffic class straddles bytes 0 and 1; ECN is its low 2 bits.
-            if (d[1] >> 4) & 3 == 0 {
-                return false;
-            }
-            d[1] |= 0x30;
-            true
-        }
-        _ => false,
-    }
-}
 
 impl Qdisc for Sfq {
     fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Result<(), (Packet, DropReason)> {
