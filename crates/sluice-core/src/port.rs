@@ -140,7 +140,7 @@ impl Port {
             }
             self.push_ring(pkt);
         } else {
-            dev.root.enqueue(pkt, &mut cx)?;
+            dev.root.enqueue_root(pkt, &mut cx)?;
         }
         self.pump(dev, now);
         Ok(())

@@ -259,25 +259,25 @@ pub fn parse_time_us(s: &str) -> Result<u32, BadUnit> {
     Ok(c_double_to_u32(t))
 }
 
-/// `get_time64`: like [`parse_time_us`] but in nanoseconds, with `ns` too; bare numbers are µs.
-pub fn parse_time_ns(s: &str) -> Result<u64, BadUnit> {
+/// `get_time64`: a time in nanoseconds; a bare number is nanoseconds.
+/// Out-of-range values become `i64::MIN`, as C's conversion does on x86-64.
+pub fn parse_time_ns(s: &str) -> Result<i64, BadUnit> {
     let (mut t, rest) = strtod(s).ok_or(BadUnit)?;
     if !rest.is_empty() {
-        let r = rest.to_ascii_lowercase();
-        t *= match r.as_str() {
+        t *= match rest.to_ascii_lowercase().as_str() {
             "s" | "sec" | "secs" => 1e9,
             "ms" | "msec" | "msecs" => 1e6,
             "us" | "usec" | "usecs" => 1e3,
-            "ns" | "nsec" | "nsecs" => 1.,
+            "ns" | "nsec" | "nsecs" => 1.0,
             _ => return Err(BadUnit),
         };
+    }
+    const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
+    Ok(if (-TWO_POW_63..TWO_POW_63).contains(&t) {
+        t as i64
     } else {
-        t *= 1e3;
-    }
-    if t.is_nan() || t < 0.0 {
-        return Err(BadUnit);
-    }
-    Ok(t as u64)
+        i64::MIN
+    })
 }
 
 /// C's `%g` for the values tc prints with it (six significant digits).
@@ -289,7 +289,17 @@ pub fn fmt_g(v: f64) -> String {
 /// the exponent after rounding, trailing zeros removed.
 pub fn fmt_g_prec(v: f64, prec: usize) -> String {
     if v == 0.0 || !v.is_finite() {
-        return if v.is_nan() { "nan".into() } else if v.is_infinite() { if v < 0.0 { "-inf".into() } else { "inf".into() } } else { "0".into() };
+        return if v.is_nan() {
+            "nan".into()
+        } else if v.is_infinite() {
+            if v < 0.0 {
+                "-inf".into()
+            } else {
+                "inf".into()
+            }
+        } else {
+            "0".into()
+        };
     }
     let p = prec.max(1);
     let e_form = format!("{:.*e}", p - 1, v);
@@ -338,7 +348,12 @@ fn fmt_rate_base(bytes_per_sec: u64, iec: bool) -> String {
         rate /= kilo;
         i += 1;
     }
-    format!("{}{}{}bit", rate, UNITS[i], if iec && i > 0 { "i" } else { "" })
+    format!(
+        "{}{}{}bit",
+        rate,
+        UNITS[i],
+        if iec && i > 0 { "i" } else { "" }
+    )
 }
 
 /// `print_size`: `1514b`, `6Kb`, `2Mb` (within 16 bytes of a KiB, 1 KiB of a MiB).
@@ -366,17 +381,17 @@ pub fn fmt_time_us(us: u32) -> String {
     }
 }
 
-/// `print_time64` for nanosecond values: `5.000ms`, `1.500s`, `100ns`.
+/// `print_time64`/`sprint_time64`: three significant digits, `1ms`, `1.5s`, `250us`, `100ns`.
 pub fn fmt_time_ns(ns: i64) -> String {
     let t = ns as f64;
     if ns >= 1_000_000_000 {
-        format!("{:.3}s", t / 1e9)
+        format!("{}s", fmt_g_prec(t / 1e9, 3))
     } else if ns >= 1_000_000 {
-        format!("{:.3}ms", t / 1e6)
+        format!("{}ms", fmt_g_prec(t / 1e6, 3))
     } else if ns >= 1_000 {
-        format!("{:.3}us", t / 1e3)
+        format!("{}us", fmt_g_prec(t / 1e3, 3))
     } else {
-        format!("{}ns", ns)
+        format!("{ns}ns")
     }
 }
 
@@ -409,6 +424,7 @@ mod tests {
         assert_eq!(parse_time_us("200"), Ok(200));
         assert_eq!(parse_time_ns("5ms"), Ok(5_000_000));
         assert_eq!(parse_time_ns("100ns"), Ok(100));
+        assert_eq!(parse_time_ns("100"), Ok(100)); // get_time64: bare numbers are ns
     }
 
     #[test]
@@ -432,7 +448,8 @@ mod tests {
         assert_eq!(fmt_time_us(4_230_000_000), "4.23e+03s");
         assert_eq!(fmt_g_prec(999.6, 3), "1e+03");
         assert_eq!(fmt_time_us(999), "999us");
-        assert_eq!(fmt_time_ns(5_000_000), "5.000ms");
+        assert_eq!(fmt_time_ns(5_000_000), "5ms");
+        assert_eq!(fmt_time_ns(1_500_000_000), "1.5s");
         assert_eq!(fmt_g(1234567.0), "1.23457e+06");
         assert_eq!(fmt_g(30.0), "30");
     }

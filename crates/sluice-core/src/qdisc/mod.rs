@@ -70,6 +70,12 @@ pub struct Cx {
     /// reason and length (for tracing; the front end clears it). Refused
     /// packets are not listed: the outermost enqueue returns their reason.
     pub drops: Vec<(DropReason, u32)>,
+    /// Packets a qdisc wants enqueued at the root of its tree (netem's
+    /// duplicates: the kernel calls the root's enqueue for them). Whoever
+    /// enqueues at the root drains this with [`QdiscNode::enqueue_root`].
+    pub to_root: Vec<Packet>,
+    /// True while such packets are being enqueued: they are not duplicated again.
+    pub reinjecting: bool,
 }
 
 impl Cx {
@@ -410,6 +416,22 @@ impl QdiscNode {
     /// The kind name.
     pub fn kind(&self) -> &'static str {
         self.qdisc.dump().kind()
+    }
+
+    /// Enqueue at the root of a tree: the packet, then any packets the tree
+    /// asked to have enqueued at its root meanwhile (netem duplicates), which
+    /// are not duplicated again (`Cx::reinjecting`). The result is the
+    /// original packet's; refused copies are counted as drops as usual.
+    pub fn enqueue_root(&mut self, pkt: Packet, cx: &mut Cx) -> Result<(), DropReason> {
+        let r = self.enqueue(pkt, cx);
+        if !cx.to_root.is_empty() {
+            let again = std::mem::replace(&mut cx.reinjecting, true);
+            for p in std::mem::take(&mut cx.to_root) {
+                let _ = self.enqueue(p, cx);
+            }
+            cx.reinjecting = again;
+        }
+        r
     }
 
     /// Enqueue through the qdisc, keeping the counters. `Err` means the packet

@@ -53,7 +53,7 @@ use super::{
 use crate::cls::{Block, Verdict};
 use crate::error::{Errno, TcError, TcResult};
 use crate::handle::Handle;
-use crate::packet::{Packet, ETH_P_IP};
+use crate::packet::Packet;
 use crate::stats::{DropReason, Stats};
 use crate::time::{Duration, Time};
 use rand::{RngCore, SeedableRng};
@@ -816,7 +816,6 @@ fn red_action(p: &RedParams, v: &mut RedVars, rng: &mut Xoshiro256PlusPlus) -> R
     RedAction::Accept
 }
 
-
 impl Qdisc for Sfq {
     fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Result<(), (Packet, DropReason)> {
         self.maybe_perturb(cx);
@@ -991,6 +990,7 @@ mod tests {
     use crate::cls::fw::FwOpts;
     use crate::cls::{ClsEnv, ClsShared, FilterCmd, FilterMsg, FilterOpts};
     use crate::packet::ETH_P_ALL;
+    use crate::packet::ETH_P_IP;
     use proptest::prelude::*;
 
     const H: Handle = Handle::new(1, 0);
