@@ -1,15 +1,18 @@
 //! A simulated host's stack above IP: it answers pings, runs the workload
-//! applications (ping, constant-bit-rate UDP, bulk TCP), and counts what it
-//! receives. TCP connections are [`crate::tcp`] endpoints; the host
-//! demultiplexes segments by (remote address, remote port, local port),
+//! applications (ping, constant-bit-rate UDP, bulk TCP, web page loads), and
+//! counts what it receives. TCP connections are [`crate::tcp`] endpoints; the
+//! host demultiplexes segments by (remote address, remote port, local port),
 //! turns a SYN to a listening port into a new connection, and after every
 //! input drains `poll_transmit` and re-arms the connection's timer, as the
-//! TCP model asks.
+//! TCP model asks. Connections that belong to a web client or server
+//! ([`crate::web`]) hand their progress to it after every input, and it may
+//! write on them or open new ones.
 
 use crate::ip::{icmp_echo, parse_icmp_echo, parse_udp, udp, Ipv4Info, ETH_HLEN};
 use crate::tcp::{Ipv4Meta, Segment, TcpConfig, TcpConnection};
-use sluice_core::packet::ETH_P_IP;
+use crate::web::{ConnKey, Directory, ServerConn, Sockets, WebApp};
 use sluice_core::packet::Packet;
+use sluice_core::packet::ETH_P_IP;
 use sluice_core::time::{Duration, Time};
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
@@ -129,6 +132,19 @@ pub enum App {
     Udp(UdpApp),
     /// A bulk TCP sender.
     Tcp(TcpApp),
+    /// A browser loading a page.
+    Web(WebApp),
+}
+
+/// Whose a TCP connection is, beyond the byte counts it moves.
+#[derive(Clone, Debug)]
+pub enum Role {
+    /// A bulk sender or receiver: nothing to do on progress.
+    Bulk,
+    /// One of web app `app`'s connections.
+    WebClient(usize),
+    /// Accepted by a web server.
+    WebServer(ServerConn),
 }
 
 /// A TCP connection of this host.
@@ -146,6 +162,104 @@ pub struct Conn {
     timer_at: Option<Time>,
     /// Bytes read so far (to bin deliveries).
     read_seen: u64,
+    /// Who uses it.
+    pub role: Role,
+}
+
+impl Conn {
+    fn new(
+        tcp: TcpConnection,
+        remote: Ipv4Addr,
+        tos: u8,
+        to_write: Option<u64>,
+        role: Role,
+    ) -> Self {
+        Conn {
+            tcp,
+            remote,
+            tos,
+            to_write,
+            timer_at: None,
+            read_seen: 0,
+            role,
+        }
+    }
+}
+
+/// Linux's default ephemeral port range (`net.ipv4.ip_local_port_range`).
+pub const EPHEMERAL: (u16, u16) = (32768, 60999);
+
+/// A web app's view of its host's connections.
+struct HostSockets<'a> {
+    addr: Ipv4Addr,
+    app: usize,
+    dst: Ipv4Addr,
+    port: u16,
+    tos: u8,
+    cfg: TcpConfig,
+    conns: &'a mut Vec<Conn>,
+    demux: &'a mut BTreeMap<(Ipv4Addr, u16, u16), usize>,
+    next_port: &'a mut u16,
+}
+
+impl Sockets for HostSockets<'_> {
+    fn connect(&mut self, now: Time) -> usize {
+        // The next ephemeral port no connection to this server uses.
+        let mut port = *self.next_port;
+        for _ in EPHEMERAL.0..=EPHEMERAL.1 {
+            if !self.demux.contains_key(&(self.dst, self.port, port)) {
+                break;
+            }
+            port = if port >= EPHEMERAL.1 {
+                EPHEMERAL.0
+            } else {
+                port + 1
+            };
+        }
+        *self.next_port = if port >= EPHEMERAL.1 {
+            EPHEMERAL.0
+        } else {
+            port + 1
+        };
+        let mut tcp = TcpConnection::new(self.cfg.clone(), port, self.port);
+        tcp.connect(now);
+        let c = self.conns.len();
+        self.demux.insert((self.dst, self.port, port), c);
+        self.conns.push(Conn::new(
+            tcp,
+            self.dst,
+            self.tos,
+            Some(0),
+            Role::WebClient(self.app),
+        ));
+        c
+    }
+
+    fn is_established(&self, conn: usize) -> bool {
+        self.conns.get(conn).is_some_and(|c| c.tcp.is_established())
+    }
+
+    fn bytes_read(&self, conn: usize) -> u64 {
+        self.conns.get(conn).map_or(0, |c| c.tcp.stats().bytes_read)
+    }
+
+    fn write(&mut self, conn: usize, bytes: u64) {
+        if let Some(c) = self.conns.get_mut(conn) {
+            *c.to_write.get_or_insert(0) += bytes;
+        }
+    }
+
+    fn close(&mut self, conn: usize) {
+        if let Some(c) = self.conns.get_mut(conn) {
+            c.tcp.close();
+        }
+    }
+
+    fn key(&self, conn: usize) -> ConnKey {
+        self.conns.get(conn).map_or((self.addr, 0, self.port), |c| {
+            (self.addr, c.tcp.local_port(), c.tcp.remote_port())
+        })
+    }
 }
 
 /// What arrived for one flow, binned over time.
@@ -183,6 +297,13 @@ pub struct Host {
     pub conns: Vec<Conn>,
     /// Listening ports and the configuration of connections accepted there.
     pub listeners: BTreeMap<u16, TcpConfig>,
+    /// Listening ports that serve web pages, with the directory of what
+    /// their clients ask for (see [`crate::web`]).
+    pub web_servers: BTreeMap<u16, Directory>,
+    /// Connection by (remote address, remote port, local port).
+    demux: BTreeMap<(Ipv4Addr, u16, u16), usize>,
+    /// Next ephemeral port to try (Linux's 32768..=60999 range).
+    next_port: u16,
     /// IPv4 identification counter.
     ip_id: u16,
     /// Applications stopped: no new requests, datagrams, connections or data.
@@ -199,6 +320,9 @@ impl Host {
             tcp_rx: BTreeMap::new(),
             conns: vec![],
             listeners: BTreeMap::new(),
+            web_servers: BTreeMap::new(),
+            demux: BTreeMap::new(),
+            next_port: EPHEMERAL.0,
             ip_id: 0,
             stopped: false,
         }
@@ -212,14 +336,15 @@ impl Host {
                 App::Ping(p) => p.start,
                 App::Udp(u) => u.start,
                 App::Tcp(t) => t.start,
+                App::Web(w) => w.first_event(),
             };
             out.timers.push((start, HostEvent::App(i)));
         }
         out
     }
 
-    /// Stop every application: pings, UDP and new TCP data (connections
-    /// still deliver what they hold).
+    /// Stop every application: pings, UDP, web loads and new TCP data
+    /// (connections still deliver what they hold).
     pub fn stop_applications(&mut self) {
         self.stopped = true;
         for c in &mut self.conns {
@@ -245,7 +370,8 @@ impl Host {
                 p.next_seq = p.next_seq.wrapping_add(1);
                 p.outstanding.insert(seq, now);
                 p.sent += 1;
-                out.packets.push(icmp_echo(src, p.dst, p.tos as u8, p.id, seq, p.size, false));
+                out.packets
+                    .push(icmp_echo(src, p.dst, p.tos as u8, p.id, seq, p.size, false));
                 out.timers.push((now + p.interval, ev));
             }
             Some(App::Udp(u)) if now < u.stop && u.rate_bps > 0 => {
@@ -253,17 +379,23 @@ impl Host {
                 let bits = (u.size as u64 + 28) * 8;
                 u.sent += 1;
                 out.packets.push(pkt);
-                let gap = Duration((bits as u128 * 1_000_000_000 / u.rate_bps as u128).max(1) as u64);
+                let gap =
+                    Duration((bits as u128 * 1_000_000_000 / u.rate_bps as u128).max(1) as u64);
                 out.timers.push((now + gap, ev));
             }
             Some(App::Tcp(t)) if t.conn.is_none() => {
                 let mut tcp = TcpConnection::new(t.cfg.clone(), t.ports.0, t.ports.1);
                 tcp.connect(now);
-                let c = self.conns.len();
-                t.conn = Some(c);
+                t.conn = Some(self.conns.len());
                 let (dst, tos, bytes) = (t.dst, t.tos, t.bytes);
-                self.conns.push(Conn { tcp, remote: dst, tos, to_write: bytes, timer_at: None, read_seen: 0 });
+                let c = self.add_conn(Conn::new(tcp, dst, tos, bytes, Role::Bulk));
                 self.service(c, now, &mut out);
+            }
+            Some(App::Web(_)) => {
+                let touched = self.with_web(i, |app, socks| app.on_timer(now, socks));
+                for c in touched {
+                    self.pump(c, now, &mut out);
+                }
             }
             _ => {}
         }
@@ -271,7 +403,9 @@ impl Host {
     }
 
     fn tcp_timer(&mut self, c: usize, at: Time, now: Time, out: &mut Output) {
-        let Some(conn) = self.conns.get_mut(c) else { return };
+        let Some(conn) = self.conns.get_mut(c) else {
+            return;
+        };
         if conn.timer_at != Some(at) {
             return; // superseded by a later arming
         }
@@ -282,11 +416,91 @@ impl Host {
         self.service(c, now, out);
     }
 
-    /// After any input to connection `c`: feed the application's data, read
-    /// what arrived, send what the endpoint wants to send, re-arm its timer.
+    fn add_conn(&mut self, conn: Conn) -> usize {
+        let c = self.conns.len();
+        self.demux.insert(
+            (conn.remote, conn.tcp.remote_port(), conn.tcp.local_port()),
+            c,
+        );
+        self.conns.push(conn);
+        c
+    }
+
+    /// After any input to connection `c`: move its bytes ([`Host::pump`]),
+    /// then let its owner react to what was read; the owner may write on
+    /// this or other connections, which are pumped again.
     fn service(&mut self, c: usize, now: Time, out: &mut Output) {
+        self.pump(c, now, out);
+        if self.stopped {
+            return;
+        }
+        let Some(conn) = self.conns.get_mut(c) else {
+            return;
+        };
+        match &mut conn.role {
+            Role::Bulk => {}
+            Role::WebServer(server) => {
+                let respond = server.on_read(conn.tcp.stats().bytes_read);
+                if respond > 0 {
+                    *conn.to_write.get_or_insert(0) += respond;
+                }
+                let finished = conn.to_write == Some(0) && conn.tcp.all_acked();
+                if conn.tcp.peer_closed() && finished {
+                    conn.tcp.close(); // the browser went away: close our side too
+                }
+                self.pump(c, now, out);
+            }
+            Role::WebClient(app) => {
+                let app = *app;
+                let (touched, next) = self.with_web(app, |w, socks| w.on_progress(now, socks));
+                for c in touched {
+                    self.pump(c, now, out);
+                }
+                if let Some(at) = next {
+                    out.timers.push((at, HostEvent::App(app)));
+                }
+            }
+        }
+    }
+
+    /// Run `f` on web app `app` with this host's connections as its sockets.
+    fn with_web<R: Default>(
+        &mut self,
+        app: usize,
+        f: impl FnOnce(&mut WebApp, &mut dyn Sockets) -> R,
+    ) -> R {
+        let Host {
+            apps,
+            conns,
+            demux,
+            next_port,
+            addr,
+            ..
+        } = self;
+        let Some(App::Web(w)) = apps.get_mut(app) else {
+            return R::default();
+        };
+        let mut socks = HostSockets {
+            addr: *addr,
+            app,
+            dst: w.params.dst,
+            port: w.params.port,
+            tos: w.params.tos,
+            cfg: w.params.cfg.clone(),
+            conns,
+            demux,
+            next_port,
+        };
+        f(w, &mut socks)
+    }
+
+    /// Feed the application's data to connection `c`, count what it read,
+    /// send what the endpoint wants to send, re-arm its timer.
+    fn pump(&mut self, c: usize, now: Time, out: &mut Output) {
         let src = self.addr;
-        let Some(conn) = self.conns.get_mut(c) else { return };
+        let Some(conn) = self.conns.get_mut(c) else {
+            return;
+        };
         loop {
             let space = conn.tcp.send_buffer_space();
             let want = conn.to_write.map_or(space, |left| left.min(space));
@@ -304,14 +518,27 @@ impl Host {
         let read = conn.tcp.stats().bytes_read;
         if read > conn.read_seen {
             let key = (conn.remote, conn.tcp.remote_port(), conn.tcp.local_port());
-            self.tcp_rx.entry(key).or_default().record(now, read - conn.read_seen);
+            self.tcp_rx
+                .entry(key)
+                .or_default()
+                .record(now, read - conn.read_seen);
             conn.read_seen = read;
         }
         while let Some(seg) = conn.tcp.poll_transmit(now) {
             self.ip_id = self.ip_id.wrapping_add(1);
-            let meta = Ipv4Meta { src, dst: conn.remote, tos: conn.tos, ttl: 64, id: self.ip_id };
+            let meta = Ipv4Meta {
+                src,
+                dst: conn.remote,
+                tos: conn.tos,
+                ttl: 64,
+                id: self.ip_id,
+            };
             if let Ok(bytes) = seg.emit_ipv4(&meta) {
-                let mut pkt = sluice_core::packet::Packet::new(bytes, seg.ip_len() as u32 + ETH_HLEN, ETH_P_IP);
+                let mut pkt = sluice_core::packet::Packet::new(
+                    bytes,
+                    seg.ip_len() as u32 + ETH_HLEN,
+                    ETH_P_IP,
+                );
                 pkt.priority = sluice_core::qdisc::pfifo_fast::tos_to_priority(conn.tos);
                 out.packets.push(pkt);
             }
@@ -325,22 +552,34 @@ impl Host {
     }
 
     fn tcp_segment(&mut self, pkt: &Packet, info: &Ipv4Info, now: Time, out: &mut Output) {
-        let Ok((_, seg)) = Segment::parse_ipv4(&pkt.data) else { return };
-        let found = self
-            .conns
-            .iter()
-            .position(|c| c.remote == info.src && c.tcp.remote_port() == seg.src_port && c.tcp.local_port() == seg.dst_port);
-        let c = match found {
-            Some(c) => c,
+        let Ok((_, seg)) = Segment::parse_ipv4(&pkt.data) else {
+            return;
+        };
+        let c = match self.demux.get(&(info.src, seg.src_port, seg.dst_port)) {
+            Some(&c) => c,
             None => {
-                let Some(cfg) = self.listeners.get(&seg.dst_port) else { return };
+                let Some(cfg) = self.listeners.get(&seg.dst_port) else {
+                    return;
+                };
                 if !seg.flags.contains(crate::tcp::Flags::SYN) {
                     return;
                 }
                 let mut tcp = TcpConnection::new(cfg.clone(), seg.dst_port, 0);
                 tcp.listen();
-                self.conns.push(Conn { tcp, remote: info.src, tos: 0, to_write: Some(0), timer_at: None, read_seen: 0 });
-                self.conns.len() - 1
+                let role = match self.web_servers.get(&seg.dst_port) {
+                    Some(dir) => Role::WebServer(ServerConn::new(
+                        dir.clone(),
+                        info.src,
+                        seg.src_port,
+                        seg.dst_port,
+                    )),
+                    None => Role::Bulk,
+                };
+                let c = self.conns.len();
+                self.conns.push(Conn::new(tcp, info.src, 0, Some(0), role));
+                // The listener learns the remote port from the SYN.
+                self.demux.insert((info.src, seg.src_port, seg.dst_port), c);
+                c
             }
         };
         self.conns[c].tcp.on_segment(&seg, now);
@@ -355,7 +594,9 @@ impl Host {
                 if let Some((reply, id, seq)) = parse_icmp_echo(&pkt, info) {
                     if !reply {
                         let payload = info.total_len.saturating_sub(info.header_len as u16 + 8);
-                        out.packets.push(icmp_echo(self.addr, info.src, info.tos, id, seq, payload, true));
+                        out.packets.push(icmp_echo(
+                            self.addr, info.src, info.tos, id, seq, payload, true,
+                        ));
                     } else {
                         self.ping_reply(id, seq, now);
                     }
@@ -364,7 +605,10 @@ impl Host {
             6 => self.tcp_segment(&pkt, info, now, &mut out),
             17 => {
                 if let Some((sport, dport, _)) = parse_udp(&pkt, info) {
-                    self.udp_rx.entry((info.src, sport, dport)).or_default().record(now, info.total_len as u64);
+                    self.udp_rx
+                        .entry((info.src, sport, dport))
+                        .or_default()
+                        .record(now, info.total_len as u64);
                 }
             }
             _ => {}

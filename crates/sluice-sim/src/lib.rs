@@ -5,6 +5,9 @@
 //! - [`tcp`]: a Linux-faithful TCP endpoint in sans-IO form (CUBIC/Reno,
 //!   SACK, RACK-TLP, PRR, RTO, delayed ACKs, window scaling, ECN) and the
 //!   wire format of its segments (real IPv4 + TCP header bytes).
+//! - [`web`]: web page loads (HTTP/1.1 over up to 6 connections, or one
+//!   multiplexed connection, with or without TLS) and the server answering them.
+//! - [`plot`]: SVG and PNG charts of a run's RTT, goodput and page loads over time.
 //!
 //! Nothing here reads a clock or a global RNG: every call takes `now`
 //! (virtual time from the engine), so a run is a pure function of its inputs.
@@ -18,3 +21,5 @@ pub mod world;
 pub mod report;
 pub mod run;
 pub mod scenario;
+pub mod web;
+pub mod plot;

@@ -1,10 +1,10 @@
 //! Results of a run, in the shape of the seed documents' tables: ping
-//! min/avg/median/max and loss, per-flow goodput and share.
+//! min/avg/median/max and loss, per-flow goodput and share, page-load times.
 
 use crate::host::BIN;
 use crate::world::LossCounters;
-use sluice_core::time::{Duration, Time};
 use serde::Serialize;
+use sluice_core::time::{Duration, Time};
 use std::collections::BTreeMap;
 
 /// One ping workload's round-trip times.
@@ -34,7 +34,10 @@ impl PingResult {
     /// Summarize `(sent at, rtt)` samples.
     pub fn from_samples(name: &str, sent: u64, rtts: &[(Time, Duration)]) -> Self {
         let mut ms: Vec<f64> = rtts.iter().map(|(_, d)| d.0 as f64 / 1e6).collect();
-        let series = rtts.iter().map(|(t, d)| (t.0 as f64 / 1e9, d.0 as f64 / 1e6)).collect();
+        let series = rtts
+            .iter()
+            .map(|(t, d)| (t.0 as f64 / 1e9, d.0 as f64 / 1e6))
+            .collect();
         ms.sort_by(|a, b| a.total_cmp(b));
         let n = ms.len();
         let median = if n == 0 {
@@ -49,10 +52,18 @@ impl PingResult {
             sent,
             received: n as u64,
             min_ms: ms.first().copied().unwrap_or(0.0),
-            avg_ms: if n > 0 { ms.iter().sum::<f64>() / n as f64 } else { 0.0 },
+            avg_ms: if n > 0 {
+                ms.iter().sum::<f64>() / n as f64
+            } else {
+                0.0
+            },
             median_ms: median,
             max_ms: ms.last().copied().unwrap_or(0.0),
-            loss_pct: if sent > 0 { 100.0 * (sent - n as u64) as f64 / sent as f64 } else { 0.0 },
+            loss_pct: if sent > 0 {
+                100.0 * (sent - n as u64) as f64 / sent as f64
+            } else {
+                0.0
+            },
             series,
         }
     }
@@ -88,11 +99,77 @@ impl FlowResult {
             name: name.to_string(),
             kind: kind.to_string(),
             bytes,
-            goodput_mbps: if secs > 0.0 { bytes as f64 * 8.0 / secs / 1e6 } else { 0.0 },
+            goodput_mbps: if secs > 0.0 {
+                bytes as f64 * 8.0 / secs / 1e6
+            } else {
+                0.0
+            },
             share: 0.0,
-            series: bins.iter().map(|(b, v)| (*b as f64 * bin_s, *v as f64 * 8.0 / bin_s / 1e6)).collect(),
+            series: series(bins, b1),
         }
     }
+}
+
+/// One web workload's page-load times.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct WebResult {
+    /// Label.
+    pub name: String,
+    /// Loads measured (finished before the end of the run).
+    pub loads: u64,
+    /// A load was still under way at the end (not counted).
+    pub unfinished: bool,
+    /// Mean load time, milliseconds.
+    pub load_ms: f64,
+    /// Shortest load, milliseconds.
+    pub min_ms: f64,
+    /// Longest load, milliseconds.
+    pub max_ms: f64,
+    /// `(seconds since start of the load, load time ms)`, one per load.
+    pub series: Vec<(f64, f64)>,
+}
+
+impl WebResult {
+    /// Summarize measured loads.
+    pub fn from_samples(name: &str, samples: &[crate::web::LoadSample], unfinished: bool) -> Self {
+        let ms: Vec<f64> = samples.iter().map(|s| s.took.0 as f64 / 1e6).collect();
+        let n = ms.len();
+        WebResult {
+            name: name.to_string(),
+            loads: n as u64,
+            unfinished,
+            load_ms: if n > 0 {
+                ms.iter().sum::<f64>() / n as f64
+            } else {
+                0.0
+            },
+            min_ms: ms.iter().copied().reduce(f64::min).unwrap_or(0.0),
+            max_ms: ms.iter().copied().reduce(f64::max).unwrap_or(0.0),
+            series: samples
+                .iter()
+                .zip(&ms)
+                .map(|(s, ms)| (s.start.0 as f64 / 1e9, *ms))
+                .collect(),
+        }
+    }
+}
+
+/// `(seconds, Mbit/s)` for every bin from the first delivery to the last
+/// one or to bin `end` (exclusive), whichever is later: bins without
+/// deliveries are zeros, so a stalled flow shows as a gap, not a slope.
+fn series(bins: &BTreeMap<u64, u64>, end: u64) -> Vec<(f64, f64)> {
+    let bin_s = BIN.0 as f64 / 1e9;
+    let (Some(&first), Some(&last)) = (bins.keys().next(), bins.keys().next_back()) else {
+        return vec![];
+    };
+    (first..=last.max(end.saturating_sub(1)))
+        .map(|b| {
+            (
+                b as f64 * bin_s,
+                bins.get(&b).copied().unwrap_or(0) as f64 * 8.0 / bin_s / 1e6,
+            )
+        })
+        .collect()
 }
 
 /// Everything measured in one run (one variant).
@@ -104,6 +181,8 @@ pub struct RunResult {
     pub pings: Vec<PingResult>,
     /// Flows.
     pub flows: Vec<FlowResult>,
+    /// Web page loads.
+    pub webs: Vec<WebResult>,
     /// Where packets were lost.
     pub losses: LossCounters,
     /// `tc -s` output of every device at the end, when asked for.
@@ -121,7 +200,11 @@ impl RunResult {
     pub fn compute_shares(&mut self) {
         let total: u64 = self.flows.iter().map(|f| f.bytes).sum();
         for f in &mut self.flows {
-            f.share = if total > 0 { f.bytes as f64 / total as f64 } else { 0.0 };
+            f.share = if total > 0 {
+                f.bytes as f64 / total as f64
+            } else {
+                0.0
+            };
         }
     }
 }
@@ -147,7 +230,25 @@ pub fn table(scenario: &str, runs: &[RunResult]) -> String {
             ));
         }
         if !r.flows.is_empty() {
-            out.push_str(&format!("  total goodput {:.3} Mbit/s\n", r.total_goodput_mbps()));
+            out.push_str(&format!(
+                "  total goodput {:.3} Mbit/s\n",
+                r.total_goodput_mbps()
+            ));
+        }
+        for w in &r.webs {
+            out.push_str(&format!(
+                "  web {:<13} load min/avg/max = {:.1}/{:.1}/{:.1} ms over {} loads{}\n",
+                w.name,
+                w.min_ms,
+                w.load_ms,
+                w.max_ms,
+                w.loads,
+                if w.unfinished {
+                    " (one more unfinished at the end)"
+                } else {
+                    ""
+                }
+            ));
         }
         let l = &r.losses;
         out.push_str(&format!(
@@ -160,7 +261,9 @@ pub fn table(scenario: &str, runs: &[RunResult]) -> String {
 
 /// Read a metric from a run: `goodput_mbps`, `ping.avg_ms` (first ping
 /// workload) or `ping.NAME.avg_ms` (also `min_ms`, `median_ms`, `max_ms`,
-/// `loss_pct`), `flow.NAME.goodput_mbps`, `share.NAME`.
+/// `loss_pct`), `flow.NAME.goodput_mbps`, `share.NAME`, `web.NAME.load_ms`
+/// (the mean; also `min_ms`, `max_ms`, `loads`) or `web.load_ms` (first web
+/// workload). A web workload without a finished load has no load times.
 pub fn metric(r: &RunResult, name: &str) -> Option<f64> {
     let parts: Vec<&str> = name.split('.').collect();
     let ping_field = |p: &PingResult, f: &str| match f {
@@ -171,7 +274,17 @@ pub fn metric(r: &RunResult, name: &str) -> Option<f64> {
         "loss_pct" => Some(p.loss_pct),
         _ => None,
     };
+    let web_field = |w: &WebResult, f: &str| match f {
+        "loads" => Some(w.loads as f64),
+        _ if w.loads == 0 => None,
+        "load_ms" => Some(w.load_ms),
+        "min_ms" => Some(w.min_ms),
+        "max_ms" => Some(w.max_ms),
+        _ => None,
+    };
     match parts.as_slice() {
+        ["web", f] => web_field(r.webs.first()?, f),
+        ["web", n, f] => web_field(r.webs.iter().find(|w| w.name == *n)?, f),
         ["goodput_mbps"] => Some(r.total_goodput_mbps()),
         ["ping", f] => ping_field(r.pings.first()?, f),
         ["ping", n, f] => ping_field(r.pings.iter().find(|p| p.name == *n)?, f),
@@ -187,9 +300,13 @@ pub fn check(expects: &[crate::scenario::Expect], runs: &[RunResult]) -> (Vec<St
     let mut lines = vec![];
     let mut ok = true;
     for e in expects {
-        for r in runs.iter().filter(|r| e.variants.is_empty() || e.variants.contains(&r.variant)) {
+        for r in runs
+            .iter()
+            .filter(|r| e.variants.is_empty() || e.variants.contains(&r.variant))
+        {
             let v = metric(r, &e.metric);
-            let good = v.is_some_and(|v| e.min.is_none_or(|m| v >= m) && e.max.is_none_or(|m| v <= m));
+            let good =
+                v.is_some_and(|v| e.min.is_none_or(|m| v >= m) && e.max.is_none_or(|m| v <= m));
             ok &= good;
             let range = format!(
                 "[{}, {}]",

@@ -24,7 +24,7 @@
 //! buffer = "1p"              # the transmit buffer: packets (p) or bytes (b)
 //! txqueuelen = 1000          # of both devices (txqueuelen_a / txqueuelen_b)
 //! [[workload]]
-//! type = "ping"              # ping | udp | tcp
+//! type = "ping"              # ping | udp | tcp | web
 //! from = "sender"
 //! to = "receiver"
 //! ```
@@ -142,7 +142,7 @@ pub struct LinkSpec {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkloadSpec {
-    /// `ping`, `udp`, `tcp`.
+    /// `ping`, `udp`, `tcp`, `web`.
     #[serde(rename = "type")]
     pub kind: String,
     /// Sending node.
@@ -155,7 +155,7 @@ pub struct WorkloadSpec {
     pub start: Option<String>,
     /// Stop time (default: the end).
     pub stop: Option<String>,
-    /// ping: interval; udp: not used.
+    /// ping: interval; web: least time between the starts of two loads.
     pub interval: Option<String>,
     /// udp: rate.
     pub rate: Option<String>,
@@ -169,12 +169,33 @@ pub struct WorkloadSpec {
     pub stagger: Option<String>,
     /// tcp: bytes to send (default: unlimited until stop).
     pub bytes: Option<String>,
-    /// tcp: send buffer.
+    /// tcp/web: send buffer.
     pub sndbuf: Option<String>,
-    /// tcp: receive buffer.
+    /// tcp/web: receive buffer.
     pub rcvbuf: Option<String>,
-    /// tcp: congestion control (`cubic`, `reno`).
+    /// tcp/web: congestion control (`cubic`, `reno`).
     pub cc: Option<String>,
+    /// web: bytes of the HTML page.
+    pub page: Option<String>,
+    /// web: how many objects the page refers to (each `object_size`).
+    pub objects: Option<toml::Value>,
+    /// web: bytes of each object.
+    pub object_size: Option<String>,
+    /// web: the objects' sizes one by one (instead of `objects` × `object_size`).
+    pub object_sizes: Option<Vec<toml::Value>>,
+    /// web: most parallel HTTP/1.1 connections (default 6).
+    pub connections: Option<toml::Value>,
+    /// web: one multiplexed (HTTP/2-like) connection instead of HTTP/1.1.
+    pub multiplexed: Option<toml::Value>,
+    /// web: a TLS handshake (2 round trips) on every new connection.
+    pub handshake: Option<toml::Value>,
+    /// web: keep connections open between loads (the first load is an
+    /// uncounted warm-up).
+    pub warm: Option<toml::Value>,
+    /// web: how many loads to measure (default 1).
+    pub repeat: Option<toml::Value>,
+    /// web: bytes of a request (default 400).
+    pub request_size: Option<String>,
     /// Destination port.
     pub port: Option<toml::Value>,
     /// `false`/`0`/empty (after substitution) leaves the workload out of a variant.
@@ -189,7 +210,8 @@ pub struct Expect {
     #[serde(default)]
     pub variants: Vec<String>,
     /// The metric: e.g. `ping.avg_ms`, `ping.median_ms`, `ping.loss_pct`,
-    /// `goodput_mbps` (total), `flow.NAME.goodput_mbps`, `share.NAME`.
+    /// `goodput_mbps` (total), `flow.NAME.goodput_mbps`, `share.NAME`,
+    /// `web.NAME.load_ms` (also `min_ms`, `max_ms`, `loads`).
     pub metric: String,
     /// Lower bound.
     pub min: Option<f64>,
@@ -208,8 +230,16 @@ impl Scenario {
 
     /// The variables in force for `variant` (`None`: the defaults), with
     /// command-line overrides applied last.
-    pub fn vars_for(&self, variant: Option<&Variant>, overrides: &BTreeMap<String, String>) -> BTreeMap<String, String> {
-        let mut vars: BTreeMap<String, String> = self.vars.iter().map(|(k, v)| (k.clone(), value_text(v))).collect();
+    pub fn vars_for(
+        &self,
+        variant: Option<&Variant>,
+        overrides: &BTreeMap<String, String>,
+    ) -> BTreeMap<String, String> {
+        let mut vars: BTreeMap<String, String> = self
+            .vars
+            .iter()
+            .map(|(k, v)| (k.clone(), value_text(v)))
+            .collect();
         if let Some(v) = variant {
             for (k, val) in &v.set {
                 vars.insert(k.clone(), value_text(val));
@@ -237,9 +267,13 @@ pub fn substitute(text: &str, vars: &BTreeMap<String, String>) -> Result<String,
     while let Some(i) = rest.find("${") {
         out.push_str(&rest[..i]);
         let after = &rest[i + 2..];
-        let j = after.find('}').ok_or_else(|| format!("unterminated ${{ in {text:?}"))?;
+        let j = after
+            .find('}')
+            .ok_or_else(|| format!("unterminated ${{ in {text:?}"))?;
         let name = &after[..j];
-        let v = vars.get(name).ok_or_else(|| format!("unknown variable ${{{name}}}"))?;
+        let v = vars
+            .get(name)
+            .ok_or_else(|| format!("unknown variable ${{{name}}}"))?;
         out.push_str(v);
         rest = &after[j + 1..];
     }
@@ -268,7 +302,10 @@ mod tests {
         .unwrap();
         let none = BTreeMap::new();
         let v = s.vars_for(Some(&s.variants[0]), &none);
-        assert_eq!(substitute("root ${qdisc} x${flows}", &v).unwrap(), "root fq_codel x4");
+        assert_eq!(
+            substitute("root ${qdisc} x${flows}", &v).unwrap(),
+            "root fq_codel x4"
+        );
         let mut ov = BTreeMap::new();
         ov.insert("flows".to_string(), "2".to_string());
         assert_eq!(substitute("${flows}", &s.vars_for(None, &ov)).unwrap(), "2");

@@ -1,21 +1,39 @@
 //! `sluice sim`: run a scenario (a bundled one by name, or a TOML file) and
-//! print the result table, JSON or CSV.
+//! print the result table, JSON or CSV; optionally write plots, and show a
+//! progress bar on stderr while a long variant runs.
 
 use clap::Parser;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use sluice_core::time::Time;
 use sluice_sim::report::{check, table, RunResult};
-use sluice_sim::run::{run_all, ScriptRunner};
+use sluice_sim::run::{run_all_observed, ScriptRunner};
+use sluice_sim::scenario::Scenario;
 use sluice_tc::net::Net;
 use sluice_tc::state::{replay, write_log, Session};
-use sluice_sim::scenario::Scenario;
 use std::collections::BTreeMap;
+use std::io::IsTerminal;
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 /// The scenarios shipped in `examples/`, by name.
 pub const BUNDLED: &[(&str, &str)] = &[
     ("dumbbell", include_str!("../../../examples/dumbbell.toml")),
-    ("seed002", include_str!("../../../examples/seed002-cable-upload.toml")),
-    ("seed003", include_str!("../../../examples/seed003-conditioner.toml")),
-    ("seed004", include_str!("../../../examples/seed004-lan-bufferbloat.toml")),
+    (
+        "seed000",
+        include_str!("../../../examples/seed000-netem-pageload.toml"),
+    ),
+    (
+        "seed002",
+        include_str!("../../../examples/seed002-cable-upload.toml"),
+    ),
+    (
+        "seed003",
+        include_str!("../../../examples/seed003-conditioner.toml"),
+    ),
+    (
+        "seed004",
+        include_str!("../../../examples/seed004-lan-bufferbloat.toml"),
+    ),
 ];
 
 /// `sluice sim` options.
@@ -45,13 +63,17 @@ pub struct SimArgs {
     /// Check the scenario's expectations; exit 1 if one fails.
     #[arg(long)]
     pub check: bool,
-    /// Write plots here (not yet available).
-    #[arg(long)]
+    /// Write SVG and PNG plots of each variant's RTT, per-flow throughput
+    /// and page-load times over time into this directory.
+    #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
 }
 
 /// Files bundled scenarios refer to (their scripts), by name.
-pub const BUNDLED_FILES: &[(&str, &str)] = &[("seed003-htb.sh", include_str!("../../../examples/seed003-htb.sh"))];
+pub const BUNDLED_FILES: &[(&str, &str)] = &[(
+    "seed003-htb.sh",
+    include_str!("../../../examples/seed003-htb.sh"),
+)];
 
 /// Runs node scripts with bash, this binary's `tc`/`ip` links first on PATH,
 /// against a state directory holding the node's namespace.
@@ -77,7 +99,13 @@ impl BashRunner {
 }
 
 impl ScriptRunner for BashRunner {
-    fn run_script(&self, node: &str, setup: &[Vec<String>], script: &str, seed: u64) -> Result<Net, String> {
+    fn run_script(
+        &self,
+        node: &str,
+        setup: &[Vec<String>],
+        script: &str,
+        seed: u64,
+    ) -> Result<Net, String> {
         let text = self.script_text(script)?;
         let tmp = tempfile::tempdir().map_err(|e| format!("temporary directory: {e}"))?;
         let (links, state) = (tmp.path().join("bin"), tmp.path().join("state"));
@@ -89,7 +117,11 @@ impl ScriptRunner for BashRunner {
         write_log(&state, node, setup).map_err(io)?;
         let script_path = tmp.path().join("script.sh");
         std::fs::write(&script_path, text).map_err(io)?;
-        let path = format!("{}:{}", links.display(), std::env::var("PATH").unwrap_or_default());
+        let path = format!(
+            "{}:{}",
+            links.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
         let out = std::process::Command::new("bash")
             .arg(&script_path)
             .env("PATH", path)
@@ -137,16 +169,96 @@ fn csv(runs: &[RunResult]) -> String {
             }
         }
         for f in &r.flows {
-            out.push_str(&format!("{},{},{},goodput_mbps,{:.6}\n", r.variant, f.kind, f.name, f.goodput_mbps));
-            out.push_str(&format!("{},{},{},share,{:.6}\n", r.variant, f.kind, f.name, f.share));
+            out.push_str(&format!(
+                "{},{},{},goodput_mbps,{:.6}\n",
+                r.variant, f.kind, f.name, f.goodput_mbps
+            ));
+            out.push_str(&format!(
+                "{},{},{},share,{:.6}\n",
+                r.variant, f.kind, f.name, f.share
+            ));
+        }
+        for w in &r.webs {
+            for (m, v) in [
+                ("load_ms", w.load_ms),
+                ("min_ms", w.min_ms),
+                ("max_ms", w.max_ms),
+                ("loads", w.loads as f64),
+            ] {
+                out.push_str(&format!("{},web,{},{m},{v:.6}\n", r.variant, w.name));
+            }
         }
     }
     out
 }
 
+/// One progress bar per variant on stderr, driven by simulated time. It
+/// appears only when stderr is a terminal and the variant has been running
+/// for [`BAR_AFTER`] of wall time, and is cleared when the variant ends, so
+/// short runs and redirected output show nothing.
+struct ProgressBars {
+    enabled: bool,
+    /// The variant running, when it started, and its bar once shown.
+    current: Option<(String, Instant, Option<ProgressBar>)>,
+}
+
+/// Wall time before a variant's bar appears.
+const BAR_AFTER: Duration = Duration::from_secs(1);
+
+impl ProgressBars {
+    fn new(enabled: bool) -> Self {
+        ProgressBars {
+            enabled,
+            current: None,
+        }
+    }
+
+    fn update(&mut self, variant: &str, now: Time, end: Time) {
+        if !self.enabled {
+            return;
+        }
+        if self.current.as_ref().is_none_or(|c| c.0 != variant) {
+            self.finish();
+            self.current = Some((variant.to_string(), Instant::now(), None));
+        }
+        let Some((_, started, bar)) = &mut self.current else {
+            return;
+        };
+        let ms = |t: Time| t.0 / 1_000_000;
+        if bar.is_none() && started.elapsed() >= BAR_AFTER && now < end {
+            let b = ProgressBar::with_draw_target(Some(ms(end)), ProgressDrawTarget::stderr());
+            let style = ProgressStyle::with_template("{prefix:>14} [{bar:40}] {msg} (eta {eta})")
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> ");
+            b.set_style(style);
+            b.set_prefix(variant.to_string());
+            *bar = Some(b);
+        }
+        if let Some(b) = bar {
+            b.set_position(ms(now));
+            b.set_message(format!(
+                "{:.1}/{:.1} s simulated",
+                now.0 as f64 / 1e9,
+                end.0 as f64 / 1e9
+            ));
+        }
+        if now >= end {
+            self.finish();
+        }
+    }
+
+    fn finish(&mut self) {
+        if let Some((_, _, Some(bar))) = self.current.take() {
+            bar.finish_and_clear();
+        }
+    }
+}
+
 /// Run `sluice sim`; returns the exit status.
 pub fn main(args: &[String]) -> i32 {
-    let a = match SimArgs::try_parse_from(std::iter::once("sluice sim".to_string()).chain(args.iter().cloned())) {
+    let a = match SimArgs::try_parse_from(
+        std::iter::once("sluice sim".to_string()).chain(args.iter().cloned()),
+    ) {
         Ok(a) => a,
         Err(e) => {
             let _ = e.print();
@@ -155,7 +267,9 @@ pub fn main(args: &[String]) -> i32 {
     };
     if a.list {
         for (n, text) in BUNDLED {
-            let desc = Scenario::parse(text).map(|s| s.description).unwrap_or_default();
+            let desc = Scenario::parse(text)
+                .map(|s| s.description)
+                .unwrap_or_default();
             println!("{n:<12} {}", desc.lines().next().unwrap_or(""));
         }
         return 0;
@@ -164,10 +278,6 @@ pub fn main(args: &[String]) -> i32 {
         eprintln!("sluice sim: name a scenario (bundled: see --list) or a file");
         return 2;
     };
-    if a.plot.is_some() {
-        eprintln!("sluice sim: --plot is not available yet");
-        return 2;
-    }
     let (label, text) = match load(name) {
         Ok(x) => x,
         Err(e) => {
@@ -194,7 +304,17 @@ pub fn main(args: &[String]) -> i32 {
         exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("sluice")),
         base_dir: std::path::Path::new(name).parent().map(|p| p.to_path_buf()),
     };
-    let runs = match run_all(&sc, &overrides, a.variant.as_deref(), a.tc_stats, Some(&runner)) {
+    let mut bars = ProgressBars::new(std::io::stderr().is_terminal());
+    let runs = run_all_observed(
+        &sc,
+        &overrides,
+        a.variant.as_deref(),
+        a.tc_stats,
+        Some(&runner),
+        &mut |variant, now, end| bars.update(variant, now, end),
+    );
+    bars.finish();
+    let runs = match runs {
         Ok(r) => r,
         Err(e) => {
             eprintln!("sluice sim: {label}: {e}");
@@ -207,10 +327,33 @@ pub fn main(args: &[String]) -> i32 {
     } else if a.csv {
         print!("{}", csv(&runs));
     } else {
-        print!("{}", table(&format!("{} — {}", sc.name, sc.description.lines().next().unwrap_or("")), &runs));
+        print!(
+            "{}",
+            table(
+                &format!(
+                    "{} — {}",
+                    sc.name,
+                    sc.description.lines().next().unwrap_or("")
+                ),
+                &runs
+            )
+        );
         for r in &runs {
             if let Some(t) = &r.tc_stats {
                 print!("\n[{}] tc statistics\n{t}", r.variant);
+            }
+        }
+    }
+    if let Some(dir) = &a.plot {
+        match sluice_sim::plot::write_plots(dir, &sc.name, &runs) {
+            Ok(files) => eprintln!(
+                "sluice sim: {} plot files in {}",
+                files.len(),
+                dir.display()
+            ),
+            Err(e) => {
+                eprintln!("sluice sim: --plot: {e}");
+                return 1;
             }
         }
     }
