@@ -266,7 +266,7 @@ fn port_configs(
             .or(l.rate.as_ref())
             .ok_or_else(|| format!("link {}-{}: no rate", l.a, l.b))?;
         parse_rate(&sub(r)?)
-            .map(|b| b * 8)
+            .and_then(|b| b.checked_mul(8).ok_or(sluice_core::units::BadUnit))
             .map_err(|_| format!("bad rate {r:?}"))
     };
     let delay = match &l.delay {
@@ -349,7 +349,10 @@ fn add_workload(
                 .rate
                 .as_ref()
                 .ok_or_else(|| format!("workload {label}: udp needs a rate"))?;
-            let rate_bps = parse_rate(&sub(rate)?).map_err(|_| format!("bad rate {rate:?}"))? * 8;
+            let rate_bps = parse_rate(&sub(rate)?)
+                .ok()
+                .and_then(|b| b.checked_mul(8))
+                .ok_or_else(|| format!("bad rate {rate:?}"))?;
             let size = w
                 .size
                 .as_ref()
@@ -415,7 +418,7 @@ fn add_workload(
             let mut measures = vec![];
             for i in 0..count {
                 let sport = 10_000 + (wi as u16) * 100 + i as u16;
-                let st = start + Duration(stagger.0 * i);
+                let st = start + Duration(stagger.0.saturating_mul(i));
                 let app = TcpApp {
                     dst,
                     ports: (sport, dport),

@@ -18,11 +18,22 @@ fn no_overrides() -> BTreeMap<String, String> {
 #[test]
 fn every_bundled_scenario_meets_its_stated_expectations() {
     let mut checked = 0;
-    let mut entries: Vec<_> = std::fs::read_dir(examples()).expect("examples/").flatten().map(|e| e.path()).collect();
+    let mut entries: Vec<_> = std::fs::read_dir(examples())
+        .expect("examples/")
+        .flatten()
+        .map(|e| e.path())
+        .collect();
     entries.sort();
-    for path in entries.iter().filter(|p| p.extension().is_some_and(|x| x == "toml")) {
+    for path in entries
+        .iter()
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+    {
         let sc = Scenario::parse(&std::fs::read_to_string(path).unwrap()).unwrap();
-        assert!(!sc.expects.is_empty(), "{}: a bundled scenario states what it should show", path.display());
+        assert!(
+            !sc.expects.is_empty(),
+            "{}: a bundled scenario states what it should show",
+            path.display()
+        );
         if sc.nodes.iter().any(|n| n.script.is_some()) {
             continue; // needs bash and the binary: crates/sluice/tests/sim.rs checks it
         }
@@ -31,7 +42,12 @@ fn every_bundled_scenario_meets_its_stated_expectations() {
         for l in &lines {
             eprintln!("{}: {l}", sc.name);
         }
-        assert!(ok, "{}: expectations failed:\n{}", sc.name, lines.join("\n"));
+        assert!(
+            ok,
+            "{}: expectations failed:\n{}",
+            sc.name,
+            lines.join("\n")
+        );
         checked += lines.len();
     }
     assert!(checked > 0);
@@ -74,7 +90,11 @@ fn path(rate: &str, delay: &str, qdisc: &str, loss: f64, workloads: &str, seed: 
 }
 
 fn one_run(sc: &Scenario) -> RunResult {
-    run(build(sc, &sc.vars_for(None, &no_overrides())).unwrap(), "default", false)
+    run(
+        build(sc, &sc.vars_for(None, &no_overrides())).unwrap(),
+        "default",
+        false,
+    )
 }
 
 #[test]
@@ -83,7 +103,10 @@ fn a_single_flow_on_an_empty_path_gets_the_bottleneck_rate() {
     let r = one_run(&sc);
     let payload_rate = 10.0 * 1448.0 / 1514.0; // Mbit/s of payload in 1514-byte frames
     let g = r.total_goodput_mbps();
-    assert!(g > 0.95 * payload_rate && g < payload_rate, "goodput {g} vs {payload_rate}");
+    assert!(
+        g > 0.95 * payload_rate && g < payload_rate,
+        "goodput {g} vs {payload_rate}"
+    );
 }
 
 #[test]
@@ -109,16 +132,35 @@ fn queueing_delay_is_backlog_over_rate() {
     let r = one_run(&sc);
     let queue_ms = 50.0 * 1042.0 * 8.0 / 1e6 * 1e3;
     let p = &r.pings[0];
-    assert!((p.median_ms - (queue_ms + 10.0)).abs() < 0.1 * queue_ms, "median {} vs {}", p.median_ms, queue_ms + 10.0);
+    assert!(
+        (p.median_ms - (queue_ms + 10.0)).abs() < 0.1 * queue_ms,
+        "median {} vs {}",
+        p.median_ms,
+        queue_ms + 10.0
+    );
     // The link carries its rate: 1 Mbit/s of 1042-byte frames holding 1028-byte IP packets.
     let udp = r.flows.iter().find(|f| f.kind == "udp").unwrap();
-    assert!((udp.goodput_mbps - 1028.0 / 1042.0).abs() < 0.03, "udp {}", udp.goodput_mbps);
+    assert!(
+        (udp.goodput_mbps - 1028.0 / 1042.0).abs() < 0.03,
+        "udp {}",
+        udp.goodput_mbps
+    );
 }
 
 #[test]
 fn same_seed_same_bytes_other_seed_other_bytes() {
     let w = "[[workload]]\ntype = \"tcp\"\nfrom = \"s\"\nto = \"d\"\ncount = 2\n[[workload]]\ntype = \"ping\"\nfrom = \"s\"\nto = \"d\"\ninterval = \"50ms\"";
-    let json = |seed| serde_json::to_string(&one_run(&path("5mbit", "20ms", "pfifo_fast", 0.01, w, seed))).unwrap();
+    let json = |seed| {
+        serde_json::to_string(&one_run(&path(
+            "5mbit",
+            "20ms",
+            "pfifo_fast",
+            0.01,
+            w,
+            seed,
+        )))
+        .unwrap()
+    };
     let (a, b, c) = (json(7), json(7), json(8));
     assert_eq!(a, b);
     assert_ne!(a, c);
@@ -131,7 +173,37 @@ fn every_packet_is_delivered_dropped_or_still_queued() {
     let mut b = build(&sc, &sc.vars_for(None, &no_overrides())).unwrap();
     b.world.run_until(b.duration);
     let c = b.world.census();
-    assert!(c.qdisc_dropped > 0 && c.wire_lost > 0, "the test needs drops of both kinds: {c:?}");
-    assert_eq!(c.entered, c.qdisc_dropped + c.ring_dropped + c.queued + c.transmitted, "{c:?}");
-    assert_eq!(c.transmitted, c.wire_lost + c.in_flight + c.arrived, "{c:?}");
+    assert!(
+        c.qdisc_dropped > 0 && c.wire_lost > 0,
+        "the test needs drops of both kinds: {c:?}"
+    );
+    assert_eq!(
+        c.entered,
+        c.qdisc_dropped + c.ring_dropped + c.queued + c.transmitted,
+        "{c:?}"
+    );
+    assert_eq!(
+        c.transmitted,
+        c.wire_lost + c.in_flight + c.arrived,
+        "{c:?}"
+    );
+}
+
+#[test]
+fn absurd_numbers_are_errors_not_panics() {
+    // Found by the scenario_parser fuzz target: rates that overflow bits/s.
+    let inf = path("infbit", "1ms", "pfifo", 0.0, "", 1);
+    assert!(build(&inf, &inf.vars_for(None, &no_overrides())).is_err());
+    let flood = path(
+        "1mbit",
+        "1ms",
+        "pfifo",
+        0.0,
+        "[[workload]]\ntype = \"udp\"\nfrom = \"s\"\nto = \"d\"\nrate = \"1e30bit\"",
+        1,
+    );
+    assert!(build(&flood, &flood.vars_for(None, &no_overrides())).is_err());
+    // A stagger that would overflow virtual time just starts the flows at the end of time.
+    let late = path("1mbit", "1ms", "pfifo", 0.0, "[[workload]]\ntype = \"tcp\"\nfrom = \"s\"\nto = \"d\"\ncount = 4\nstagger = \"9000000000s\"", 1);
+    assert!(build(&late, &late.vars_for(None, &no_overrides())).is_ok());
 }

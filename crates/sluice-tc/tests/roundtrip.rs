@@ -42,10 +42,19 @@
 //! with the same arithmetic (`tc_core`, `RateCfg::l2t_ns`) and checks that.
 //!
 //! TBF prints `lat`, derived from the limit: `1e6 * limit / rate -
-//! tick2time(buffer)`, printed to three significant digits. B's limit is
-//! computed from that printed latency (`limit_from_latency`), so B's latency
-//! equals the printed one up to the truncation of the limit to whole bytes
-//! (`1e6 / rate` microseconds) and of ticks to microseconds (1 us each).
+//! tick2time(buffer)` (the larger of that and the peak bucket's), to three
+//! significant digits, or `limit` when it is negative. B's limit is what tc
+//! computes from the printed latency (`limit_from_latency`), so the test
+//! predicts B's `lat` (or `limit`) with those formulas too: the whole TBF line
+//! is predicted from A's, and must match exactly.
+//!
+//! Some printouts cannot be entered at all, in iproute2 as here, and are
+//! skipped by the property tests: a bucket shorter than a microsecond at a
+//! multi-gigabit rate prints `0b`, which tc takes as "not given"; so is TBF's
+//! `lat 0us`. sfq's default limit (127, not sent) is not clamped to depth *
+//! flows as a given limit is, so a printed `limit 127p ... depth 1 flows 1`
+//! or `flows 128` comes back only with the limit left out, which the mapping
+//! does.
 //!
 //! sfq prints neither `redflowlimit` (the kernel does not dump it; it must be
 //! at least `max`, and is then unused) nor the burst that chose the EWMA
@@ -53,10 +62,10 @@
 //! computes the printed `ewma`, found by asking tc.
 
 use proptest::prelude::*;
+use sluice_core::qdisc::tbf::limit_from_latency;
 use sluice_core::qdisc::QdiscOpts;
 use sluice_core::rate::{LinkLayer, RateCfg, RateSpec};
 use sluice_core::time::ns_to_ticks;
-use sluice_core::qdisc::tbf::limit_from_latency;
 use sluice_core::units::{fmt_size, fmt_time_us, parse_rate, parse_size, parse_time_us};
 use sluice_tc::net::Net;
 use sluice_tc::tc_core::{c_unsigned, tick2time, xmitsize, xmittime};
@@ -165,7 +174,10 @@ fn root_line(net: &mut Net) -> String {
 
 fn options_of(line: &str) -> (String, Vec<String>) {
     let t = words(line);
-    let at = t.iter().position(|w| w == "refcnt").expect("root qdisc line");
+    let at = t
+        .iter()
+        .position(|w| w == "refcnt")
+        .expect("root qdisc line");
     (t[1].clone(), t[at + 2..].to_vec())
 }
 
@@ -236,7 +248,11 @@ fn htb_qdisc_round_trips() {
     // `ver 3.17` (details) and `direct_packets_stat` are the kernel's.
     let input = |p: &[String]| {
         let t: Vec<&str> = p.iter().map(String::as_str).collect();
-        let mut s = format!("r2q {} default {}", val(&t, "r2q").unwrap(), val(&t, "default").unwrap());
+        let mut s = format!(
+            "r2q {} default {}",
+            val(&t, "r2q").unwrap(),
+            val(&t, "default").unwrap()
+        );
         if let Some(q) = val(&t, "direct_qlen") {
             s += &format!(" direct_qlen {q}");
         }
@@ -260,7 +276,10 @@ fn htb_qdisc_round_trips() {
 fn ingress_round_trips() {
     let mut a = net_with(&["qdisc add dev DEV ingress".to_string()]);
     let la = ok(&mut a, "-d qdisc show dev DEV ingress");
-    assert_eq!(la, "qdisc ingress ffff: parent ffff:fff1 ---------------- \n");
+    assert_eq!(
+        la,
+        "qdisc ingress ffff: parent ffff:fff1 ---------------- \n"
+    );
     // The printed line has no options; `ingress` is the whole input.
     let mut b = net_with(&["qdisc add dev DEV handle ffff: ingress".to_string()]);
     assert_eq!(ok(&mut b, "-d qdisc show dev DEV ingress"), la);
@@ -306,10 +325,12 @@ fn sfq_input(p: &[String]) -> String {
     let mut i = 0;
     while i < t.len() {
         match t[i] {
-            // The kernel applies `limit` after `flows` and lowers the flows
-            // to it, so a printed `flows 128` above the default `limit 127`
-            // comes back only if the limit (the default) is left out.
-            "limit" if flows_above_limit(&t) => {}
+            // The kernel clamps a given `limit` to depth * flows, then lowers
+            // the flows to it; the default limit (127, no `limit` sent) is
+            // not clamped. So a printed `flows 128` above `limit 127`, or a
+            // limit above depth * flows, is the default, and comes back only
+            // if it is left out.
+            "limit" if limit_is_the_default(&t) => {}
             "limit" => s.push(format!("limit {}", t[i + 1].trim_end_matches('p'))),
             "perturb" => s.push(format!("perturb {}", t[i + 1].trim_end_matches("sec"))),
             "quantum" | "depth" | "flows" | "divisor" => s.push(format!("{} {}", t[i], t[i + 1])),
@@ -333,9 +354,23 @@ fn sfq_input(p: &[String]) -> String {
     s
 }
 
-fn flows_above_limit(t: &[&str]) -> bool {
-    let n = |k| val(t, k).map(|v: &str| v.trim_end_matches('p').parse::<u32>().unwrap());
-    matches!((n("flows"), n("limit")), (Some(f), Some(l)) if f > l)
+/// sfq's options with the quantum as it prints (`51185` prints `50Kb`).
+fn sfq_as_printed(o: QdiscOpts) -> QdiscOpts {
+    match o {
+        QdiscOpts::Sfq(mut s) => {
+            s.quantum = parse_size(&fmt_size(s.quantum)).unwrap();
+            QdiscOpts::Sfq(s)
+        }
+        o => o,
+    }
+}
+
+fn limit_is_the_default(t: &[&str]) -> bool {
+    let n = |k| val(t, k).map(|v: &str| v.trim_end_matches('p').parse::<u64>().unwrap());
+    match (n("limit"), n("flows"), n("depth")) {
+        (Some(l), Some(f), Some(d)) => f > l || l > d * f,
+        _ => false,
+    }
 }
 
 /// The smallest sfq `burst` for which tc computes EWMA weight `wlog` with
@@ -368,7 +403,7 @@ fn sfq_examples_round_trip() {
         let (la, lb, a, b) = qdisc_trip(k, &sfq_input);
         assert_eq!(la, lb, "{k}");
         if !k.contains("red") {
-            assert_eq!(root_opts(&a), root_opts(&b), "{k}");
+            assert_eq!(sfq_as_printed(root_opts(&a)), root_opts(&b), "{k}");
         }
     }
 }
@@ -378,7 +413,9 @@ fn sfq_strategy() -> impl Strategy<Value = String> {
         prop::option::of(2u32..20_000),
         prop::option::of(0i32..3600),
         prop::option::of(64u32..65_000),
-        prop::option::of(prop::sample::select(vec![16u32, 64, 128, 256, 1024, 4096, 65536])),
+        prop::option::of(prop::sample::select(vec![
+            16u32, 64, 128, 256, 1024, 4096, 65536,
+        ])),
         prop::option::of(1u32..1025),
         prop::option::of(1u32..200),
         any::<bool>(),
@@ -433,7 +470,7 @@ proptest! {
         let (la, lb, a, b) = qdisc_trip(&cmd, &sfq_input);
         prop_assert_eq!(&la, &lb, "{}", cmd);
         if !cmd.contains("red") {
-            prop_assert_eq!(root_opts(&a), root_opts(&b), "{}", cmd);
+            prop_assert_eq!(sfq_as_printed(root_opts(&a)), root_opts(&b), "{}", cmd);
         }
     }
 }
@@ -524,7 +561,11 @@ fn tbf_expected(a_line: &str) -> String {
 
 /// `A` printed `la`, B printed `lb`: B is what the arithmetic predicts.
 fn assert_tbf_trip(la: &str, lb: &str) {
-    assert_eq!(lb.trim_end(), tbf_expected(la).trim_end(), "A printed\n{la}");
+    assert_eq!(
+        lb.trim_end(),
+        tbf_expected(la).trim_end(),
+        "A printed\n{la}"
+    );
 }
 
 #[test]
@@ -553,14 +594,16 @@ fn tbf_strategy() -> impl Strategy<Value = String> {
             (1u32..5_000_000).prop_map(|us| format!("latency {us}us")),
         ],
         prop::option::of((101u64..1000, 1_000u32..65_000)), // peakrate in % of rate, mtu
-        prop::option::of(0u32..256),                         // mpu
-        prop::option::of(0u16..128),                         // overhead
-        any::<bool>(),                                       // atm
+        prop::option::of(0u32..256),                        // mpu
+        prop::option::of(0u16..128),                        // overhead
+        any::<bool>(),                                      // atm
     )
         .prop_map(|(rate, burst, lim, peak, mpu, overhead, atm)| {
             // At most 100 s of burst: the kernel dumps the bucket as 32-bit
             // ticks of 64 ns, which wrap after 274 s (as in Linux).
-            let burst = burst.min((rate / 8 * 100).min(u32::MAX as u64) as u32).max(1);
+            let burst = burst
+                .min((rate / 8 * 100).min(u32::MAX as u64) as u32)
+                .max(1);
             let mut s = format!("tbf rate {rate}bit burst {burst} {lim}");
             if let Some((pct, mtu)) = peak {
                 s += &format!(" peakrate {}bit mtu {mtu}", rate * pct / 100);
@@ -588,7 +631,14 @@ proptest! {
         // Rates that truncate to equal peak and rate, or a limit below the
         // burst, are refused; nothing to round-trip.
         prop_assume!(run_tc(&mut a, &words(&add)).code == 0);
-        let (la, lb, _, _) = qdisc_trip(&cmd, &tbf_input);
+        // iproute2 prints bucket sizes from whole microseconds at the
+        // rate: a burst or mtu shorter than 1 us at a multi-gigabit rate
+        // prints as `0b`, which tc then refuses as missing; so is a
+        // printed `lat 0us` (tc reads latency 0 as "not given").
+        let la = root_line(&mut a);
+        prop_assume!(!la.contains(" 0b/1") && !la.contains(" lat 0us"));
+        let (la2, lb, _, _) = qdisc_trip(&cmd, &tbf_input);
+        prop_assert_eq!(&la, &la2);
         assert_tbf_trip(&la, &lb);
     }
 }
@@ -633,14 +683,19 @@ fn class_options(net: &mut Net, id: &str) -> String {
         .find(|l| l.split_whitespace().nth(2) == Some(id))
         .unwrap_or_else(|| panic!("class {id} in\n{out}"));
     let t = words(line);
-    let at = t.iter().position(|w| w == "prio" || w == "rate").expect("options");
+    let at = t
+        .iter()
+        .position(|w| w == "prio" || w == "rate")
+        .expect("options");
     t[at..].join(" ")
 }
 
 /// Add class 1:10 (and, when `inner`, a child 1:11 under it so it is an
 /// inner class) with `opts`, print it, add the printed form as 1:10 on a
-/// fresh namespace (with the same child), compare.
-fn htb_class_trip(opts: &str, inner: bool) {
+/// fresh namespace (with the same child), compare. `false`: not compared,
+/// because a bucket shorter than 1 us printed as `0b`, which tc reads as
+/// "not given" and replaces with its default (an iproute2 limitation).
+fn htb_class_trip(opts: &str, inner: bool) -> bool {
     let mut setup = vec![
         "qdisc add dev DEV root handle 1: htb default 10".to_string(),
         format!("class add dev DEV parent 1: classid 1:10 htb {opts}"),
@@ -651,11 +706,15 @@ fn htb_class_trip(opts: &str, inner: bool) {
     }
     let mut a = net_with(&setup);
     let pa = class_options(&mut a, "1:10");
+    if pa.contains(" 0b/1") {
+        return false;
+    }
     let input = htb_class_input(&words(&pa));
     setup[1] = format!("class add dev DEV parent 1: classid 1:10 htb {input}");
     let mut b = net_with(&setup);
     let pb = class_options(&mut b, "1:10");
     assert_same_after_rounding(&pa, &pb, &htb_class_rule);
+    true
 }
 
 #[test]
@@ -665,50 +724,52 @@ fn htb_class_examples_round_trip() {
         ("rate 220kbit burst 6k prio 1", true),
         ("rate 1mbit ceil 2mbit burst 10k cburst 5k prio 3 quantum 2000 mtu 9000 mpu 64 overhead 20 linklayer atm", false),
         ("rate 100kbit", false),
-        ("rate 10gbit ceil 40gbit", false),
+        ("rate 10gbit ceil 40gbit burst 1m cburst 1m", false),
         ("rate 8bit", false),
         ("rate 12345678bit ceil 98765432bit", false),
     ] {
-        htb_class_trip(opts, inner);
+        assert!(htb_class_trip(opts, inner), "{opts}");
     }
 }
 
 fn htb_class_strategy() -> impl Strategy<Value = String> {
     (
-        8u64..50_000_000_000,                      // rate, bit/s
-        prop::option::of(100u64..1000),            // ceil in % of rate
-        prop::option::of(1u32..1_000_000),         // burst
-        prop::option::of(1u32..1_000_000),         // cburst
-        prop::option::of(0u32..8),                 // prio
-        prop::option::of(1u32..200_000),           // quantum
-        prop::option::of(68u32..65_536),           // mtu
-        prop::option::of(0u16..512),               // mpu
-        prop::option::of(0u16..256),               // overhead
-        any::<bool>(),                             // atm
+        8u64..5_000_000_000,               // rate, bit/s
+        prop::option::of(100u64..400),     // ceil in % of rate
+        prop::option::of(1u32..1_000_000), // burst
+        prop::option::of(1u32..1_000_000), // cburst
+        prop::option::of(0u32..8),         // prio
+        prop::option::of(1u32..200_000),   // quantum
+        prop::option::of(68u32..65_536),   // mtu
+        prop::option::of(0u16..512),       // mpu
+        prop::option::of(0u16..256),       // overhead
+        any::<bool>(),                     // atm
     )
-        .prop_map(|(rate, ceil, burst, cburst, prio, quantum, mtu, mpu, overhead, atm)| {
-            let mut s = format!("rate {rate}bit");
-            if let Some(p) = ceil {
-                s += &format!(" ceil {}bit", rate.saturating_mul(p) / 100);
-            }
-            for (k, v) in [
-                ("burst", burst),
-                ("cburst", cburst),
-                ("prio", prio),
-                ("quantum", quantum),
-                ("mtu", mtu),
-                ("mpu", mpu.map(u32::from)),
-                ("overhead", overhead.map(u32::from)),
-            ] {
-                if let Some(v) = v {
-                    s += &format!(" {k} {v}");
+        .prop_map(
+            |(rate, ceil, burst, cburst, prio, quantum, mtu, mpu, overhead, atm)| {
+                let mut s = format!("rate {rate}bit");
+                if let Some(p) = ceil {
+                    s += &format!(" ceil {}bit", rate.saturating_mul(p) / 100);
                 }
-            }
-            if atm {
-                s += " linklayer atm";
-            }
-            s
-        })
+                for (k, v) in [
+                    ("burst", burst),
+                    ("cburst", cburst),
+                    ("prio", prio),
+                    ("quantum", quantum),
+                    ("mtu", mtu),
+                    ("mpu", mpu.map(u32::from)),
+                    ("overhead", overhead.map(u32::from)),
+                ] {
+                    if let Some(v) = v {
+                        s += &format!(" {k} {v}");
+                    }
+                }
+                if atm {
+                    s += " linklayer atm";
+                }
+                s
+            },
+        )
 }
 
 proptest! {
@@ -716,7 +777,7 @@ proptest! {
 
     #[test]
     fn htb_classes_round_trip(opts in htb_class_strategy(), inner in any::<bool>()) {
-        htb_class_trip(&opts, inner);
+        prop_assume!(htb_class_trip(&opts, inner));
     }
 }
 
@@ -749,6 +810,9 @@ fn filter_input(kind: &str, elem: &str) -> String {
                 handle = Some(t[i].to_string());
                 i += 1;
             }
+            // A terminal key without a class id (set by an action) prints
+            // `terminal flowid` and nothing: the action brings it back.
+            "terminal" if t.get(i) == Some(&"flowid") => i += 1,
             "*flowid" | "flowid" | "classid" => {
                 s.push(format!("classid {}", t[i]));
                 i += 1;
@@ -790,7 +854,10 @@ fn filter_input(kind: &str, elem: &str) -> String {
 fn police_input(t: &[&str], at: usize) -> (String, usize) {
     let mut s = vec!["police".to_string()];
     let mut i = at + 1;
-    s.push(format!("index {}", u32::from_str_radix(t[i].trim_start_matches("0x"), 16).unwrap()));
+    s.push(format!(
+        "index {}",
+        u32::from_str_radix(t[i].trim_start_matches("0x"), 16).unwrap()
+    ));
     i += 1;
     while i < t.len() {
         match t[i] {
@@ -865,7 +932,10 @@ fn filter_elements(out: &str) -> Vec<(String, String, String, String)> {
 /// Police bursts are tc's ticks, like HTB's.
 fn police_rule(a: &[&str], i: usize, b_tok: &str) -> Option<bool> {
     if i > 0 && a[i - 1] == "burst" {
-        let rate = a[..i].iter().rposition(|w| *w == "rate").map(|r| a[r + 1])?;
+        let rate = a[..i]
+            .iter()
+            .rposition(|w| *w == "rate")
+            .map(|r| a[r + 1])?;
         return Some(b_tok == ticks_trip(rate_of(rate), a[i]));
     }
     None
@@ -882,17 +952,19 @@ fn filter_trip(filters: &[&str]) {
         net_with(&v)
     };
     let mut a = setup(&filters.iter().map(|f| f.to_string()).collect::<Vec<_>>());
-    let pa = ok(&mut a, "-d filter show dev DEV") + &ok(&mut a, "-d filter show dev DEV ingress");
+    let shows = ["-d filter show dev DEV", "-d filter show dev DEV ingress"];
     let mut cmds = vec![];
-    for (pref, proto, kind, elem) in filter_elements(&pa) {
-        let parent = if elem.contains("parent ffff:") { "ffff:" } else { "1:" };
-        cmds.push(format!(
-            "filter add dev DEV parent {parent} protocol {proto} pref {pref} {}",
-            filter_input(&kind, &elem)
-        ));
+    for (show, parent) in shows.iter().zip(["1:", "ffff:"]) {
+        for (pref, proto, kind, elem) in filter_elements(&ok(&mut a, show)) {
+            cmds.push(format!(
+                "filter add dev DEV parent {parent} protocol {proto} pref {pref} {}",
+                filter_input(&kind, &elem)
+            ));
+        }
     }
     let mut b = setup(&cmds);
-    let pb = ok(&mut b, "-d filter show dev DEV") + &ok(&mut b, "-d filter show dev DEV ingress");
+    let pa: String = shows.iter().map(|s| ok(&mut a, s)).collect();
+    let pb: String = shows.iter().map(|s| ok(&mut b, s)).collect();
     assert_same_after_rounding(&pa, &pb, &police_rule);
 }
 
@@ -953,32 +1025,161 @@ impl Rng {
     }
 }
 
-const VERBS: &[&str] = &["add", "replace", "change", "del", "show", "link", "ls", "get", "flush"];
-const PARENTS: &[&str] = &["root", "parent 1:", "parent 1:1", "parent 1:10", "ingress", "clsact", "handle 1:", "parent ffff:", ""];
+const VERBS: &[&str] = &[
+    "add", "replace", "change", "del", "show", "link", "ls", "get", "flush",
+];
+const PARENTS: &[&str] = &[
+    "root",
+    "parent 1:",
+    "parent 1:1",
+    "parent 1:10",
+    "ingress",
+    "clsact",
+    "handle 1:",
+    "parent ffff:",
+    "",
+];
 const KINDS: &[&str] = &[
-    "pfifo", "bfifo", "pfifo_head_drop", "pfifo_fast", "prio", "sfq", "tbf", "htb", "ingress",
-    "noqueue", "netem", "codel", "fq_codel", "u32", "fw", "matchall", "police", "gact",
+    "pfifo",
+    "bfifo",
+    "pfifo_head_drop",
+    "pfifo_fast",
+    "prio",
+    "sfq",
+    "tbf",
+    "htb",
+    "ingress",
+    "noqueue",
+    "netem",
+    "codel",
+    "fq_codel",
+    "u32",
+    "fw",
+    "matchall",
+    "police",
+    "gact",
 ];
 const WORDS: &[&str] = &[
-    "limit", "bands", "priomap", "perturb", "quantum", "divisor", "flows", "depth", "headdrop",
-    "redflowlimit", "min", "max", "avpkt", "burst", "probability", "ecn", "harddrop", "rate",
-    "ceil", "cburst", "mtu", "mpu", "overhead", "linklayer", "atm", "latency", "peakrate",
-    "default", "r2q", "direct_qlen", "prio", "match", "ip", "u8", "u16", "u32", "src", "dst",
-    "sport", "dport", "tos", "protocol", "at", "nexthdr+", "offset", "hashkey", "sample", "ht",
-    "link", "order", "classid", "flowid", "action", "drop", "pass", "pipe", "conform-exceed",
-    "index", "random", "determ", "handle", "divisor", "estimator", "skip_hw", "indev", "DEV",
+    "limit",
+    "bands",
+    "priomap",
+    "perturb",
+    "quantum",
+    "divisor",
+    "flows",
+    "depth",
+    "headdrop",
+    "redflowlimit",
+    "min",
+    "max",
+    "avpkt",
+    "burst",
+    "probability",
+    "ecn",
+    "harddrop",
+    "rate",
+    "ceil",
+    "cburst",
+    "mtu",
+    "mpu",
+    "overhead",
+    "linklayer",
+    "atm",
+    "latency",
+    "peakrate",
+    "default",
+    "r2q",
+    "direct_qlen",
+    "prio",
+    "match",
+    "ip",
+    "u8",
+    "u16",
+    "u32",
+    "src",
+    "dst",
+    "sport",
+    "dport",
+    "tos",
+    "protocol",
+    "at",
+    "nexthdr+",
+    "offset",
+    "hashkey",
+    "sample",
+    "ht",
+    "link",
+    "order",
+    "classid",
+    "flowid",
+    "action",
+    "drop",
+    "pass",
+    "pipe",
+    "conform-exceed",
+    "index",
+    "random",
+    "determ",
+    "handle",
+    "divisor",
+    "estimator",
+    "skip_hw",
+    "indev",
+    "DEV",
 ];
 const VALUES: &[&str] = &[
-    "0", "1", "2", "3", "16", "17", "-1", "0x10", "0xff", "0xffff", "4294967295", "4294967296",
-    "1:", "1:1", "1:10", ":1", "ffff:", "800:", "10.0.0.0/8", "0.0.0.0/0", "1mbit", "0bit",
-    "1bit", "100gbit", "10k", "1k", "0b", "1600", "50ms", "0ms", "1s", "1e9", "1/8", "10k/3",
-    "drop/pipe", "nan", "", "1000000000000",
+    "0",
+    "1",
+    "2",
+    "3",
+    "16",
+    "17",
+    "-1",
+    "0x10",
+    "0xff",
+    "0xffff",
+    "4294967295",
+    "4294967296",
+    "1:",
+    "1:1",
+    "1:10",
+    ":1",
+    "ffff:",
+    "800:",
+    "10.0.0.0/8",
+    "0.0.0.0/0",
+    "1mbit",
+    "0bit",
+    "1bit",
+    "100gbit",
+    "10k",
+    "1k",
+    "0b",
+    "1600",
+    "50ms",
+    "0ms",
+    "1s",
+    "1e9",
+    "1/8",
+    "10k/3",
+    "drop/pipe",
+    "nan",
+    "",
+    "1000000000000",
 ];
 
 /// One pseudo-random tc command line: a plausible head, then a random mix
 /// of option words and values.
 fn random_tc_line(r: &mut Rng) -> String {
-    let obj = r.pick(&["qdisc", "class", "filter", "actions", "chain", "-s -d qdisc", "-j filter"]);
+    let obj = r.pick(&[
+        "qdisc",
+        "class",
+        "filter",
+        "actions",
+        "chain",
+        "-s -d qdisc",
+        "-j filter",
+    ]);
     let mut s = format!("{obj} {} dev DEV {} ", r.pick(VERBS), r.pick(PARENTS));
     if r.next() % 2 == 0 {
         s += &format!("protocol ip prio {} ", r.next() % 4);
@@ -986,7 +1187,11 @@ fn random_tc_line(r: &mut Rng) -> String {
     s += r.pick(KINDS);
     for _ in 0..r.next() % 12 {
         s.push(' ');
-        s += if r.next() % 2 == 0 { r.pick(WORDS) } else { r.pick(VALUES) };
+        s += if r.next() % 2 == 0 {
+            r.pick(WORDS)
+        } else {
+            r.pick(VALUES)
+        };
     }
     s
 }
@@ -995,7 +1200,9 @@ fn random_tc_line(r: &mut Rng) -> String {
 fn fuzz_bodies_survive_a_fixed_corpus() {
     let mut r = Rng(0x5eed_0003);
     for _ in 0..400 {
-        let lines: Vec<String> = (0..1 + r.next() % 3).map(|_| random_tc_line(&mut r)).collect();
+        let lines: Vec<String> = (0..1 + r.next() % 3)
+            .map(|_| random_tc_line(&mut r))
+            .collect();
         let input = lines.join("\n");
         let run = std::panic::catch_unwind(|| tc_bodies::tc_parser(input.as_bytes()));
         assert!(run.is_ok(), "tc_parser panicked on:\n{input}");

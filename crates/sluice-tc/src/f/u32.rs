@@ -69,14 +69,16 @@ pub(crate) fn get_u32_handle(s: &str) -> Option<u32> {
     }
     let (mut hash, mut nodeid) = (0, 0);
     if !rest.is_empty() {
-        let s2 = &rest[1..];
+        // C skips one byte; inside a multi-byte character the next byte is
+        // no digit, ':' or NUL, so C fails there too.
+        let s2 = rest.get(1..)?;
         let (h, rest2) = c_strtoul(s2, 16);
         if no_digits(s2, rest2, true) || h >= 0x100 {
             return None;
         }
         hash = h;
         if !rest2.is_empty() {
-            let s3 = &rest2[1..];
+            let s3 = rest2.get(1..)?;
             let (n, rest3) = c_strtoul(s3, 16);
             if no_digits(s3, rest3, false) || n >= 0x1000 {
                 return None;
@@ -1086,6 +1088,14 @@ fn print_ip_key(k: &U32Key, v6: bool, out: &mut Out) {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_handle_with_a_multibyte_character_is_refused_without_panic() {
+        // Found by the tc_parser fuzz target.
+        assert_eq!(get_u32_handle("4\u{c4}:"), None);
+        assert_eq!(get_u32_handle("8\u{ff}00::5"), None);
+    }
+
     use super::*;
 
     fn words(s: &str) -> Vec<String> {

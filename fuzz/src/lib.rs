@@ -1,0 +1,16 @@
+//! sluice-fuzz: the bodies of sluice's cargo-fuzz targets (`fuzz_targets/`),
+//! one function per target, so they can also run over a fixed corpus on a
+//! stable compiler (`crates/sluice-tc/tests/roundtrip.rs` runs the tc, ip
+//! and u32 ones in CI). Every body must return normally for any input.
+//!
+//! - [`tc_parser`]: tc commands against a veth pair, then every listing.
+//! - [`ip_parser`]: ip commands against a fresh namespace.
+//! - [`packet_parser`]: bytes as an IPv4 packet, through the simulator's
+//!   parsers and the seed 003 u32 filters.
+//! - [`scenario_parser`]: text as a scenario file, built and run for 1 ms.
+
+pub mod sim_bodies;
+pub mod tc_bodies;
+
+pub use sim_bodies::{packet_parser, scenario_parser};
+pub use tc_bodies::{ip_parser, tc_parser};

@@ -1,0 +1,206 @@
+//! Fuzz bodies that need only sluice-tc and sluice-core.
+//!
+//! This file is compiled twice: as a module of the `sluice-fuzz` crate (the
+//! cargo-fuzz targets call it), and by `crates/sluice-tc/tests/roundtrip.rs`
+//! through `#[path]`, whose stable smoke test feeds it a fixed pseudo-random
+//! corpus so that CI checks the no-panic property without a nightly compiler.
+//! So it names only `sluice_tc` and `sluice_core`, never `crate::`.
+
+use sluice_core::handle::Handle;
+use sluice_core::packet::{Packet, ETH_P_IP};
+use sluice_core::qdisc::{Cx, Dequeue};
+use sluice_core::time::Time;
+use sluice_tc::net::Net;
+use sluice_tc::{ip, tc};
+
+/// Commands read from one input: at most this many lines are run.
+pub const MAX_COMMANDS: usize = 4;
+
+/// The golden captures' starting point: veth `DEV`/`PEER`, both up.
+pub fn veth() -> Net {
+    let mut net = Net::new();
+    for c in [
+        "link add dev DEV type veth peer name PEER",
+        "link set dev DEV up",
+        "link set dev PEER up",
+    ] {
+        let o = ip::run(&mut net, &words(c));
+        assert_eq!(o.code, 0, "{c}: {}", o.stderr);
+    }
+    net
+}
+
+/// Split a line into words as the shell would for a plain command.
+pub fn words(s: &str) -> Vec<String> {
+    s.split_whitespace().map(String::from).collect()
+}
+
+/// The input as lines of words: lossy UTF-8, one command per line.
+pub fn commands(data: &[u8]) -> Vec<Vec<String>> {
+    String::from_utf8_lossy(data)
+        .lines()
+        .take(MAX_COMMANDS)
+        .map(words)
+        .collect()
+}
+
+/// Run one `tc` command line (global options included) as `sluice tc` does
+/// for a single invocation.
+pub fn run_tc(net: &mut Net, argv: &[String]) -> sluice_tc::Outcome {
+    match tc::parse_global(argv) {
+        Ok((opts, rest)) => tc::run(net, &opts, &rest),
+        Err(o) => o,
+    }
+}
+
+/// Every listing of `DEV`'s state, text and JSON, with and without details.
+const SHOWS: [&str; 8] = [
+    "-s -d qdisc show dev DEV",
+    "-s -d class show dev DEV",
+    "-s -d filter show dev DEV",
+    "-s -d filter show dev DEV ingress",
+    "-j -s -d qdisc show",
+    "-j -p filter show dev DEV",
+    "chain show dev DEV",
+    "-s actions ls action police",
+];
+
+/// `tc_parser`: each line of the input is a tc command (global options
+/// first) run against one namespace with a veth pair up; then the state is
+/// listed every way, and a few packets go through `DEV`'s qdiscs and its
+/// ingress hook. Must never panic, whatever the input.
+pub fn tc_parser(data: &[u8]) {
+    let mut net = veth();
+    for argv in commands(data) {
+        run_tc(&mut net, &argv);
+    }
+    for s in SHOWS {
+        run_tc(&mut net, &words(s));
+    }
+    push_packets(&mut net, "DEV");
+}
+
+/// `ip_parser`: each line is an `ip` command run against a fresh namespace;
+/// then `ip link show`, and a tc listing of every device. Must never panic.
+pub fn ip_parser(data: &[u8]) {
+    let mut net = Net::new();
+    for argv in commands(data) {
+        ip::run(&mut net, &argv);
+    }
+    ip::run(&mut net, &words("link show"));
+    run_tc(&mut net, &words("-s -d qdisc show"));
+    let names: Vec<String> = net.devices.iter().map(|d| d.info.name.clone()).collect();
+    for n in names {
+        push_packets(&mut net, &n);
+    }
+}
+
+/// The seed 003 ("Ultimate Traffic Conditioner", LARTC 15.8.3) uplink
+/// classes and every filter of the script, with its ingress policer.
+pub const SEED_003: [&str; 12] = [
+    "qdisc add dev DEV root handle 1: htb default 20",
+    "class add dev DEV parent 1: classid 1:1 htb rate 220kbit burst 6k",
+    "class add dev DEV parent 1:1 classid 1:10 htb rate 220kbit burst 6k prio 1",
+    "class add dev DEV parent 1:1 classid 1:20 htb rate 198kbit burst 6k prio 2",
+    "qdisc add dev DEV parent 1:10 handle 10: sfq perturb 10",
+    "qdisc add dev DEV parent 1:20 handle 20: sfq perturb 10",
+    "filter add dev DEV parent 1:0 protocol ip prio 10 u32 match ip tos 0x10 0xff flowid 1:10",
+    "filter add dev DEV parent 1:0 protocol ip prio 10 u32 match ip protocol 1 0xff flowid 1:10",
+    "filter add dev DEV parent 1: protocol ip prio 10 u32 match ip protocol 6 0xff \
+     match u8 0x05 0x0f at 0 match u16 0x0000 0xffc0 at 2 match u8 0x10 0xff at 33 flowid 1:10",
+    "qdisc add dev DEV handle ffff: ingress",
+    "filter add dev DEV parent ffff: protocol ip prio 50 u32 match ip src 0.0.0.0/0 \
+     police rate 800kbit burst 10k drop flowid :1",
+    // Not in the script: an address and a port (a `nexthdr+` offset).
+    "filter add dev DEV parent 1: protocol ip prio 20 u32 match ip dst 10.0.0.0/8 \
+     match ip dport 22 0xffff flowid 1:20",
+];
+
+/// `DEV` set up with [`SEED_003`].
+pub fn seed_003() -> Net {
+    let mut net = veth();
+    for c in SEED_003 {
+        let o = run_tc(&mut net, &words(c));
+        assert_eq!(o.code, 0, "{c}: {}", o.stderr);
+    }
+    net
+}
+
+/// The classifying half of `packet_parser`: `data` as an IPv4 packet
+/// (network header first, as u32 offsets index it) classified by the seed
+/// 003 filters, received through the ingress policer, and enqueued into the
+/// HTB tree and dequeued. Must never panic.
+pub fn classify_packet(data: &[u8]) {
+    let mut net = seed_003();
+    let len = (data.len() as u32).saturating_add(14);
+    let mut pkt = Packet::new(data.to_vec(), len, ETH_P_IP);
+    let dev = net.dev_mut("DEV").expect("DEV exists");
+    if let Ok(block) = dev.block_mut(Handle::new(1, 0)) {
+        let _ = block.classify(&mut pkt, Time::ZERO);
+    }
+    let mut cx = Cx::new(Time::ZERO);
+    if let Some(p) = dev.receive(pkt.clone(), Time::ZERO) {
+        let _ = dev.root.enqueue(p, &mut cx);
+    }
+    let _ = dev.root.enqueue(pkt, &mut cx);
+    drain(&mut net, "DEV", Time::ZERO);
+}
+
+/// A minimal IPv4 header (no checksum) with `proto`'s first 20 bytes
+/// after it, for pushing traffic through a configuration.
+fn ipv4(proto: u8, tos: u8, total_len: u16, dport: u16) -> Vec<u8> {
+    let mut b = vec![0u8; 40];
+    b[0] = 0x45;
+    b[1] = tos;
+    b[2..4].copy_from_slice(&total_len.to_be_bytes());
+    b[8] = 64;
+    b[9] = proto;
+    b[12..16].copy_from_slice(&[10, 0, 0, 1]);
+    b[16..20].copy_from_slice(&[10, 0, 0, 2]);
+    b[20..22].copy_from_slice(&40000u16.to_be_bytes());
+    b[22..24].copy_from_slice(&dport.to_be_bytes());
+    b[32] = 0x50; // TCP data offset 5
+    b[33] = 0x10; // ACK
+    b
+}
+
+/// Send a mix of packets through `dev`'s ingress hook and egress qdiscs,
+/// then dequeue until empty (bounded), following the qdiscs' wake-ups.
+pub fn push_packets(net: &mut Net, dev: &str) {
+    let Some(d) = net.dev_mut(dev) else { return };
+    let mut cx = Cx::new(Time::ZERO);
+    for i in 0..12u32 {
+        let (proto, tos, size) = match i % 4 {
+            0 => (6, 0x10, 40),
+            1 => (1, 0, 84),
+            2 => (17, 0x08, 1500),
+            _ => (6, 0, 9000),
+        };
+        let mut p = Packet::new(
+            ipv4(proto, tos, size, 22 + i as u16),
+            size as u32 + 14,
+            ETH_P_IP,
+        );
+        p.mark = i;
+        p.priority = if i == 7 { 0x0001_0010 } else { i % 16 };
+        p.id = i as u64;
+        if let Some(p) = d.receive(p, Time::ZERO) {
+            let _ = d.root.enqueue(p, &mut cx);
+        }
+    }
+    drain(net, dev, Time::ZERO);
+}
+
+/// Dequeue from `dev`'s root until it is empty, at most 64 times, moving
+/// the clock to each wake-up a qdisc asks for (never backwards).
+fn drain(net: &mut Net, dev: &str, mut now: Time) {
+    let Some(d) = net.dev_mut(dev) else { return };
+    for _ in 0..64 {
+        let mut cx = Cx::new(now);
+        match d.root.dequeue(&mut cx) {
+            Dequeue::Packet(_) => {}
+            Dequeue::Wait(t) if t != Time::NEVER => now = Time(now.0.max(t.0)),
+            Dequeue::Wait(_) | Dequeue::Empty => break,
+        }
+    }
+}
