@@ -34,6 +34,8 @@ const USAGE: &str = "usage: sluice bench [--quick] [qdisc [NAME...] | sim | all]
           `sim=dumbbell variant=... wall_s=... departures=... departures_per_s=...`
   all     both (the default)
   --quick shorter trials (less precise)
+  --rounds N  run each qdisc case for exactly N rounds, once, and print the
+          packet count (for instruction counts under valgrind --tool=callgrind)
 Build with --release for figures that mean anything:
   cargo run --release -p sluice -- bench
 ";
@@ -122,8 +124,24 @@ pub fn specs() -> Vec<Spec> {
     };
     vec![
         spec("pfifo", "qdisc=pfifo", root("pfifo"), 1, 64, plain, false),
-        spec("pfifo_fast", "qdisc=pfifo_fast", root("pfifo_fast"), 3, 64, prio_tos, false),
-        spec("tbf", "qdisc=tbf", root("tbf rate 5gbit burst 64k latency 10ms"), 1, 64, plain, false),
+        spec(
+            "pfifo_fast",
+            "qdisc=pfifo_fast",
+            root("pfifo_fast"),
+            3,
+            64,
+            prio_tos,
+            false,
+        ),
+        spec(
+            "tbf",
+            "qdisc=tbf",
+            root("tbf rate 5gbit burst 64k latency 10ms"),
+            1,
+            64,
+            plain,
+            false,
+        ),
         spec("prio", "qdisc=prio", root("prio"), 3, 64, prio_tos, false),
         spec(
             "sfq",
@@ -134,9 +152,33 @@ pub fn specs() -> Vec<Spec> {
             plain,
             false,
         ),
-        spec("htb", "qdisc=htb classes=8 filters=4", htb, 8, 64, htb_flow, false),
-        spec("fq_codel", "qdisc=fq_codel flows=1024", root("fq_codel"), 1024, 1024, plain, true),
-        spec("netem", "qdisc=netem delay=1ms", root("netem delay 1ms"), 1, 64, plain, true),
+        spec(
+            "htb",
+            "qdisc=htb classes=8 filters=4",
+            htb,
+            8,
+            64,
+            htb_flow,
+            false,
+        ),
+        spec(
+            "fq_codel",
+            "qdisc=fq_codel flows=1024",
+            root("fq_codel"),
+            1024,
+            1024,
+            plain,
+            true,
+        ),
+        spec(
+            "netem",
+            "qdisc=netem delay=1ms",
+            root("netem delay 1ms"),
+            1,
+            64,
+            plain,
+            true,
+        ),
     ]
 }
 
@@ -177,7 +219,11 @@ impl QdiscCase {
                 return Err(BuildError::Tc(format!("tc {cmd}: {}", o.stderr.trim())));
             }
         }
-        let dev = net.devices.iter().position(|d| d.info.name == "eth0").expect("eth0 exists");
+        let dev = net
+            .devices
+            .iter()
+            .position(|d| d.info.name == "eth0")
+            .expect("eth0 exists");
         let template: Vec<Packet> = (0..spec.batch)
             .map(|i| {
                 let mut p = udp_packet(i % spec.flows);
@@ -211,7 +257,7 @@ impl QdiscCase {
         loop {
             match root.dequeue(&mut cx) {
                 Dequeue::Packet(p) => {
-                    cx.now = cx.now + Duration(p.len as u64 * 8 * 1_000_000_000 / NIC_BPS);
+                    cx.now += Duration(p.len as u64 * 8 * 1_000_000_000 / NIC_BPS);
                     self.back.push(p);
                     n += 1;
                 }
@@ -262,7 +308,16 @@ fn trial(case: &mut QdiscCase, secs: f64) -> f64 {
     }
 }
 
-fn bench_qdisc(spec: &Spec, quick: bool) -> String {
+/// How long to measure.
+#[derive(Clone, Copy)]
+enum Length {
+    /// Three trials of about this many seconds each (after a warm-up).
+    Timed(f64),
+    /// Exactly this many rounds, once (for profiling).
+    Rounds(u64),
+}
+
+fn bench_qdisc(spec: &Spec, length: Length) -> String {
     let mut case = match QdiscCase::build(spec) {
         Ok(c) => c,
         Err(BuildError::Tc(msg)) => {
@@ -275,11 +330,24 @@ fn bench_qdisc(spec: &Spec, quick: bool) -> String {
         }
     };
     if case.round() == 0 {
-        eprintln!("sluice bench: {}: no packet came out of the qdisc", spec.name);
-        let why = if spec.optional { "not-implemented" } else { "no-output" };
+        eprintln!(
+            "sluice bench: {}: no packet came out of the qdisc",
+            spec.name
+        );
+        let why = if spec.optional {
+            "not-implemented"
+        } else {
+            "no-output"
+        };
         return format!("{} skipped={why}", spec.label);
     }
-    let secs = if quick { 0.05 } else { 0.4 };
+    let secs = match length {
+        Length::Timed(s) => s,
+        Length::Rounds(n) => {
+            let packets: u64 = (0..n).map(|_| case.round()).sum();
+            return format!("{} rounds={n} packets={packets}", spec.label);
+        }
+    };
     trial(&mut case, secs / 2.0);
     let best = (0..3).map(|_| trial(&mut case, secs)).fold(0.0, f64::max);
     format!(
@@ -329,7 +397,11 @@ pub fn run_sim(name: &str) -> Result<Vec<SimRun>, String> {
             .map(|i| i.port.stats.tx_packets)
             .sum();
         let variant = v.map_or("default".to_string(), |v| v.name.clone());
-        out.push(SimRun { variant, wall_s, departures });
+        out.push(SimRun {
+            variant,
+            wall_s,
+            departures,
+        });
     }
     Ok(out)
 }
@@ -358,12 +430,20 @@ fn bench_sim(name: &str) -> Result<Vec<String>, String> {
 
 /// Run `sluice bench`; returns the exit status.
 pub fn main(args: &[String]) -> i32 {
-    let mut quick = false;
+    let mut length = Length::Timed(0.4);
     let mut what: Option<&str> = None;
     let mut names: Vec<&str> = vec![];
-    for a in args {
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
         match a.as_str() {
-            "--quick" | "-q" => quick = true,
+            "--quick" | "-q" => length = Length::Timed(0.05),
+            "--rounds" => match it.next().and_then(|n| n.parse().ok()) {
+                Some(n) => length = Length::Rounds(n),
+                None => {
+                    eprintln!("sluice bench: --rounds needs a number");
+                    return 2;
+                }
+            },
             "-h" | "--help" | "help" => {
                 print!("{USAGE}");
                 return 0;
@@ -384,7 +464,7 @@ pub fn main(args: &[String]) -> i32 {
     if what != "sim" {
         for spec in specs() {
             if names.is_empty() || names.contains(&spec.name) {
-                let line = bench_qdisc(&spec, quick);
+                let line = bench_qdisc(&spec, length);
                 if line.contains("error=") {
                     status = 1;
                 }
@@ -402,4 +482,59 @@ pub fn main(args: &[String]) -> i32 {
         }
     }
     status
+}
+
+#[cfg(test)]
+mod tests {
+    // `cargo bench` compiles this file into benches/qdisc.rs with cfg(test)
+    // but strips the tests, which leaves the import unused there.
+    #[allow(unused_imports)]
+    use super::*;
+
+    #[test]
+    fn every_case_moves_its_whole_batch_each_round() {
+        for spec in specs() {
+            let Ok(mut case) = QdiscCase::build(&spec) else {
+                assert!(spec.optional, "{} did not build", spec.name);
+                continue;
+            };
+            let n: u64 = (0..20).map(|_| case.round()).sum();
+            if spec.optional && n == 0 {
+                continue;
+            }
+            assert_eq!(n, 20 * spec.batch as u64, "{}: packets lost", spec.name);
+            assert_eq!(case.pool.len(), spec.batch, "{}: pool", spec.name);
+        }
+    }
+
+    #[test]
+    fn the_htb_case_keeps_all_eight_leaves_busy() {
+        let spec = specs().into_iter().find(|s| s.name == "htb").unwrap();
+        let Ok(mut case) = QdiscCase::build(&spec) else {
+            panic!("htb case did not build")
+        };
+        for _ in 0..200 {
+            case.round();
+        }
+        let opts = tc::Opts {
+            stats: true,
+            ..Default::default()
+        };
+        let o = tc::run(
+            &mut case.net,
+            &opts,
+            &words(&["class", "show", "dev", "eth0"]),
+        );
+        let text = o.stdout;
+        for leaf in (11..15).chain(21..25) {
+            let head = format!("class htb 1:{leaf} ");
+            let at = text
+                .find(&head)
+                .unwrap_or_else(|| panic!("no {head} in {text}"));
+            let sent = text[at..].lines().nth(1).unwrap();
+            // Each leaf carries an eighth of the traffic.
+            let want = format!(" Sent {} bytes", 200 * 8 * PKT_LEN);
+            assert!(sent.starts_with(&want), "1:{leaf}: {sent}");
+        }
+    }
 }

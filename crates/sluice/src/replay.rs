@@ -72,7 +72,7 @@ struct ReplayArgs {
     /// Wire rate, as tc writes rates (10mbit, 1gbit, 125kbps).
     #[arg(long, value_name = "RATE")]
     rate: String,
-    /// One-way propagation delay (5ms, 100us; a bare number is µs, as in tc).
+    /// One-way propagation delay (5ms, 100us, 0).
     #[arg(long, value_name = "TIME", default_value = "0")]
     delay: String,
     /// Transmit buffer after the qdisc (NIC ring): N or Np packets, or a size in bytes (64kb).
@@ -194,10 +194,13 @@ fn wire_config(a: &ReplayArgs) -> Result<PortConfig, Failure> {
             msg: format!("--rate {:?}: not a rate above 0 (e.g. 10mbit)", a.rate),
             code: 2,
         })?;
-    let delay = parse_time_ns(&a.delay).map_err(|_| Failure {
-        msg: format!("--delay {:?}: not a time (e.g. 5ms)", a.delay),
-        code: 2,
-    })?;
+    let delay = parse_time_ns(&a.delay)
+        .ok()
+        .filter(|d| *d >= 0)
+        .ok_or_else(|| Failure {
+            msg: format!("--delay {:?}: not a time (e.g. 5ms)", a.delay),
+            code: 2,
+        })?;
     let buffer = parse_buffer(&a.buffer).ok_or_else(|| Failure {
         msg: format!(
             "--buffer {:?}: expected N or Np packets, or a size such as 64kb",
@@ -207,7 +210,7 @@ fn wire_config(a: &ReplayArgs) -> Result<PortConfig, Failure> {
     })?;
     Ok(PortConfig {
         rate_bps: rate,
-        delay: Duration(delay),
+        delay: Duration(delay as u64),
         buffer,
         ..Default::default()
     })

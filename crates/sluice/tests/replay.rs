@@ -1,0 +1,357 @@
+//! `sluice replay` end to end: captures written with pcap-file, replayed
+//! through tc policies by the binary, the departures checked against physics.
+
+use pcap_file::pcap::{PcapPacket, PcapReader, PcapWriter};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// A 1000-byte Ethernet/IPv4/UDP frame carrying `seq` in the IP ID field.
+fn frame(seq: u16, dport: u16, len: usize) -> Vec<u8> {
+    let mut f = vec![0u8; len];
+    f[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
+    f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    let ip = &mut f[14..];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&((len - 14) as u16).to_be_bytes());
+    ip[4..6].copy_from_slice(&seq.to_be_bytes());
+    ip[8] = 64;
+    ip[9] = 17;
+    ip[12..16].copy_from_slice(&[10, 0, 0, 1]);
+    ip[16..20].copy_from_slice(&[10, 0, 0, 2]);
+    ip[20..22].copy_from_slice(&40000u16.to_be_bytes());
+    ip[22..24].copy_from_slice(&dport.to_be_bytes());
+    ip[24..26].copy_from_slice(&((len - 34) as u16).to_be_bytes());
+    f
+}
+
+fn seq_of(f: &[u8]) -> u16 {
+    u16::from_be_bytes([f[18], f[19]])
+}
+
+fn dport_of(f: &[u8]) -> u16 {
+    u16::from_be_bytes([f[36], f[37]])
+}
+
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new(name: &str) -> Dir {
+        let d = std::env::temp_dir().join(format!("sluice-replay-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        Dir(d)
+    }
+    fn path(&self, f: &str) -> PathBuf {
+        self.0.join(f)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Write a capture of (timestamp, frame) starting at a realistic epoch time.
+fn write_pcap(path: &Path, pkts: &[(Duration, Vec<u8>)]) {
+    let f = std::fs::File::create(path).unwrap();
+    let mut w = PcapWriter::new(f).unwrap();
+    let epoch = Duration::from_secs(1_700_000_000);
+    for (t, data) in pkts {
+        w.write_packet(&PcapPacket::new(epoch + *t, data.len() as u32, data))
+            .unwrap();
+    }
+}
+
+/// (time since the first input packet, frame) of every departure.
+fn read_pcap(path: &Path) -> Vec<(Duration, Vec<u8>)> {
+    let mut r = PcapReader::new(std::fs::File::open(path).unwrap()).unwrap();
+    let epoch = Duration::from_secs(1_700_000_000);
+    let mut out = vec![];
+    while let Some(p) = r.next_packet() {
+        let p = p.unwrap();
+        out.push((p.timestamp - epoch, p.data.into_owned()));
+    }
+    out
+}
+
+struct Run {
+    stdout: String,
+    stderr: String,
+    code: i32,
+}
+
+fn replay(args: &[&str]) -> Run {
+    let o = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .arg("replay")
+        .args(args)
+        .output()
+        .unwrap();
+    Run {
+        stdout: String::from_utf8_lossy(&o.stdout).into(),
+        stderr: String::from_utf8_lossy(&o.stderr).into(),
+        code: o.status.code().unwrap_or(-1),
+    }
+}
+
+/// The summary line's packets in, out, dropped.
+fn summary(stdout: &str) -> (u64, u64, u64) {
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("replay: packets"))
+        .expect("summary line");
+    let w: Vec<&str> = line.split_whitespace().collect();
+    let num = |k: &str| {
+        w[w.iter().position(|x| *x == k).unwrap() + 1]
+            .parse::<u64>()
+            .unwrap()
+    };
+    (num("in"), num("out"), num("dropped"))
+}
+
+/// 1000-byte frames at `rate_bps`, `n` of them, with destination port `dport`.
+fn cbr(n: usize, rate_bps: u64, dport: u16, seq0: u16) -> Vec<(Duration, Vec<u8>)> {
+    let gap = Duration::from_nanos(1000 * 8 * 1_000_000_000 / rate_bps);
+    (0..n)
+        .map(|i| (gap * i as u32, frame(seq0 + i as u16, dport, 1000)))
+        .collect()
+}
+
+#[test]
+fn tbf_departures_obey_the_token_bucket_and_keep_order() {
+    let d = Dir::new("tbf");
+    // 400 frames at 4 Mbit/s (0.8 s) into a 1 Mbit/s shaper on a 10 Mbit/s wire.
+    let input = cbr(400, 4_000_000, 5001, 0);
+    write_pcap(&d.path("in.pcap"), &input);
+    std::fs::write(
+        d.path("tbf.tc"),
+        "# shaper\ntc qdisc add dev eth0 root tbf rate 1mbit burst 10k latency 50ms\n",
+    )
+    .unwrap();
+    let r = replay(&[
+        "--tc",
+        d.path("tbf.tc").to_str().unwrap(),
+        "--rate",
+        "10mbit",
+        "--delay",
+        "5ms",
+        d.path("in.pcap").to_str().unwrap(),
+        d.path("out.pcap").to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("qdisc tbf"), "{}", r.stdout);
+    let out = read_pcap(&d.path("out.pcap"));
+    let (pin, pout, dropped) = summary(&r.stdout);
+    assert_eq!(pin, 400);
+    assert_eq!(pout as usize, out.len());
+    assert_eq!(pout, pin - dropped);
+    assert!(dropped > 0, "a 4:1 overload must drop");
+    // Order kept, times non-decreasing, every frame intact.
+    for w in out.windows(2) {
+        assert!(seq_of(&w[0].1) < seq_of(&w[1].1));
+        assert!(w[0].0 <= w[1].0);
+    }
+    for (t, f) in &out {
+        let s = seq_of(f) as usize;
+        assert_eq!(f, &input[s].1);
+        // Not before it arrived + serialization (0.8 ms) + propagation.
+        assert!(*t >= input[s].0 + Duration::from_micros(800) + Duration::from_millis(5));
+    }
+    // No window carries more than burst + rate * t (+ the packet that
+    // opened it, for the granularity of the departure instants).
+    let (burst, rate) = (10_240.0, 125_000.0);
+    for i in 0..out.len() {
+        let mut bytes = 0.0;
+        for j in i..out.len() {
+            bytes += out[j].1.len() as f64;
+            let t = (out[j].0 - out[i].0).as_secs_f64();
+            assert!(
+                bytes <= burst + rate * t + 1000.0,
+                "{bytes} bytes in {t} s from departure {i}"
+            );
+        }
+    }
+    // And the shaper is work-conserving: close to 1 Mbit/s once the burst is spent.
+    let span = (out.last().unwrap().0 - out[20].0).as_secs_f64();
+    let bytes = (out.len() - 21) as f64 * 1000.0;
+    assert!(
+        (bytes / span - rate).abs() < 0.03 * rate,
+        "{} B/s",
+        bytes / span
+    );
+}
+
+#[test]
+fn htb_shares_the_link_by_class_rates() {
+    let d = Dir::new("htb");
+    // Two 4 Mbit/s flows for 2 s; HTB gives port 5001 1.5 Mbit/s and the rest 0.5.
+    let mut input = cbr(1000, 4_000_000, 5001, 0);
+    input.extend(cbr(1000, 4_000_000, 6001, 1000));
+    input.sort_by_key(|(t, _)| *t);
+    write_pcap(&d.path("in.pcap"), &input);
+    let script = "\
+tc qdisc add dev eth0 root handle 1: htb default 20
+tc class add dev eth0 parent 1: classid 1:1 htb rate 2mbit
+tc class add dev eth0 parent 1:1 classid 1:10 htb rate 1500kbit ceil 2mbit
+tc class add dev eth0 parent 1:1 classid 1:20 htb rate 500kbit ceil 2mbit
+tc filter add dev eth0 parent 1: protocol ip prio 1 u32 \\
+    match ip dport 5001 0xffff flowid 1:10
+";
+    std::fs::write(d.path("htb.tc"), script).unwrap();
+    let r = replay(&[
+        "--tc",
+        d.path("htb.tc").to_str().unwrap(),
+        "--rate",
+        "10mbit",
+        "--txqueuelen",
+        "100",
+        d.path("in.pcap").to_str().unwrap(),
+        d.path("out.pcap").to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("class htb 1:10"), "{}", r.stdout);
+    let out = read_pcap(&d.path("out.pcap"));
+    let (pin, pout, dropped) = summary(&r.stdout);
+    assert_eq!((pin, pout), (2000, pin - dropped));
+    // Shares while both flows are backlogged: 0.5 s .. 2 s.
+    let window = |lo: f64, hi: f64, port: u16| {
+        let n = out
+            .iter()
+            .filter(|(t, f)| dport_of(f) == port && (lo..hi).contains(&t.as_secs_f64()))
+            .count();
+        n as f64 * 8000.0 / (hi - lo)
+    };
+    let (a, b) = (window(0.5, 2.0, 5001), window(0.5, 2.0, 6001));
+    assert!((a - 1.5e6).abs() < 0.05 * 1.5e6, "class 1:10 got {a} bit/s");
+    assert!((b - 0.5e6).abs() < 0.05 * 0.5e6, "class 1:20 got {b} bit/s");
+    // Per-flow order survives.
+    for port in [5001, 6001] {
+        let seqs: Vec<u16> = out
+            .iter()
+            .filter(|(_, f)| dport_of(f) == port)
+            .map(|(_, f)| seq_of(f))
+            .collect();
+        assert!(seqs.windows(2).all(|w| w[0] < w[1]));
+    }
+}
+
+#[test]
+fn pcapng_input_with_nanosecond_stamps_is_read() {
+    use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
+    use pcap_file::pcapng::blocks::interface_description::{
+        InterfaceDescriptionBlock, InterfaceDescriptionOption,
+    };
+    use pcap_file::pcapng::PcapNgWriter;
+    let d = Dir::new("ng");
+    let mut w = PcapNgWriter::new(std::fs::File::create(d.path("in.pcapng")).unwrap()).unwrap();
+    let mut idb = InterfaceDescriptionBlock::new(pcap_file::DataLink::ETHERNET, 65535);
+    idb.options.push(InterfaceDescriptionOption::IfTsResol(9));
+    w.write_pcapng_block(idb).unwrap();
+    let epoch = Duration::from_secs(1_700_000_000);
+    for (t, f) in cbr(10, 1_000_000, 5001, 0) {
+        let epb = EnhancedPacketBlock {
+            interface_id: 0,
+            timestamp: epoch + t,
+            original_len: f.len() as u32,
+            data: f.into(),
+            options: vec![],
+        };
+        w.write_pcapng_block(epb).unwrap();
+    }
+    drop(w);
+    let r = replay(&[
+        "--rate",
+        "100mbit",
+        d.path("in.pcapng").to_str().unwrap(),
+        d.path("out.pcap").to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let out = read_pcap(&d.path("out.pcap"));
+    assert_eq!(out.len(), 10);
+    // 8 ms apart in, 8 ms apart out (each 80 µs on a 100 Mbit/s wire).
+    for (i, (t, _)) in out.iter().enumerate() {
+        assert_eq!(
+            *t,
+            Duration::from_millis(8) * i as u32 + Duration::from_micros(80)
+        );
+    }
+}
+
+#[test]
+fn bad_input_is_a_clear_error_not_a_panic() {
+    let d = Dir::new("bad");
+    let out = d.path("out.pcap");
+    let out = out.to_str().unwrap();
+    // Garbage, and a valid header followed by a truncated record.
+    std::fs::write(d.path("garbage.pcap"), b"this is not a capture at all").unwrap();
+    write_pcap(&d.path("good.pcap"), &cbr(3, 1_000_000, 5001, 0));
+    let good = std::fs::read(d.path("good.pcap")).unwrap();
+    std::fs::write(d.path("cut.pcap"), &good[..good.len() - 100]).unwrap();
+    let r = replay(&[
+        "--rate",
+        "10mbit",
+        d.path("garbage.pcap").to_str().unwrap(),
+        out,
+    ]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.contains("not a pcap or pcapng file"),
+        "{}",
+        r.stderr
+    );
+    let r = replay(&[
+        "--rate",
+        "10mbit",
+        d.path("cut.pcap").to_str().unwrap(),
+        out,
+    ]);
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("truncated"), "{}", r.stderr);
+    let r = replay(&[
+        "--rate",
+        "10mbit",
+        d.path("missing.pcap").to_str().unwrap(),
+        out,
+    ]);
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("missing.pcap"), "{}", r.stderr);
+    let r = replay(&["--rate", "fast", d.path("good.pcap").to_str().unwrap(), out]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("--rate"), "{}", r.stderr);
+    std::fs::write(
+        d.path("bad.tc"),
+        "tc qdisc add dev eth0 root tbf rate 1mbit\n",
+    )
+    .unwrap();
+    let r = replay(&[
+        "--tc",
+        d.path("bad.tc").to_str().unwrap(),
+        "--rate",
+        "10mbit",
+        d.path("good.pcap").to_str().unwrap(),
+        out,
+    ]);
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("line 1"), "{}", r.stderr);
+    // Random corruption of a good capture never panics (exit 101).
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    for _ in 0..40 {
+        let mut bytes = good.clone();
+        for _ in 0..4 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let at = 24 + (seed as usize % (bytes.len() - 24));
+            bytes[at] = (seed >> 32) as u8;
+        }
+        std::fs::write(d.path("fuzz.pcap"), &bytes).unwrap();
+        let r = replay(&[
+            "--rate",
+            "10mbit",
+            d.path("fuzz.pcap").to_str().unwrap(),
+            out,
+        ]);
+        assert!(r.code == 0 || r.code == 1, "exit {}: {}", r.code, r.stderr);
+    }
+}
