@@ -19,7 +19,7 @@
 
 use crate::device::Device;
 use crate::packet::Packet;
-use crate::qdisc::{Cx, Dequeue, QdiscOpts};
+use crate::qdisc::{Cx, Dequeue};
 use crate::stats::DropReason;
 use crate::time::{Duration, Time};
 use rand::{Rng, SeedableRng};
@@ -133,7 +133,9 @@ impl Port {
     /// Hand a packet to the device for transmission at `now` (`dev_queue_xmit`).
     pub fn send(&mut self, dev: &mut Device, pkt: Packet, now: Time) -> Result<(), DropReason> {
         let mut cx = Cx::new(now);
-        if matches!(dev.root.qdisc.dump(), QdiscOpts::Noqueue) {
+        let mut pkt = pkt;
+        pkt.tstamp = now;
+        if dev.root.kind() == "noqueue" {
             if !self.ring_has_room(pkt.len) {
                 self.stats.ring_drops += 1;
                 return Err(DropReason::QueueFull);
@@ -229,6 +231,7 @@ mod tests {
     use crate::device::{DevKind, NlFlags, QdiscRequest};
     use crate::handle::Handle;
     use crate::qdisc::fifo::FifoOpts;
+    use crate::qdisc::QdiscOpts;
     use crate::qdisc::DevInfo;
 
     fn device_with_pfifo(limit: u32) -> Device {

@@ -386,12 +386,15 @@ pub struct QdiscNode {
     peeked: Option<Packet>,
     /// Creation order on its device (the kernel's hash lists put the newest first).
     pub seq: u64,
+    /// The kind name, fixed at creation (`change` cannot change it).
+    kind: &'static str,
 }
 
 impl QdiscNode {
     /// Wrap a qdisc.
     pub fn new(handle: Handle, parent: Handle, mut qdisc: Box<dyn Qdisc>) -> Self {
         qdisc.set_handle(handle);
+        let kind = qdisc.dump().kind();
         QdiscNode {
             handle,
             parent,
@@ -400,6 +403,7 @@ impl QdiscNode {
             qdisc,
             peeked: None,
             seq: 0,
+            kind,
         }
     }
 
@@ -415,7 +419,7 @@ impl QdiscNode {
 
     /// The kind name.
     pub fn kind(&self) -> &'static str {
-        self.qdisc.dump().kind()
+        self.kind
     }
 
     /// Enqueue at the root of a tree: the packet, then any packets the tree
