@@ -323,32 +323,36 @@ impl FlowKeys {
         self
     }
 
-    /// The keys as the words that are hashed.
-    fn words(&self) -> Vec<u32> {
-        let mut w = vec![
-            (self.n_proto as u32) << 16 | (self.ip_proto as u32) << 8,
-            self.flow_label,
-            (self.ports.0 as u32) << 16 | self.ports.1 as u32,
-            (self.icmp.0 as u32) << 24 | (self.icmp.1 as u32) << 16 | self.icmp.2 as u32,
-        ];
-        match self.addrs {
-            FlowAddrs::None => {}
-            FlowAddrs::V4 { src, dst } => w.extend([src, dst]),
-            FlowAddrs::V6 { src, dst } => {
-                for a in [src, dst] {
-                    w.extend(
-                        a.chunks_exact(4)
-                            .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]])),
-                    );
-                }
+    /// The keys as the words that are hashed (at most 12: 4 + two IPv6
+    /// addresses), in a fixed buffer so hashing allocates nothing.
+    fn words(&self) -> ([u32; 12], usize) {
+        let mut w = [0u32; 12];
+        w[0] = (self.n_proto as u32) << 16 | (self.ip_proto as u32) << 8;
+        w[1] = self.flow_label;
+        w[2] = (self.ports.0 as u32) << 16 | self.ports.1 as u32;
+        w[3] = (self.icmp.0 as u32) << 24 | (self.icmp.1 as u32) << 16 | self.icmp.2 as u32;
+        let n = match self.addrs {
+            FlowAddrs::None => 4,
+            FlowAddrs::V4 { src, dst } => {
+                w[4] = src;
+                w[5] = dst;
+                6
             }
-        }
-        w
+            FlowAddrs::V6 { src, dst } => {
+                let words = src.chunks_exact(4).chain(dst.chunks_exact(4));
+                for (slot, c) in w[4..].iter_mut().zip(words) {
+                    *slot = u32::from_be_bytes([c[0], c[1], c[2], c[3]]);
+                }
+                12
+            }
+        };
+        (w, n)
     }
 
     /// `__flow_hash_from_keys`: the hash of the canonical keys under `key`; never 0.
     pub fn hash(&self, key: u32) -> u32 {
-        match jhash2(&self.canonical().words(), key) {
+        let (w, n) = self.canonical().words();
+        match jhash2(&w[..n], key) {
             0 => 1,
             h => h,
         }
