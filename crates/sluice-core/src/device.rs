@@ -310,14 +310,21 @@ impl Device {
             return Err(err(Errno::EEXIST, "Exclusivity flag on, cannot modify"));
         }
         let dev = self.info.clone();
-        let q = self.find(h).ok_or_else(|| err(Errno::ENOENT, "Specified qdisc not found"))?;
+        let q = self
+            .find(h)
+            .ok_or_else(|| err(Errno::ENOENT, "Specified qdisc not found"))?;
         if kind_differs(q) {
-            return Err(err(Errno::EINVAL, "Invalid qdisc name: must match existing qdisc"));
+            return Err(err(
+                Errno::EINVAL,
+                "Invalid qdisc name: must match existing qdisc",
+            ));
         }
         if let Some(QdiscOpts::Netem(o)) = &req.opts {
             crate::qdisc::netem::check_netem_in_tree(&self.root, Some(h), o.duplicate)?;
         }
-        let q = self.find_mut(h).ok_or_else(|| err(Errno::ENOENT, "Specified qdisc not found"))?;
+        let q = self
+            .find_mut(h)
+            .ok_or_else(|| err(Errno::ENOENT, "Specified qdisc not found"))?;
         if let Some(opts) = &req.opts {
             q.qdisc.change(opts, &dev)?;
         }

@@ -231,8 +231,8 @@ mod tests {
     use crate::device::{DevKind, NlFlags, QdiscRequest};
     use crate::handle::Handle;
     use crate::qdisc::fifo::FifoOpts;
-    use crate::qdisc::QdiscOpts;
     use crate::qdisc::DevInfo;
+    use crate::qdisc::QdiscOpts;
 
     fn device_with_pfifo(limit: u32) -> Device {
         let mut d = Device::new(2, DevInfo::default(), DevKind::Ether);
@@ -263,10 +263,23 @@ mod tests {
     fn a_burst_leaves_at_the_wire_rate_and_arrives_after_the_delay() {
         // 10 Mbit/s, 1500-byte packets: 1.2 ms each; 5 ms propagation.
         let mut dev = device_with_pfifo(100);
-        let cfg = PortConfig { rate_bps: 10_000_000, delay: Duration::from_millis(5), ..Default::default() };
+        let cfg = PortConfig {
+            rate_bps: 10_000_000,
+            delay: Duration::from_millis(5),
+            ..Default::default()
+        };
         let mut port = Port::new(cfg);
         for i in 0..10 {
-            port.send(&mut dev, Packet { id: i, len: 1500, ..Default::default() }, Time(0)).unwrap();
+            port.send(
+                &mut dev,
+                Packet {
+                    id: i,
+                    len: 1500,
+                    ..Default::default()
+                },
+                Time(0),
+            )
+            .unwrap();
         }
         let out = run(&mut port, &mut dev, Time(1_000_000_000));
         assert_eq!(out.len(), 10);
@@ -280,10 +293,23 @@ mod tests {
     #[test]
     fn the_ring_holds_at_most_its_size_and_the_rest_waits_in_the_qdisc() {
         let mut dev = device_with_pfifo(1000);
-        let cfg = PortConfig { rate_bps: 1_000_000, buffer: TxBuffer::Packets(4), ..Default::default() };
+        let cfg = PortConfig {
+            rate_bps: 1_000_000,
+            buffer: TxBuffer::Packets(4),
+            ..Default::default()
+        };
         let mut port = Port::new(cfg);
         for i in 0..20 {
-            port.send(&mut dev, Packet { id: i, len: 1000, ..Default::default() }, Time(0)).unwrap();
+            port.send(
+                &mut dev,
+                Packet {
+                    id: i,
+                    len: 1000,
+                    ..Default::default()
+                },
+                Time(0),
+            )
+            .unwrap();
         }
         // One on the wire, four in the ring, fifteen in the qdisc.
         assert_eq!(port.backlog_packets(), 5);
@@ -294,9 +320,25 @@ mod tests {
     fn noqueue_roots_drop_when_the_ring_is_full() {
         let mut dev = Device::new(2, DevInfo::default(), DevKind::Dummy);
         dev.set_up(true);
-        let mut port = Port::new(PortConfig { rate_bps: 1_000_000, buffer: TxBuffer::Packets(2), ..Default::default() });
-        let sent: Vec<bool> =
-            (0..5).map(|i| port.send(&mut dev, Packet { id: i, len: 100, ..Default::default() }, Time(0)).is_ok()).collect();
+        let mut port = Port::new(PortConfig {
+            rate_bps: 1_000_000,
+            buffer: TxBuffer::Packets(2),
+            ..Default::default()
+        });
+        let sent: Vec<bool> = (0..5)
+            .map(|i| {
+                port.send(
+                    &mut dev,
+                    Packet {
+                        id: i,
+                        len: 100,
+                        ..Default::default()
+                    },
+                    Time(0),
+                )
+                .is_ok()
+            })
+            .collect();
         // One goes straight onto the wire, two wait in the ring, the rest are lost.
         assert_eq!(sent, vec![true, true, true, false, false]);
         assert_eq!(port.stats.ring_drops, 2);

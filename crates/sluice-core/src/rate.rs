@@ -121,7 +121,11 @@ mod tests {
         });
         assert_eq!(oh.l2t_ns(100), r.l2t_ns(124));
         // Negative overhead shortens packets; huge lengths wrap as in C, never panic.
-        let neg = RateCfg::new(RateSpec { rate: 125_000, overhead: -4, ..Default::default() });
+        let neg = RateCfg::new(RateSpec {
+            rate: 125_000,
+            overhead: -4,
+            ..Default::default()
+        });
         assert_eq!(neg.l2t_ns(104), r.l2t_ns(100));
         let _ = atm.l2t_ns(u32::MAX);
         let _ = oh.l2t_ns(u32::MAX);

@@ -42,7 +42,11 @@ pub struct EventQueue<E> {
 
 impl<E> Default for EventQueue<E> {
     fn default() -> Self {
-        EventQueue { heap: BinaryHeap::new(), next_seq: 0, now: Time::ZERO }
+        EventQueue {
+            heap: BinaryHeap::new(),
+            next_seq: 0,
+            now: Time::ZERO,
+        }
     }
 }
 
@@ -55,7 +59,11 @@ impl<E> EventQueue<E> {
     /// Schedule `event` at `at` (never earlier than now).
     pub fn schedule(&mut self, at: Time, event: E) {
         let at = at.max(self.now);
-        self.heap.push(Entry { at, seq: self.next_seq, event });
+        self.heap.push(Entry {
+            at,
+            seq: self.next_seq,
+            event,
+        });
         self.next_seq += 1;
     }
 

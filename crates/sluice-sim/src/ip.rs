@@ -44,7 +44,13 @@ pub fn ipv4_info(pkt: &Packet) -> Option<Ipv4Info> {
     })
 }
 
-fn ipv4_header(src: Ipv4Addr, dst: Ipv4Addr, proto: IpNumber, tos: u8, payload_len: u16) -> Option<Ipv4Header> {
+fn ipv4_header(
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    proto: IpNumber,
+    tos: u8,
+    payload_len: u16,
+) -> Option<Ipv4Header> {
     let mut h = Ipv4Header::new(payload_len, 64, proto, src.octets(), dst.octets()).ok()?;
     h.dscp = etherparse::Ipv4Dscp::try_new(tos >> 2).ok()?;
     h.ecn = etherparse::Ipv4Ecn::try_new(tos & 3).ok()?;
@@ -61,9 +67,21 @@ pub fn packet(bytes: Vec<u8>, total_len: u16, tos: u8) -> Packet {
 }
 
 /// An ICMP echo request (`reply == false`) or reply carrying `payload` bytes (ping's 56 by default).
-pub fn icmp_echo(src: Ipv4Addr, dst: Ipv4Addr, tos: u8, id: u16, seq: u16, payload: u16, reply: bool) -> Packet {
+pub fn icmp_echo(
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    tos: u8,
+    id: u16,
+    seq: u16,
+    payload: u16,
+    reply: bool,
+) -> Packet {
     let echo = IcmpEchoHeader { id, seq };
-    let t = if reply { Icmpv4Type::EchoReply(echo) } else { Icmpv4Type::EchoRequest(echo) };
+    let t = if reply {
+        Icmpv4Type::EchoReply(echo)
+    } else {
+        Icmpv4Type::EchoRequest(echo)
+    };
     let icmp = Icmpv4Header::new(t);
     let l4 = icmp.header_len() as u16 + payload;
     let ip = ipv4_header(src, dst, IpNumber::ICMP, tos, l4).expect("valid ICMP header");
@@ -84,7 +102,12 @@ pub fn parse_icmp_echo(pkt: &Packet, info: &Ipv4Info) -> Option<(bool, u16, u16)
 
 /// A UDP datagram with `payload` bytes.
 pub fn udp(src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16, tos: u8, payload: u16) -> Packet {
-    let udp = UdpHeader { source_port: sport, destination_port: dport, length: 8 + payload, checksum: 0 };
+    let udp = UdpHeader {
+        source_port: sport,
+        destination_port: dport,
+        length: 8 + payload,
+        checksum: 0,
+    };
     let ip = ipv4_header(src, dst, IpNumber::UDP, tos, 8 + payload).expect("valid UDP header");
     let mut bytes = ip.to_bytes().to_vec();
     bytes.extend_from_slice(&udp.to_bytes());
@@ -94,7 +117,11 @@ pub fn udp(src: Ipv4Addr, sport: u16, dst: Ipv4Addr, dport: u16, tos: u8, payloa
 /// Parse UDP ports: (source, destination, payload length).
 pub fn parse_udp(pkt: &Packet, info: &Ipv4Info) -> Option<(u16, u16, u16)> {
     let (u, _) = UdpHeader::from_slice(pkt.data.get(info.header_len..)?).ok()?;
-    Some((u.source_port, u.destination_port, u.length.saturating_sub(8)))
+    Some((
+        u.source_port,
+        u.destination_port,
+        u.length.saturating_sub(8),
+    ))
 }
 
 #[cfg(test)]

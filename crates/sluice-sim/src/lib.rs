@@ -13,13 +13,13 @@
 //! (virtual time from the engine), so a run is a pure function of its inputs.
 #![warn(missing_docs)]
 
-pub mod tcp;
 pub mod engine;
 pub mod host;
 pub mod ip;
-pub mod world;
+pub mod plot;
 pub mod report;
 pub mod run;
 pub mod scenario;
+pub mod tcp;
 pub mod web;
-pub mod plot;
+pub mod world;

@@ -56,7 +56,11 @@ pub enum Event {
     /// A port may have work: a packet finished on the wire or a qdisc is ready.
     PortWake { node: usize, iface: usize },
     /// A packet arrives on an interface.
-    Arrive { node: usize, iface: usize, pkt: Packet },
+    Arrive {
+        node: usize,
+        iface: usize,
+        pkt: Packet,
+    },
     /// A host's timer (application or transport) fires.
     Host { node: usize, ev: HostEvent },
 }
@@ -149,7 +153,11 @@ impl World {
 
     /// Connect device `a.1` of node `a.0` with device `b.1` of node `b.0`;
     /// each direction has its own port. Returns the interface indices.
-    pub fn connect(&mut self, a: (usize, &str, PortConfig), b: (usize, &str, PortConfig)) -> Result<(usize, usize), String> {
+    pub fn connect(
+        &mut self,
+        a: (usize, &str, PortConfig),
+        b: (usize, &str, PortConfig),
+    ) -> Result<(usize, usize), String> {
         if a.0 == b.0 {
             return Err("a link joins two different nodes".into());
         }
@@ -163,7 +171,12 @@ impl World {
                 .iter()
                 .position(|d| d.info.name == name)
                 .ok_or_else(|| format!("node {}: no device {name}", node.name))?;
-            node.ifaces.push(Iface { dev, port: Port::new(cfg), peer, scheduled: None });
+            node.ifaces.push(Iface {
+                dev,
+                port: Port::new(cfg),
+                peer,
+                scheduled: None,
+            });
         }
         Ok((ia, ib))
     }
@@ -218,7 +231,11 @@ impl World {
         self.entered += 1;
         let n = &mut self.nodes[node];
         let ifc = &mut n.ifaces[iface];
-        if ifc.port.send(&mut n.net.devices[ifc.dev], pkt, now).is_err() {
+        if ifc
+            .port
+            .send(&mut n.net.devices[ifc.dev], pkt, now)
+            .is_err()
+        {
             self.losses.egress += 1;
         }
         self.schedule_port(node, iface);
@@ -258,12 +275,20 @@ impl World {
         ifc.scheduled = None;
         let lost_before = ifc.port.stats.wire_losses;
         let mut delivered = vec![];
-        ifc.port.advance(&mut n.net.devices[ifc.dev], now, &mut delivered);
+        ifc.port
+            .advance(&mut n.net.devices[ifc.dev], now, &mut delivered);
         self.losses.wire += ifc.port.stats.wire_losses - lost_before;
         let (pn, pi) = ifc.peer;
         for (at, pkt) in delivered {
             self.in_flight += 1;
-            self.queue.schedule(at, Event::Arrive { node: pn, iface: pi, pkt });
+            self.queue.schedule(
+                at,
+                Event::Arrive {
+                    node: pn,
+                    iface: pi,
+                    pkt,
+                },
+            );
         }
         self.schedule_port(node, iface);
     }
@@ -303,7 +328,12 @@ impl World {
 
     /// Count where every packet is (see [`Census`]).
     pub fn census(&self) -> Census {
-        let mut c = Census { entered: self.entered, in_flight: self.in_flight, arrived: self.arrived, ..Census::default() };
+        let mut c = Census {
+            entered: self.entered,
+            in_flight: self.in_flight,
+            arrived: self.arrived,
+            ..Census::default()
+        };
         c.ingress_dropped = self.losses.ingress;
         for n in &self.nodes {
             for ifc in &n.ifaces {

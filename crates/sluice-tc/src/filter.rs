@@ -274,7 +274,6 @@ fn parse_common<'a>(
     Ok(Some(c))
 }
 
-
 /// The commands that go through `tc_filter_modify`.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Modify {

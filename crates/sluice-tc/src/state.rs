@@ -107,7 +107,10 @@ impl Session {
             }
         }
         let mut net = Net::new();
-        if let Some(seed) = std::env::var("SLUICE_SEED").ok().and_then(|s| s.parse().ok()) {
+        if let Some(seed) = std::env::var("SLUICE_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+        {
             net.seed = seed;
         }
         for words in &log {

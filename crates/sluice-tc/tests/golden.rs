@@ -136,7 +136,10 @@ fn must_pass() -> Vec<(String, String)> {
     let text = std::fs::read_to_string(golden_dir().join("passing.txt")).unwrap_or_default();
     text.lines()
         .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
-        .filter_map(|l| l.split_once(": ").map(|(f, c)| (f.to_string(), c.to_string())))
+        .filter_map(|l| {
+            l.split_once(": ")
+                .map(|(f, c)| (f.to_string(), c.to_string()))
+        })
         .collect()
 }
 
@@ -182,8 +185,14 @@ fn golden_cases_match_the_kernel() {
     }
     eprintln!("golden: {passed} of {total} kernel-captured cases match byte for byte");
     if !newly.is_empty() {
-        eprintln!("newly matching (add to tests/golden/passing.txt):\n{}", newly.join("\n"));
+        eprintln!(
+            "newly matching (add to tests/golden/passing.txt):\n{}",
+            newly.join("\n")
+        );
     }
-    assert!(!must.is_empty(), "tests/golden/passing.txt lists the cases sluice must match");
+    assert!(
+        !must.is_empty(),
+        "tests/golden/passing.txt lists the cases sluice must match"
+    );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

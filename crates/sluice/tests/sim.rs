@@ -6,7 +6,10 @@
 use std::process::Command;
 
 fn sluice(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_sluice")).args(args).output().expect("run sluice")
+    Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(args)
+        .output()
+        .expect("run sluice")
 }
 
 #[test]
@@ -22,8 +25,14 @@ fn every_bundled_scenario_passes_its_checks() {
         let out = sluice(&["sim", &name, "--check"]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         eprintln!("{name}:\n{stderr}");
-        assert!(out.status.success(), "sluice sim {name} --check failed:\n{stderr}");
-        assert!(stderr.lines().any(|l| l.starts_with("ok")), "{name}: no expectation was checked");
+        assert!(
+            out.status.success(),
+            "sluice sim {name} --check failed:\n{stderr}"
+        );
+        assert!(
+            stderr.lines().any(|l| l.starts_with("ok")),
+            "{name}: no expectation was checked"
+        );
     }
 }
 

@@ -468,7 +468,10 @@ mod tests {
         assert_eq!((d[2].handle, d[2].opts.is_none()), (7, true));
         let e = b.change_filter(&fw(1, 7, to(h(1, 3))), FilterCmd::Add, &mut net.env(q));
         assert_eq!(e, Err(TcError::msg(Errno::EEXIST, "Filter already exists")));
-        let bad = FwOpts { indev: Some("nosuchdev".into()), ..Default::default() };
+        let bad = FwOpts {
+            indev: Some("nosuchdev".into()),
+            ..Default::default()
+        };
         let e = b.change_filter(&fw(1, 8, Some(bad)), FilterCmd::Add, &mut net.env(q));
         assert_eq!(
             e,

@@ -81,7 +81,6 @@
 //! lended, borrowed and overlimits counters (see the tests).
 
 #[allow(dead_code)]
-
 use super::class_hash::ClassHash;
 use super::fifo::Fifo;
 use super::{
@@ -388,7 +387,6 @@ impl Htb {
     pub fn set_hysteresis(&mut self, on: bool) {
         self.hysteresis = on;
     }
-
 
     fn full_id(&self, minor: u16) -> Option<u32> {
         self.major.map(|m| Handle::new(m, minor).0)

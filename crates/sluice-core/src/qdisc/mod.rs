@@ -17,9 +17,9 @@
 pub mod class_hash;
 pub mod codel;
 pub mod codel_law;
-pub mod fq_codel;
 pub mod fifo;
 pub mod flow_hash;
+pub mod fq_codel;
 pub mod htb;
 pub mod ingress;
 pub mod netem;
@@ -188,8 +188,20 @@ impl QdiscOpts {
 
 /// The kinds sluice implements (those `create` can build).
 pub const KINDS: &[&str] = &[
-    "pfifo", "bfifo", "pfifo_head_drop", "pfifo_fast", "prio", "tbf", "sfq", "htb", "ingress", "clsact",
-    "noqueue", "netem", "codel", "fq_codel",
+    "pfifo",
+    "bfifo",
+    "pfifo_head_drop",
+    "pfifo_fast",
+    "prio",
+    "tbf",
+    "sfq",
+    "htb",
+    "ingress",
+    "clsact",
+    "noqueue",
+    "netem",
+    "codel",
+    "fq_codel",
 ];
 
 /// Build a qdisc of the kind `opts` names (`qdisc_create` + `init`).

@@ -1284,7 +1284,10 @@ mod tests {
                 let _ = Qdisc::enqueue(&mut self.q, d, cx);
             }
             cx.reinjecting = false;
-            assert!(cx.to_root.is_empty(), "a re-enqueued copy is not duplicated again");
+            assert!(
+                cx.to_root.is_empty(),
+                "a re-enqueued copy is not duplicated again"
+            );
             r.map_err(|(_, reason)| reason)
         }
     }
@@ -2395,12 +2398,23 @@ mod root_tests {
 
     #[test]
     fn a_root_node_enqueues_the_duplicate_once() {
-        let o = NetemOpts { duplicate: u32::MAX, limit: 100, ..NetemOpts::default() };
+        let o = NetemOpts {
+            duplicate: u32::MAX,
+            limit: 100,
+            ..NetemOpts::default()
+        };
         let q = Netem::new(&o, &DevInfo::default()).unwrap();
         let mut node = QdiscNode::new(Handle::new(1, 0), Handle::ROOT, Box::new(q));
         let mut cx = Cx::new(Time(0));
-        let p = Packet { len: 100, ..Packet::default() };
+        let p = Packet {
+            len: 100,
+            ..Packet::default()
+        };
         node.enqueue_root(p, &mut cx).unwrap();
-        assert_eq!(node.stats().qlen, 2, "original and one copy, the copy not copied again");
+        assert_eq!(
+            node.stats().qlen,
+            2,
+            "original and one copy, the copy not copied again"
+        );
     }
 }

@@ -78,7 +78,10 @@ pub fn print_qdisc(opts: &QdiscOpts, out: &mut Out, details: bool) {
 pub fn parse_class(kind: &str, args: &mut Args) -> CmdResult<Option<ClassOpts>> {
     match kind {
         "htb" => Ok(Some(htb::parse_class(args)?)),
-        _ => Err(crate::args::Fail::new(1, format!("Error: Qdisc \"{kind}\" is classless."))),
+        _ => Err(crate::args::Fail::new(
+            1,
+            format!("Error: Qdisc \"{kind}\" is classless."),
+        )),
     }
 }
 
