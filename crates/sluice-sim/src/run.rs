@@ -169,16 +169,7 @@ pub fn build_with(
             (ai, ad, l.txqueuelen_a.as_ref()),
             (bi, bd, l.txqueuelen_b.as_ref()),
         ] {
-            let q = q
-                .or(l.txqueuelen.as_ref())
-                .map(|v| {
-                    num(
-                        &toml::Value::String(substitute(&value_text(v), vars)?),
-                        "txqueuelen",
-                    )
-                })
-                .transpose()?
-                .unwrap_or(1000);
+            let q = opt_num(q.or(l.txqueuelen.as_ref()), "txqueuelen", vars)?.unwrap_or(1000);
             let net = &mut nets[ni].3;
             for cmd in [
                 format!("link add dev {dev} type ether"),
@@ -317,12 +308,7 @@ fn add_workload(
         .map(|s| time(&sub(s)?, "stop"))
         .transpose()?
         .unwrap_or(duration);
-    let tos = w
-        .tos
-        .as_ref()
-        .map(|v| num(v, "tos"))
-        .transpose()?
-        .unwrap_or(0) as u8;
+    let tos = opt_num(w.tos.as_ref(), "tos", vars)?.unwrap_or(0) as u8;
     let label = w
         .name
         .clone()
@@ -353,18 +339,8 @@ fn add_workload(
                 .ok()
                 .and_then(|b| b.checked_mul(8))
                 .ok_or_else(|| format!("bad rate {rate:?}"))?;
-            let size = w
-                .size
-                .as_ref()
-                .map(|v| num(v, "size"))
-                .transpose()?
-                .unwrap_or(1472) as u16;
-            let dport = w
-                .port
-                .as_ref()
-                .map(|v| num(v, "port"))
-                .transpose()?
-                .unwrap_or(5001) as u16;
+            let size = opt_num(w.size.as_ref(), "size", vars)?.unwrap_or(1472) as u16;
+            let dport = opt_num(w.port.as_ref(), "port", vars)?.unwrap_or(5001) as u16;
             let sport = 40000 + wi as u16;
             let u = UdpApp {
                 dst,
@@ -389,24 +365,14 @@ fn add_workload(
             ))
         }
         "tcp" => {
-            let count = w
-                .count
-                .as_ref()
-                .map(|v| num(&toml::Value::String(sub(&value_text(v))?), "count"))
-                .transpose()?
-                .unwrap_or(1);
+            let count = opt_num(w.count.as_ref(), "count", vars)?.unwrap_or(1);
             let stagger = w
                 .stagger
                 .as_ref()
                 .map(|s| dur(&sub(s)?, "stagger"))
                 .transpose()?
                 .unwrap_or(Duration::ZERO);
-            let dport = w
-                .port
-                .as_ref()
-                .map(|v| num(v, "port"))
-                .transpose()?
-                .unwrap_or(5001) as u16;
+            let dport = opt_num(w.port.as_ref(), "port", vars)?.unwrap_or(5001) as u16;
             let cfg = tcp_config(w, &label, vars)?;
             let total = w
                 .bytes
@@ -500,7 +466,8 @@ fn flag(
     }
 }
 
-fn count(
+/// An optional number from the scenario, `${var}`s substituted.
+fn opt_num(
     v: Option<&toml::Value>,
     what: &str,
     vars: &BTreeMap<String, String>,
@@ -532,7 +499,7 @@ fn web_params(
         .ok_or_else(|| what("web needs a page size"))?;
     let objects = match (
         &w.object_sizes,
-        count(w.objects.as_ref(), &what("objects"), vars)?,
+        opt_num(w.objects.as_ref(), &what("objects"), vars)?,
     ) {
         (Some(_), Some(_)) => {
             return Err(what("give objects + object_size or object_sizes, not both"))
@@ -554,18 +521,18 @@ fn web_params(
         (None, None) => vec![],
     };
     let handshake = flag(w.handshake.as_ref(), &what("handshake"), vars)?;
-    let connections = count(w.connections.as_ref(), &what("connections"), vars)?.unwrap_or(6);
+    let connections = opt_num(w.connections.as_ref(), &what("connections"), vars)?.unwrap_or(6);
     if connections == 0 {
         return Err(what("connections must be at least 1"));
     }
-    let repeat = count(w.repeat.as_ref(), &what("repeat"), vars)?.unwrap_or(1);
+    let repeat = opt_num(w.repeat.as_ref(), &what("repeat"), vars)?.unwrap_or(1);
     let interval = w
         .interval
         .as_ref()
         .map(|s| dur(&substitute(s, vars)?, &what("interval")))
         .transpose()?;
     let port =
-        count(w.port.as_ref(), &what("port"), vars)?.unwrap_or(if handshake { 443 } else { 80 });
+        opt_num(w.port.as_ref(), &what("port"), vars)?.unwrap_or(if handshake { 443 } else { 80 });
     let port = u16::try_from(port)
         .ok()
         .filter(|p| *p > 0)
