@@ -1091,9 +1091,11 @@ mod tests {
             prop::option::of((1u32..125, prop::option::of(pct_word()))),
         ));
         let loss = prop::option::of((1u32..=1000, prop::option::of(pct_word()), any::<bool>()));
-        let dup = prop::option::of((pct_word(), prop::option::of(pct_word())));
+        // iproute2 prints nothing for `duplicate 0%` or `corrupt 0%`, whose
+        // correlations are then unused.
+        let dup = prop::option::of((1u32..=1000, prop::option::of(pct_word())));
         let reorder = prop::option::of((1u32..=100, prop::option::of(pct_word()), 0u32..10));
-        let corrupt = prop::option::of((pct_word(), prop::option::of(pct_word())));
+        let corrupt = prop::option::of((1u32..=1000, prop::option::of(pct_word())));
         let rate = prop::option::of(1u32..1000);
         let slot = prop::option::of((1u32..1000, 0u32..1000, 0i32..100, 0u32..100_000));
         (
@@ -1128,7 +1130,7 @@ mod tests {
                     }
                 }
                 if let Some((d, c)) = dup {
-                    w += &format!(" duplicate {d}");
+                    w += &format!(" duplicate {}%", d as f64 / 10.0);
                     if let Some(c) = c {
                         w += &format!(" {c}");
                     }
@@ -1143,7 +1145,7 @@ mod tests {
                     }
                 }
                 if let Some((p, c)) = corrupt {
-                    w += &format!(" corrupt {p}");
+                    w += &format!(" corrupt {}%", p as f64 / 10.0);
                     if let Some(c) = c {
                         w += &format!(" {c}");
                     }
