@@ -725,12 +725,14 @@ struct Pos {
 
 /// `u32_classify` on the shared state, starting at the table `root`.
 fn classify_in(c: &mut Common, root: usize, pkt: &mut Packet, now: Time) -> Option<ClassifyResult> {
-    let mut stack: Vec<(Pos, i64)> = Vec::with_capacity(TC_U32_MAXDEPTH);
     let mut at = Pos {
         ht: root,
         bucket: 0,
         idx: 0,
     };
+    // The linking knodes above `at` and their offsets (the kernel's on-stack array).
+    let mut stack = [(at, 0i64); TC_U32_MAXDEPTH];
+    let mut depth = 0;
     let mut off: i64 = 0;
     let mut off2: i64 = 0;
     loop {
@@ -765,10 +767,11 @@ fn classify_in(c: &mut Common, root: usize, pkt: &mut Packet, now: Time) -> Opti
                 }
             }
             // Descend into the linked table.
-            if stack.len() >= TC_U32_MAXDEPTH {
+            if depth >= TC_U32_MAXDEPTH {
                 return None; // "cls_u32: dead loop"
             }
-            stack.push((at, off));
+            stack[depth] = (at, off);
+            depth += 1;
             let (link, flags, sel_off, offoff, offmask, offshift, hoff, hmask, fshift) = (
                 n.link,
                 n.sel.flags,
@@ -813,9 +816,8 @@ fn classify_in(c: &mut Common, root: usize, pkt: &mut Packet, now: Time) -> Opti
             }
         }
         // The bucket is exhausted: go back to the linking knode.
-        let (p, o) = stack.pop()?;
-        at = p;
-        off = o;
+        depth = depth.checked_sub(1)?;
+        (at, off) = stack[depth];
         let n = &mut c.hts[at.ht].buckets[at.bucket][at.idx];
         if let Some(r) = terminal(n, pkt, now) {
             return Some(r);

@@ -17,7 +17,9 @@
 //! class in `CanSend` sits in the *row* of its level for each priority it is
 //! active in; a class in `MayBorrow` sits in its parent's *feed* tree for that
 //! priority, and the parent becomes active in that priority in turn. Rows and
-//! feeds are ordered by class id (the kernel's rb-trees; here `BTreeSet`s).
+//! feeds are ordered by class id (the kernel's rb-trees; here sorted vectors,
+//! [`IdSet`], which keep their memory as classes come and go many times a
+//! millisecond — a tree would allocate and free a node each time).
 //! Dequeue scans levels from 0 upwards and, within a level, priorities from 0
 //! (highest) upwards; the first non-empty row yields a class, and following
 //! feed pointers down from it gives the leaf to serve. A leaf found through a
@@ -94,8 +96,8 @@ use crate::rate::{RateCfg, RateSpec};
 use crate::stats::{DropReason, Stats};
 use crate::time::{Time, PSCHED_SHIFT};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeSet, VecDeque};
-use std::ops::Bound::{Excluded, Unbounded};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 
 /// Priorities a leaf may have (`TC_HTB_NUMPRIO`).
 pub const TC_HTB_NUMPRIO: usize = 8;
@@ -105,6 +107,8 @@ pub const TC_HTB_MAXDEPTH: usize = 8;
 pub const HTB_VER: u32 = 0x30011;
 /// The protocol version tc sends and the kernel requires (`HTB_VER >> 16`).
 pub const TC_HTB_PROTOVER: u32 = 3;
+/// `Class::pq_seq` of a class not in its level's wait queue.
+const NOT_WAITING: u64 = u64::MAX;
 /// Longest token debt or credit a class accumulates, 60 s (`mbuffer`).
 const MBUFFER_NS: i64 = 60_000_000_000;
 /// Events applied per level per dequeue before asking to be called again.
@@ -193,11 +197,45 @@ enum Mode {
     CanSend,
 }
 
+/// A set of class ids in ascending order. Rows and feeds hold the few
+/// siblings active at one priority, so a sorted vector beats a tree: lookups
+/// are binary searches and no memory is allocated once it has grown.
+#[derive(Clone, Debug, Default)]
+struct IdSet(Vec<u32>);
+
+impl IdSet {
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    fn insert(&mut self, id: u32) {
+        if let Err(i) = self.0.binary_search(&id) {
+            self.0.insert(i, id);
+        }
+    }
+    fn remove(&mut self, id: u32) {
+        if let Ok(i) = self.0.binary_search(&id) {
+            self.0.remove(i);
+        }
+    }
+    fn first(&self) -> Option<u32> {
+        self.0.first().copied()
+    }
+    /// The smallest id `>= id`.
+    fn at_or_after(&self, id: u32) -> Option<u32> {
+        let i = self.0.partition_point(|&x| x < id);
+        self.0.get(i).copied()
+    }
+    /// The smallest id `> id`.
+    fn after(&self, id: u32) -> Option<u32> {
+        id.checked_add(1).and_then(|n| self.at_or_after(n))
+    }
+}
+
 /// A row or feed for one priority (`struct htb_prio`): active classes by id,
 /// the round-robin pointer, and the id to resume from when the pointer was lost.
 #[derive(Clone, Debug, Default)]
 struct PrioFeed {
-    tree: BTreeSet<u32>,
+    tree: IdSet,
     ptr: Option<u32>,
     last_ptr_id: u32,
 }
@@ -206,7 +244,7 @@ impl PrioFeed {
     /// `htb_next_rb_node`: move the pointer to the next class id, or off the end.
     fn advance(&mut self) {
         if let Some(cur) = self.ptr {
-            self.ptr = self.tree.range((Excluded(cur), Unbounded)).next().copied();
+            self.ptr = self.tree.after(cur);
         }
     }
 }
@@ -214,8 +252,10 @@ impl PrioFeed {
 /// One level of the scheduler (`struct htb_level`): its wait queue and rows.
 #[derive(Debug, Default)]
 struct Level {
-    /// Classes waiting for a mode change, by (time, insertion order).
-    wait_pq: BTreeSet<(i64, u64, u32)>,
+    /// Classes waiting for a mode change, earliest (time, insertion order)
+    /// first. Removal is lazy: an entry counts only while its class still
+    /// carries the entry's sequence number in `pq_seq` (see `wait_head`).
+    wait_pq: BinaryHeap<Reverse<(i64, u64, u32)>>,
     rows: [PrioFeed; TC_HTB_NUMPRIO],
 }
 
@@ -241,7 +281,6 @@ struct Class {
     cmode: Mode,
     // Scheduling state.
     prio_activity: u8,
-    pq_key: i64,
     pq_seq: u64,
     deficit: [i32; TC_HTB_MAXDEPTH],
     inner: [PrioFeed; TC_HTB_NUMPRIO],
@@ -478,20 +517,35 @@ impl Htb {
         let seq = self.pq_seq;
         self.pq_seq += 1;
         let Some(c) = self.cl_mut(id) else { return };
-        c.pq_key = key;
         c.pq_seq = seq;
         let level = c.level;
         if self.near_ev_cache[level] > key {
             self.near_ev_cache[level] = key;
         }
-        self.levels[level].wait_pq.insert((key, seq, id));
+        let pq = &mut self.levels[level].wait_pq;
+        pq.push(Reverse((key, seq, id)));
+        if pq.len() > 2 * self.classes.len() + 64 {
+            // Shed the entries of classes that left the queue meanwhile.
+            let classes = &self.classes;
+            pq.retain(|Reverse((_, seq, id))| classes.get(*id).is_some_and(|c| c.pq_seq == *seq));
+        }
     }
 
     fn remove_from_wait_tree(&mut self, id: u32) {
-        if let Some(c) = self.cl(id) {
-            let (level, key, seq) = (c.level, c.pq_key, c.pq_seq);
-            self.levels[level].wait_pq.remove(&(key, seq, id));
+        if let Some(c) = self.cl_mut(id) {
+            c.pq_seq = NOT_WAITING;
         }
+    }
+
+    /// The first live entry of `level`'s wait queue, dropping stale ones.
+    fn wait_head(&mut self, level: usize) -> Option<(i64, u64, u32)> {
+        while let Some(&Reverse(e @ (_, seq, id))) = self.levels[level].wait_pq.peek() {
+            if self.cl(id).is_some_and(|c| c.pq_seq == seq) {
+                return Some(e);
+            }
+            self.levels[level].wait_pq.pop();
+        }
+        None
     }
 
     /// `htb_add_class_to_row`.
@@ -516,7 +570,7 @@ impl Htb {
             if row.ptr == Some(id) {
                 row.advance();
             }
-            row.tree.remove(&id);
+            row.tree.remove(id);
             if row.tree.is_empty() {
                 emptied |= 1 << prio;
             }
@@ -572,7 +626,7 @@ impl Htb {
                     feed.last_ptr_id = cur;
                     feed.ptr = None;
                 }
-                feed.tree.remove(&cur);
+                feed.tree.remove(cur);
                 if feed.tree.is_empty() {
                     mask |= 1 << prio;
                 }
@@ -727,14 +781,14 @@ impl Htb {
     /// stopped early.
     fn do_events(&mut self, level: usize) -> i64 {
         for _ in 0..EVENTS_PER_DEQUEUE {
-            let Some(&first) = self.levels[level].wait_pq.first() else {
+            let Some((key, _, id)) = self.wait_head(level) else {
                 return 0;
             };
-            let (key, _, id) = first;
             if key > self.now {
                 return key;
             }
-            self.levels[level].wait_pq.remove(&first);
+            self.levels[level].wait_pq.pop();
+            self.remove_from_wait_tree(id);
             let Some(c) = self.cl(id) else { continue };
             let mut diff = self.now.saturating_sub(c.t_c).min(c.mbuffer_ns);
             self.change_class_mode(id, &mut diff);
@@ -762,24 +816,25 @@ impl Htb {
         if self.levels[level].rows[prio].tree.is_empty() {
             return None;
         }
-        let mut stack: Vec<Slot> = Vec::with_capacity(TC_HTB_MAXDEPTH);
-        stack.push(Slot::Row);
+        // The feeds walked down so far (the kernel's on-stack array).
+        let mut stack = [Slot::Row; TC_HTB_MAXDEPTH];
+        let mut depth = 1;
         for _ in 0..65535 {
-            let top = *stack.last()?;
+            let top = stack[depth - 1];
             let sp = self.slot_mut(level, prio, top)?;
             if sp.ptr.is_none() && sp.last_ptr_id != 0 {
                 // The pointer was lost but the id is known: resume there or after.
-                sp.ptr = sp.tree.range(sp.last_ptr_id..).next().copied();
+                sp.ptr = sp.tree.at_or_after(sp.last_ptr_id);
             }
             sp.last_ptr_id = 0;
             match sp.ptr {
                 None => {
                     // Past the right end: rewind, and move the level above on.
-                    sp.ptr = sp.tree.first().copied();
+                    sp.ptr = sp.tree.first();
                     sp.ptr?;
-                    if stack.len() > 1 {
-                        stack.pop();
-                        let up = self.slot_mut(level, prio, *stack.last()?)?;
+                    if depth > 1 {
+                        depth -= 1;
+                        let up = self.slot_mut(level, prio, stack[depth - 1])?;
                         up.ptr?;
                         up.advance();
                     }
@@ -789,10 +844,11 @@ impl Htb {
                     if c.level == 0 {
                         return Some(id);
                     }
-                    if stack.len() >= TC_HTB_MAXDEPTH {
+                    if depth >= TC_HTB_MAXDEPTH {
                         return None;
                     }
-                    stack.push(Slot::Inner(id));
+                    stack[depth] = Slot::Inner(id);
+                    depth += 1;
                 }
             }
         }
@@ -963,8 +1019,7 @@ impl Htb {
             t_c: self.now,
             cmode: Mode::CanSend,
             prio_activity: 0,
-            pq_key: 0,
-            pq_seq: 0,
+            pq_seq: NOT_WAITING,
             deficit: [0; TC_HTB_MAXDEPTH],
             inner: Default::default(),
             leaf: Some(Self::default_leaf(classid, dev)),
