@@ -15,6 +15,7 @@
 use crate::error::{Errno, TcError, TcResult};
 use crate::handle::Handle;
 use crate::qdisc::{DevInfo, QdiscNode, QdiscOpts};
+use crate::stab::SizeTable;
 use crate::stats::RateEstimator;
 use serde::{Deserialize, Serialize};
 
@@ -92,6 +93,8 @@ pub struct QdiscRequest {
     pub opts: Option<QdiscOpts>,
     /// `TCA_RATE`: a rate estimator.
     pub estimator: Option<RateEstimator>,
+    /// `TCA_STAB`: a size table; a change without one removes the old one.
+    pub stab: Option<crate::stab::SizeSpec>,
 }
 
 /// One interface's traffic-control state.
@@ -322,12 +325,14 @@ impl Device {
         if let Some(QdiscOpts::Netem(o)) = &req.opts {
             crate::qdisc::netem::check_netem_in_tree(&self.root, Some(h), o.duplicate)?;
         }
+        let stab = req.stab.map(SizeTable::new).transpose()?;
         let q = self
             .find_mut(h)
             .ok_or_else(|| err(Errno::ENOENT, "Specified qdisc not found"))?;
         if let Some(opts) = &req.opts {
             q.qdisc.change(opts, &dev)?;
         }
+        q.stab = stab;
         if let Some(e) = req.estimator {
             q.estimator = Some(e);
         }
@@ -391,8 +396,10 @@ impl Device {
         if let QdiscOpts::Netem(o) = opts {
             crate::qdisc::netem::check_netem_in_tree(&self.root, None, o.duplicate)?;
         }
+        let stab = req.stab.map(SizeTable::new).transpose()?;
         let mut node = QdiscNode::create(handle, parent, opts, &self.info)?;
         node.estimator = req.estimator;
+        node.stab = stab;
         self.created += 1;
         node.seq = self.created;
         if parent == Handle::INGRESS {

@@ -29,6 +29,7 @@ pub mod packet;
 pub mod port;
 pub mod qdisc;
 pub mod rate;
+pub mod stab;
 pub mod stats;
 pub mod time;
 pub mod units;

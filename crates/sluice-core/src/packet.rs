@@ -37,6 +37,9 @@ pub struct Packet {
     pub tstamp: Time,
     /// An identifier the front end assigns, for tracing.
     pub id: u64,
+    /// The real length while a size table ([`crate::stab`]) has made `len`
+    /// something else (the kernel's `skb->len` beside `qdisc_pkt_len`).
+    pub skb_len: Option<u32>,
 }
 
 impl Packet {
@@ -47,6 +50,13 @@ impl Packet {
             len,
             protocol,
             ..Default::default()
+        }
+    }
+
+    /// Back to the real length as the packet leaves the qdiscs for the wire.
+    pub fn restore_len(&mut self) {
+        if let Some(l) = self.skb_len.take() {
+            self.len = l;
         }
     }
 

@@ -201,8 +201,9 @@ impl Port {
                 break;
             }
             match dev.root.dequeue(&mut cx) {
-                Dequeue::Packet(p) => {
+                Dequeue::Packet(mut p) => {
                     self.qdisc_wake = None;
+                    p.restore_len();
                     self.push_ring(p);
                 }
                 Dequeue::Wait(t) => {
@@ -243,6 +244,7 @@ mod tests {
             kind: Some("pfifo".into()),
             opts: Some(QdiscOpts::Pfifo(FifoOpts { limit: Some(limit) })),
             estimator: None,
+            stab: None,
         };
         d.modify_qdisc(&req, NlFlags::ADD, &mut |_| None).unwrap();
         d
@@ -288,6 +290,56 @@ mod tests {
             assert_eq!(t.0, (i as u64 + 1) * 1_200_000 + 5_000_000);
         }
         assert_eq!(dev.root.stats().packets, 10);
+    }
+
+    #[test]
+    fn a_size_table_changes_what_the_qdisc_counts_not_what_the_wire_sends() {
+        // `stab overhead 10 linklayer atm`: 1500 bytes count as 32 ATM cells
+        // (ceil(1510 / 48) * 53 = 1696 bytes) in the qdisc; the wire still
+        // carries 1500 and takes 1.2 ms per packet at 10 Mbit/s.
+        let mut dev = Device::new(2, DevInfo::default(), DevKind::Ether);
+        dev.set_up(true);
+        let req = QdiscRequest {
+            parent: Handle::ROOT,
+            handle: Handle::new(1, 0),
+            kind: Some("bfifo".into()),
+            opts: Some(QdiscOpts::Bfifo(FifoOpts {
+                limit: Some(3 * 1696),
+            })),
+            estimator: None,
+            stab: Some(crate::stab::SizeSpec {
+                overhead: 10,
+                linklayer: crate::rate::LinkLayer::Atm,
+                ..Default::default()
+            }),
+        };
+        dev.modify_qdisc(&req, NlFlags::ADD, &mut |_| None).unwrap();
+        let mut port = Port::new(PortConfig {
+            rate_bps: 10_000_000,
+            buffer: TxBuffer::Packets(1),
+            ..Default::default()
+        });
+        let sent: Vec<_> = (0..6)
+            .map(|i| {
+                let p = Packet {
+                    id: i,
+                    len: 1500,
+                    ..Default::default()
+                };
+                port.send(&mut dev, p, Time(0)).is_ok()
+            })
+            .collect();
+        // One on the wire, one in the ring, three cells' worth in the bfifo
+        // (three 1500-byte packets would fit 3 * 1696 only as 1696 each).
+        assert_eq!(sent, [true, true, true, true, true, false]);
+        let out = run(&mut port, &mut dev, Time(1_000_000_000));
+        assert_eq!(out.len(), 5);
+        assert!(out
+            .iter()
+            .all(|(_, p)| p.len == 1500 && p.skb_len.is_none()));
+        assert_eq!(out[4].0, Time(5 * 1_200_000));
+        let st = dev.root.stats();
+        assert_eq!((st.packets, st.bytes), (5, 5 * 1696));
     }
 
     #[test]

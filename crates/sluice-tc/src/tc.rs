@@ -15,6 +15,8 @@ use sluice_core::device::{Device, NlFlags, QdiscRequest};
 use sluice_core::error::TcError;
 use sluice_core::handle::Handle;
 use sluice_core::qdisc::{QdiscNode, QdiscOpts, XStats};
+use sluice_core::rate::LinkLayer;
+use sluice_core::stab::{SizeSpec, SizeTable, MAX_TSIZE};
 use sluice_core::stats::{RateEstimator, Stats};
 use sluice_core::units::{fmt_size, parse_time_us};
 
@@ -258,6 +260,7 @@ fn qdisc_modify(net: &mut Net, a: &mut Args, flags: Option<NlFlags>) -> CmdResul
     let mut parent = Handle::UNSPEC;
     let mut kind: Option<String> = None;
     let mut estimator = None;
+    let mut stab: Option<SizeSpec> = None;
     while let Some(w) = a.next() {
         match w {
             "dev" => {
@@ -306,6 +309,12 @@ fn qdisc_modify(net: &mut Net, a: &mut Args, flags: Option<NlFlags>) -> CmdResul
                 let e = parse_estimator(a)?;
                 estimator = Some(RateEstimator::new(e.interval_log, e.ewma_log));
             }
+            w if matches(w, "stab") => {
+                if stab.is_some() {
+                    return Err(duparg("stab", w));
+                }
+                stab = Some(parse_size_table(a)?);
+            }
             w if matches(w, "help") => return Err(Fail::new(255, QDISC_USAGE)),
             w => {
                 kind = Some(w.to_string());
@@ -351,11 +360,129 @@ fn qdisc_modify(net: &mut Net, a: &mut Args, flags: Option<NlFlags>) -> CmdResul
                 kind,
                 opts: qopts,
                 estimator,
+                stab,
             };
-            d.modify_qdisc(&req, fl, &mut |dev| alloc_handle(ah, dev))
-                .map_err(kernel_err)
+            let r = d.modify_qdisc(&req, fl, &mut |dev| alloc_handle(ah, dev));
+            r.map_err(|e| {
+                let mut f = kernel_err(e);
+                if stab.is_some_and(|s| s.tsize > MAX_TSIZE) {
+                    // tc could not fit the table into its request.
+                    f.stderr = format!(
+                        "addattr_l ERROR: message exceeded bound of 65572\n{}",
+                        f.stderr
+                    );
+                }
+                f
+            })
         }
     }
+}
+
+const STAB_USAGE: &str = "Usage: ... stab [ mtu BYTES ] [ tsize SLOTS ] [ mpu BYTES ]
+                [ overhead BYTES ] [ linklayer TYPE ] ...
+   mtu       : max packet size we create rate map for {2047}
+   tsize     : how many slots should size table have {512}
+   mpu       : minimum packet size used in rate computations
+   overhead  : per-packet size overhead used in rate computations
+   linklayer : adapting to a linklayer e.g. atm
+Example: ... stab overhead 20 linklayer atm
+";
+
+/// `parse_size_table` (tc_stab.c): the words after `stab`, up to the first
+/// it does not know. A spec that says nothing fails silently, as in tc.
+fn parse_size_table(a: &mut Args) -> CmdResult<SizeSpec> {
+    let mut s = SizeSpec::default();
+    if a.peek().is_none() {
+        a.value()?;
+    }
+    if a.peek().is_some_and(|w| matches(w, "help")) {
+        return Err(Fail::new(255, STAB_USAGE.trim_end()));
+    }
+    let u32_of = |v: &str, what: &str| match q::get_u32(v, 10) {
+        Some(n) => Ok(n),
+        None => Err(invarg(what, &format!("invalid {what}"))),
+    };
+    while let Some(w) = a.peek() {
+        if matches(w, "mtu") {
+            a.next();
+            let v = a.value()?;
+            if s.mtu != 0 {
+                return Err(duparg("mtu", v));
+            }
+            s.mtu = u32_of(v, "mtu")?;
+        } else if matches(w, "mpu") {
+            a.next();
+            let v = a.value()?;
+            if s.mpu != 0 {
+                return Err(duparg("mpu", v));
+            }
+            s.mpu = u32_of(v, "mpu")?;
+        } else if matches(w, "overhead") {
+            a.next();
+            let v = a.value()?;
+            if s.overhead != 0 {
+                return Err(duparg("overhead", v));
+            }
+            s.overhead = match sluice_core::units::strtoul(v, 10) {
+                Some((n, "")) => i32::try_from(n as i64).ok(),
+                _ => None,
+            }
+            .ok_or_else(|| invarg("overhead", "invalid overhead"))?;
+        } else if matches(w, "tsize") {
+            a.next();
+            let v = a.value()?;
+            if s.tsize != 0 {
+                return Err(duparg("tsize", v));
+            }
+            s.tsize = q::get_u32(v, 10).ok_or_else(|| invarg("tsize", "invalid table size"))?;
+        } else if matches(w, "linklayer") {
+            a.next();
+            let v = a.value()?;
+            if s.linklayer != LinkLayer::Unspec {
+                return Err(duparg("linklayer", v));
+            }
+            s.linklayer =
+                q::get_linklayer(v).ok_or_else(|| invarg("linklayer", "invalid linklayer"))?;
+        } else {
+            break;
+        }
+    }
+    if !s.says_something() {
+        return Err(Fail::new(255, ""));
+    }
+    Ok(s)
+}
+
+/// `print_size_table` (tc_stab.c), shown with `-d`.
+fn print_size_table(t: &SizeTable, out: &mut Out) {
+    let s = &t.spec;
+    out.open("stab");
+    out.text(" ");
+    match s.linklayer {
+        LinkLayer::Unspec => {}
+        l => {
+            let name = if l == LinkLayer::Atm {
+                "atm"
+            } else {
+                "ethernet"
+            };
+            out.str(To::Any, "linklayer", &format!("linklayer {name} "), name);
+        }
+    }
+    if s.overhead != 0 {
+        out.int(
+            To::Any,
+            "overhead",
+            &format!("overhead {} ", s.overhead),
+            s.overhead as i64,
+        );
+    }
+    for (key, v) in [("mpu", s.mpu), ("mtu", s.mtu), ("tsize", s.tsize)] {
+        if v != 0 {
+            out.uint(To::Any, key, &format!("{key} {v} "), v as u64);
+        }
+    }
+    out.close();
 }
 
 const EST_USAGE: &str = "Usage: ... estimator INTERVAL TIME-CONST
@@ -531,6 +658,10 @@ fn print_qdisc(d: &Device, q: &QdiscNode, show_dev: bool, opts: &Opts, out: &mut
     q::print_qdisc(&o, out, opts.details);
     out.close();
     out.nl();
+    if let (true, Some(t)) = (opts.details, &q.stab) {
+        print_size_table(t, out);
+        out.nl();
+    }
     if opts.stats {
         print_stats(&q.stats(), q.estimator.as_ref().map(|e| e.read()), " ", out);
         out.nl();

@@ -392,6 +392,8 @@ pub struct QdiscNode {
     pub stats: Stats,
     /// The rate estimator, if one was configured.
     pub estimator: Option<RateEstimator>,
+    /// The size table (`stab`), if one was configured.
+    pub stab: Option<crate::stab::SizeTable>,
     /// The qdisc.
     pub qdisc: Box<dyn Qdisc>,
     /// A packet taken from the qdisc by `peek` and not yet dequeued.
@@ -412,6 +414,7 @@ impl QdiscNode {
             parent,
             stats: Stats::default(),
             estimator: None,
+            stab: None,
             qdisc,
             peeked: None,
             seq: 0,
@@ -458,7 +461,10 @@ impl QdiscNode {
 
     /// [`QdiscNode::enqueue`] that hands a refused packet back, for a parent
     /// qdisc that must itself answer with the packet.
-    pub fn offer(&mut self, pkt: Packet, cx: &mut Cx) -> Result<(), (Packet, DropReason)> {
+    pub fn offer(&mut self, mut pkt: Packet, cx: &mut Cx) -> Result<(), (Packet, DropReason)> {
+        if let Some(t) = &self.stab {
+            t.apply(&mut pkt);
+        }
         let len = pkt.len;
         let (p0, b0) = (cx.shed_packets, cx.shed_bytes);
         let r = self.qdisc.enqueue(pkt, cx);
@@ -491,7 +497,9 @@ impl QdiscNode {
         };
         if let Dequeue::Packet(p) = &d {
             self.stats.qlen -= 1;
-            self.stats.backlog -= p.len as u64;
+            // A child's size table may have changed the length since this
+            // qdisc counted it in (the kernel's backlog drifts the same way).
+            self.stats.backlog = self.stats.backlog.saturating_sub(p.len as u64);
             self.stats.bytes += p.len as u64;
             self.stats.packets += 1;
             if let Some(e) = &mut self.estimator {
