@@ -229,7 +229,7 @@ fn list(net: &mut Net, a: &mut Args, cx: &PrintCx, out: &mut Out) -> CmdResult {
         let v = next_arg(a)?;
         m::get_u32(v, 0).ok_or_else(|| crate::args::invarg("dump time \"since\" is invalid", v))?;
     }
-    let known = kind == "police" || kind == "gact";
+    let known = sluice_core::act::KNOWN_KINDS.contains(&kind);
     let acts = if known {
         net.actions.list(kind)
     } else {

@@ -82,3 +82,37 @@ pub fn alloc_handle(counter: &mut u32, dev: &Device) -> Option<Handle> {
     }
     None
 }
+
+// iproute2 keeps a cache of the namespace's interface names (`ll_map`) that
+// parsers and printers consult (`ll_name_to_index`, `ll_index_to_name`), so
+// options such as mirred's `dev NAME` need no device list passed down. This is
+// that cache, refreshed by each command before it runs.
+thread_local! {
+    static IFNAMES: std::cell::RefCell<Vec<(u32, String)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Refresh the interface-name cache from `net` (`ll_init_map`).
+pub(crate) fn cache_ifnames(net: &Net) {
+    IFNAMES.with(|m| {
+        *m.borrow_mut() = net
+            .devices
+            .iter()
+            .map(|d| (d.ifindex, d.info.name.clone()))
+            .collect();
+    });
+}
+
+/// `ll_name_to_index`.
+pub(crate) fn ifindex_of(name: &str) -> Option<u32> {
+    IFNAMES.with(|m| m.borrow().iter().find(|(_, n)| n == name).map(|(i, _)| *i))
+}
+
+/// `ll_index_to_name` for a device that exists.
+pub(crate) fn ifname_of(index: u32) -> Option<String> {
+    IFNAMES.with(|m| {
+        m.borrow()
+            .iter()
+            .find(|(i, _)| *i == index)
+            .map(|(_, n)| n.clone())
+    })
+}

@@ -144,6 +144,7 @@ pub fn run(net: &mut Net, opts: &Opts, words: &[String]) -> Outcome {
     let mut out = Out::new(opts.json, opts.pretty);
     out.iec = opts.iec;
     out.raw = opts.raw;
+    crate::net::cache_ifnames(net);
     let r = dispatch(net, opts, words, &mut out);
     let warnings = std::mem::take(&mut out.warnings);
     let stdout = out.finish();

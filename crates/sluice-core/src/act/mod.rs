@@ -2,7 +2,7 @@
 //! table that owns them.
 //!
 //! Modelled on net/sched/act_api.c and include/net/act_api.h. An action is
-//! an instance of a kind (`police`, `gact`) with an index that is unique per
+//! an instance of a kind (`police`, `gact`, `mirred`) with an index that is unique per
 //! kind in a network namespace. Actions are created either standalone
 //! (`tc actions add`) or inline by a filter (`... u32 match ... action drop`);
 //! a filter may also bind an existing action by naming its index, so one
@@ -39,6 +39,7 @@
 //! replaced actions changed when a later one fails).
 
 pub mod gact;
+pub mod mirred;
 pub mod police;
 
 use crate::cls::Verdict;
@@ -66,6 +67,7 @@ pub const USER_HZ: u64 = 100;
 pub enum ActionOpts {
     Police(police::PoliceOpts),
     Gact(gact::GactOpts),
+    Mirred(mirred::MirredOpts),
 }
 
 impl ActionOpts {
@@ -74,6 +76,7 @@ impl ActionOpts {
         match self {
             ActionOpts::Police(_) => "police",
             ActionOpts::Gact(_) => "gact",
+            ActionOpts::Mirred(_) => "mirred",
         }
     }
 }
@@ -230,12 +233,14 @@ pub trait Action: Send + std::fmt::Debug {
 enum Params {
     Police(Box<police::PoliceParams>),
     Gact(gact::GactParams),
+    Mirred(mirred::MirredParams),
 }
 
 #[derive(Debug)]
 enum Kind {
     Police(Box<police::Police>),
     Gact(gact::Gact),
+    Mirred(mirred::Mirred),
 }
 
 impl Kind {
@@ -243,12 +248,14 @@ impl Kind {
         match self {
             Kind::Police(p) => &**p,
             Kind::Gact(g) => g,
+            Kind::Mirred(m) => m,
         }
     }
     fn inner_mut(&mut self) -> &mut dyn Action {
         match self {
             Kind::Police(p) => &mut **p,
             Kind::Gact(g) => g,
+            Kind::Mirred(m) => m,
         }
     }
 }
@@ -383,6 +390,8 @@ pub struct ActionTable {
     kinds: BTreeMap<&'static str, BTreeMap<u32, Entry>>,
     /// Seed from which actions that need randomness (gact netrand) seed their generators.
     seed: u64,
+    /// What mirred actions sent, until the front end takes it.
+    outbox: mirred::MirredOutbox,
 }
 
 /// Result of `tc actions flush`.
@@ -395,7 +404,7 @@ pub struct FlushReport {
 }
 
 /// Kinds this table knows (others answer "not found" as when the module is missing).
-pub const KNOWN_KINDS: [&str; 2] = ["gact", "police"];
+pub const KNOWN_KINDS: [&str; 3] = ["gact", "mirred", "police"];
 
 fn known(kind: &str) -> Option<&'static str> {
     KNOWN_KINDS.iter().copied().find(|k| *k == kind)
@@ -407,7 +416,13 @@ impl ActionTable {
         ActionTable {
             kinds: BTreeMap::new(),
             seed,
+            outbox: Default::default(),
         }
+    }
+
+    /// Take what mirred actions sent since the last call, in order.
+    pub fn take_mirrored(&self) -> Vec<mirred::Mirrored> {
+        std::mem::take(&mut *self.outbox.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// Forget inline actions no filter holds any more.
@@ -486,6 +501,7 @@ impl ActionTable {
         match &spec.opts {
             ActionOpts::Police(o) => police::check_policy(o)?,
             ActionOpts::Gact(o) => gact::check_policy(o)?,
+            ActionOpts::Mirred(_) => {}
         }
         let kind = spec.opts.kind();
         let pending = spec.index != 0
@@ -561,6 +577,9 @@ impl ActionTable {
                             Kind::Police(Box::new(police::Police::new(*p, now, list.estimator)))
                         }
                         Params::Gact(g) => Kind::Gact(gact::Gact::new(g, seed)),
+                        Params::Mirred(m) => {
+                            Kind::Mirred(mirred::Mirred::new(m, self.outbox.clone()))
+                        }
                     };
                     let act = Arc::new(Mutex::new(TcAction {
                         index,
@@ -718,6 +737,7 @@ fn params_kind(p: &Params) -> &'static str {
     match p {
         Params::Police(_) => "police",
         Params::Gact(_) => "gact",
+        Params::Mirred(_) => "mirred",
     }
 }
 
@@ -739,6 +759,9 @@ fn validate(
             )?))
         }
         ActionOpts::Gact(o) => Params::Gact(gact::GactParams::validate(o, in_filter)?),
+        ActionOpts::Mirred(o) => {
+            Params::Mirred(mirred::MirredParams::validate(o, in_filter, creating)?)
+        }
     })
 }
 
@@ -746,6 +769,7 @@ fn apply(kind: &mut Kind, params: Params, now: Time, est: Option<EstimatorSpec>)
     match (kind, params) {
         (Kind::Police(p), Params::Police(n)) => p.change(*n, now, est),
         (Kind::Gact(g), Params::Gact(n)) => g.change(n),
+        (Kind::Mirred(m), Params::Mirred(n)) => m.change(n),
         // Replace is looked up by kind, so the kinds always agree.
         _ => {}
     }
@@ -944,7 +968,7 @@ mod tests {
         t.delete(&[("gact", 5)]).unwrap();
         assert!(t.list("gact").is_empty());
         assert_eq!(
-            t.get("mirred", 1).unwrap_err().extack.as_deref(),
+            t.get("skbedit", 1).unwrap_err().extack.as_deref(),
             Some("Specified TC action kind not found")
         );
         assert_eq!(

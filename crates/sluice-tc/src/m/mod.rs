@@ -22,6 +22,7 @@
 //! reads as gact and fails with "Bad action type bogus" and gact's usage.
 
 pub(crate) mod gact;
+pub(crate) mod mirred;
 pub(crate) mod police;
 
 use crate::args::{incomplete, matches, Args, CmdResult, Fail};
@@ -303,6 +304,7 @@ pub(crate) fn parse_actions(a: &mut Args) -> CmdResult<Vec<ActionSpec>> {
         let (left, word) = (argc(a), w);
         let parsed = match (is_gact, w) {
             (false, "police") => police::parse_action(a),
+            (false, "mirred") => mirred::parse(a),
             (false, k) if k != "gact" && IPROUTE2_KINDS.contains(&k) => Err(foreign(a)),
             _ => gact::parse(a),
         };
@@ -411,6 +413,7 @@ fn print_one(d: &ActionDump, bind: bool, cx: &PrintCx, out: &mut Out) {
     match &d.opts {
         ActionOpts::Police(_) => police::print(d, cx, out),
         ActionOpts::Gact(_) => gact::print(d, cx, out),
+        ActionOpts::Mirred(_) => mirred::print(d, cx, out),
     }
     if cx.stats {
         out.text("\tAction statistics:");
