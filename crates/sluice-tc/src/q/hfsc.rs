@@ -302,3 +302,345 @@ pub(super) fn print_xstats(x: &HfscClassXstats, out: &mut Out) {
     out.raw(&s);
     let _ = To::Any;
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::net::Net;
+    use crate::{ip, tc, Outcome};
+    use sluice_core::handle::Handle;
+    use sluice_core::packet::Packet;
+    use sluice_core::qdisc::{Cx, Dequeue};
+    use sluice_core::time::Time;
+
+    fn words(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    fn net() -> Net {
+        let mut net = Net::new();
+        for c in [
+            "link add dev DEV type veth peer name PEER",
+            "link set dev DEV up",
+            "link set dev PEER up",
+        ] {
+            assert_eq!(ip::run(&mut net, &words(c)).code, 0, "{c}");
+        }
+        net
+    }
+
+    fn tc(net: &mut Net, line: &str) -> Outcome {
+        let (opts, rest) = tc::parse_global(&words(line)).expect("options");
+        tc::run(net, &opts, &rest)
+    }
+
+    fn ok(net: &mut Net, line: &str) -> String {
+        let o = tc(net, line);
+        assert_eq!((o.code, o.stderr.as_str()), (0, ""), "{line}");
+        o.stdout
+    }
+
+    fn with_qdisc() -> Net {
+        let mut n = net();
+        ok(&mut n, "qdisc add dev DEV root handle 1: hfsc default 11");
+        n
+    }
+
+    /// The stderr and exit status of a failing command.
+    fn fails(net: &mut Net, line: &str) -> (String, i32) {
+        let o = tc(net, line);
+        assert_ne!(o.code, 0, "{line} succeeded");
+        (o.stderr, o.code)
+    }
+
+    fn class_usage() -> String {
+        super::CLASS_USAGE.to_string()
+    }
+
+    #[test]
+    fn qdisc_options_print_and_refusals_as_iproute2() {
+        let mut n = net();
+        ok(&mut n, "qdisc add dev DEV root handle 1: hfsc default 1a");
+        assert_eq!(
+            ok(&mut n, "qdisc show dev DEV"),
+            "qdisc hfsc 1: root refcnt 2 default 1a \n"
+        );
+        ok(&mut n, "qdisc change dev DEV root handle 1: hfsc");
+        assert_eq!(
+            ok(&mut n, "qdisc show dev DEV"),
+            "qdisc hfsc 1: root refcnt 2 \n"
+        );
+        // Observed with iproute2 6.1's tc (its parser runs before the kernel is asked).
+        let usage = super::QDISC_USAGE;
+        for (cmd, err, code) in [
+            (
+                "default 1 default 2",
+                "HFSC: Double \"default\"\n".to_string(),
+                1,
+            ),
+            ("d 1 de 2", "HFSC: Double \"default\"\n".into(), 1),
+            ("default xyz", "HFSC: Illegal \"default\"\n".into(), 1),
+            ("default 10000", "HFSC: Illegal \"default\"\n".into(), 1),
+            ("bogus", format!("HFSC: What is \"bogus\" ?\n{usage}"), 1),
+            ("help", usage.to_string(), 1),
+            (
+                "default",
+                "Command line is not complete. Try option \"help\"\n".into(),
+                255,
+            ),
+        ] {
+            let line = format!("qdisc replace dev DEV root hfsc {cmd}");
+            assert_eq!(fails(&mut n, &line), (err, code), "{cmd}");
+        }
+        // "default 0" twice is no double: tc only checks for a non-zero value.
+        ok(
+            &mut n,
+            "qdisc replace dev DEV root handle 1: hfsc default 0 default 0",
+        );
+    }
+
+    #[test]
+    fn classes_print_as_the_tc_testing_cases_expect() {
+        let mut n = with_qdisc();
+        ok(
+            &mut n,
+            "class add dev DEV parent 1: classid 1:1 hfsc sc rate 20000 ul rate 10000",
+        );
+        ok(&mut n, "class add dev DEV parent 1: classid 1:2 hfsc sc umax 1540 dmax 5ms rate 10000 ul rate 10000");
+        ok(
+            &mut n,
+            "class add dev DEV parent 1: classid 1:3 hfsc rt rate 20000 ls rate 10000",
+        );
+        ok(&mut n, "class add dev DEV parent 1: classid 1:4 hfsc rt umax 1540 dmax 5ms rate 10000 ls rate 10000");
+        ok(
+            &mut n,
+            "class add dev DEV parent 1: classid 1:5 hfsc rt m1 1mbit d 10ms m2 200kbit",
+        );
+        let out = ok(&mut n, "class show dev DEV");
+        for want in [
+            "class hfsc 1: root \n",
+            "class hfsc 1:1 parent 1: sc m1 0bit d 0us m2 20Kbit ul m1 0bit d 0us m2 10Kbit \n",
+            "class hfsc 1:2 parent 1: sc m1 2464Kbit d 5ms m2 10Kbit ul m1 0bit d 0us m2 10Kbit \n",
+            "class hfsc 1:3 parent 1: rt m1 0bit d 0us m2 20Kbit ls m1 0bit d 0us m2 10Kbit \n",
+            "class hfsc 1:4 parent 1: rt m1 2464Kbit d 5ms m2 10Kbit ls m1 0bit d 0us m2 10Kbit \n",
+            "class hfsc 1:5 parent 1: rt m1 1Mbit d 10ms m2 200Kbit \n",
+        ] {
+            assert!(out.contains(want), "missing {want:?} in\n{out}");
+        }
+        // The kernel's order: the class hash (1:0 in bucket 0, 1:1 in 1, ...).
+        let order: Vec<&str> = out.lines().map(|l| l.split(' ').nth(2).unwrap()).collect();
+        assert_eq!(order, ["1:", "1:1", "1:2", "1:3", "1:4", "1:5"]);
+    }
+
+    #[test]
+    fn an_rt_parent_is_upgraded_with_the_kernels_warning() {
+        let mut n = with_qdisc();
+        ok(
+            &mut n,
+            "class add dev DEV parent 1: classid 1:1 hfsc rt rate 8",
+        );
+        let o = tc(
+            &mut n,
+            "class add dev DEV parent 1:1 classid 1:2 hfsc rt rate 8",
+        );
+        assert_eq!(o.code, 0);
+        assert_eq!(
+            o.stderr,
+            "Warning: Forced curve change on parent 'rt' to 'sc'\n"
+        );
+        let out = ok(&mut n, "class show dev DEV");
+        assert!(
+            out.contains("class hfsc 1:1 parent 1: sc m1 0bit d 0us m2 8bit \n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("class hfsc 1:2 parent 1:1 rt m1 0bit d 0us m2 8bit \n"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn class_parse_errors_as_iproute2() {
+        let mut n = with_qdisc();
+        let usage = class_usage();
+        let incomplete = "Command line is not complete. Try option \"help\"\n".to_string();
+        // Each observed with iproute2 6.1's tc.
+        for (args, err, code) in [
+            ("", format!("HFSC: no parameters given\n{usage}"), 1),
+            (
+                "ul rate 1mbit",
+                format!(
+                    "HFSC: Upper-limit Service Curve without Link-Share Service Curve\n{usage}"
+                ),
+                1,
+            ),
+            (
+                "rt m1 0 d 0 m2 0",
+                "HFSC: Service Curve has two zero slopes\nHFSC: Illegal \"rt\"\n".into(),
+                1,
+            ),
+            ("rt foo", "HFSC: Illegal \"rt\"\n".into(), 1),
+            ("rt", incomplete.clone(), 255),
+            ("rt m1 1mbit", incomplete.clone(), 255),
+            ("rt m1 0 d 10ms", incomplete.clone(), 255),
+            ("rt m1 1mbit d 10ms m2", incomplete.clone(), 255),
+            ("rt umax 1000 dmax 1ms", incomplete.clone(), 255),
+            (
+                "rt m1 xx d 1 m2 1",
+                "HFSC: Illegal \"m1\"\nHFSC: Illegal \"rt\"\n".into(),
+                1,
+            ),
+            (
+                "rt umax 1000 rate 1mbit",
+                "HFSC: umax given but dmax is zero.\nHFSC: Illegal \"rt\"\n".into(),
+                1,
+            ),
+            (
+                "rt umax 100 rate 0",
+                "HFSC: umax given but dmax is zero.\nHFSC: Illegal \"rt\"\n".into(),
+                1,
+            ),
+            (
+                "rt m2 0",
+                "HFSC: Service Curve has two zero slopes\nHFSC: Illegal \"rt\"\n".into(),
+                1,
+            ),
+            (
+                "rt dmax 1ms rate 99999999999999",
+                "HFSC: Illegal \"rate\"\nHFSC: Illegal \"rt\"\n".into(),
+                1,
+            ),
+            ("bogus", format!("HFSC: What is \"bogus\" ?\n{usage}"), 1),
+            (
+                "ls m2 1mbit ul m2 1mbit rt d 1s m2 1mbit bogus",
+                format!("HFSC: What is \"bogus\" ?\n{usage}"),
+                1,
+            ),
+            ("help", usage.clone(), 1),
+        ] {
+            let line = format!("class add dev DEV parent 1: classid 1:1 hfsc {args}");
+            assert_eq!(fails(&mut n, &line), (err, code), "{args}");
+        }
+        // tc dies of SIGFPE on a zero rate in the umax/dmax form (exit 136).
+        assert_eq!(
+            fails(
+                &mut n,
+                "class add dev DEV parent 1: classid 1:1 hfsc rt rate 0"
+            )
+            .1,
+            136
+        );
+        // None of them changed anything.
+        assert_eq!(ok(&mut n, "class show dev DEV"), "class hfsc 1: root \n");
+    }
+
+    #[test]
+    fn kernel_refusals_reach_the_user() {
+        let mut n = with_qdisc();
+        ok(
+            &mut n,
+            "class add dev DEV parent 1: classid 1:1 hfsc ls m2 1mbit",
+        );
+        ok(
+            &mut n,
+            "class add dev DEV parent 1:1 classid 1:10 hfsc sc m2 1mbit",
+        );
+        let (err, code) = fails(&mut n, "class del dev DEV classid 1:1");
+        assert_eq!((err.as_str(), code), ("Error: HFSC class in use.\n", 2));
+        let (_, code) = fails(
+            &mut n,
+            "class add dev DEV parent 1:7 classid 1:2 hfsc sc m2 1mbit",
+        );
+        assert_eq!(code, 2);
+        ok(&mut n, "class del dev DEV classid 1:10");
+        ok(&mut n, "class del dev DEV classid 1:1");
+        assert_eq!(ok(&mut n, "class show dev DEV"), "class hfsc 1: root \n");
+    }
+
+    #[test]
+    fn stats_show_period_work_rtwork_and_level() {
+        let mut n = with_qdisc();
+        ok(
+            &mut n,
+            "class add dev DEV parent 1: classid 1:1 hfsc ls m2 10mbit",
+        );
+        ok(
+            &mut n,
+            "class add dev DEV parent 1:1 classid 1:11 hfsc sc m2 1mbit",
+        );
+        {
+            let d = n.dev_mut("DEV").unwrap();
+            let mut cx = Cx::new(Time(1_000_000));
+            for i in 0..3 {
+                let p = Packet {
+                    priority: Handle::new(1, 0x11).0,
+                    len: 1000,
+                    id: i,
+                    ..Default::default()
+                };
+                d.root.enqueue(p, &mut cx).unwrap();
+            }
+            for _ in 0..3 {
+                assert!(matches!(d.root.dequeue(&mut cx), Dequeue::Packet(_)));
+            }
+        }
+        let out = ok(&mut n, "-s class show dev DEV classid 1:11");
+        // One real-time packet first (eligible at once), then link-sharing.
+        assert!(
+            out.contains("\n period 1 work 3000 bytes rtwork 1000 bytes level 0 \n"),
+            "{out}"
+        );
+        let out = ok(&mut n, "-s class show dev DEV classid 1:1");
+        assert!(
+            out.contains("\n period 1 work 3000 bytes level 1 \n"),
+            "{out}"
+        );
+        let out = ok(&mut n, "-s class show dev DEV classid 1:");
+        assert!(out.contains("\n period 0 level 2 \n"), "{out}");
+    }
+
+    #[test]
+    fn json_gets_the_raw_words_as_iproute2_6_1_prints_them() {
+        let mut n = with_qdisc();
+        ok(
+            &mut n,
+            "class add dev DEV parent 1: classid 1:1 hfsc sc rate 20000",
+        );
+        // Classes print as text even under -j in iproute2 6.1 (see tc.rs).
+        let out = ok(&mut n, "-j class show dev DEV classid 1:1");
+        assert_eq!(
+            out,
+            "class hfsc 1:1 parent 1: sc m1 0bit d 0us m2 20Kbit \n"
+        );
+        let out = ok(&mut n, "-j qdisc show dev DEV");
+        assert!(out.contains("\"options\":{default 11 }"), "{out}");
+    }
+
+    #[test]
+    fn printed_classes_parse_back_to_the_same_class() {
+        let mut n = with_qdisc();
+        for c in [
+            "sc rate 20000 ul rate 10000",
+            "rt umax 1540 dmax 5ms rate 10000 ls rate 10000",
+            "rt m1 1mbit d 10ms m2 200kbit ls m2 3mbit ul m1 5mbit d 1s m2 4mbit",
+        ] {
+            ok(
+                &mut n,
+                &format!("class replace dev DEV parent 1: classid 1:1 hfsc {c}"),
+            );
+            let first = ok(&mut n, "class show dev DEV classid 1:1");
+            let printed = first
+                .trim_end()
+                .split_once("parent 1: ")
+                .unwrap()
+                .1
+                .to_string();
+            ok(&mut n, "class del dev DEV classid 1:1");
+            ok(
+                &mut n,
+                &format!("class add dev DEV parent 1: classid 1:1 hfsc {printed}"),
+            );
+            assert_eq!(ok(&mut n, "class show dev DEV classid 1:1"), first, "{c}");
+            ok(&mut n, "class del dev DEV classid 1:1");
+        }
+    }
+}
