@@ -1421,12 +1421,15 @@ impl Classful for Hfsc {
         Ok(Some(old))
     }
 
+    /// Every class's qdisc, in class order. Unlike HTB, an HFSC class that
+    /// gets children keeps its (purged) qdisc, which the kernel still lists
+    /// in `tc qdisc show`; only `leaf` hides it.
     fn leaves(&mut self) -> Vec<&mut QdiscNode> {
         let order: Vec<usize> = self.hash.iter().map(|(_, &i)| i).collect();
         let mut by_slot: Vec<Option<&mut QdiscNode>> = self
             .slots
             .iter_mut()
-            .map(|s| s.as_mut().filter(|c| c.level == 0).map(|c| &mut c.leaf))
+            .map(|s| s.as_mut().map(|c| &mut c.leaf))
             .collect();
         order
             .into_iter()
@@ -1435,12 +1438,7 @@ impl Classful for Hfsc {
     }
 
     fn leaves_ref(&self) -> Vec<&QdiscNode> {
-        self.hash
-            .iter()
-            .map(|(_, &i)| self.cl(i))
-            .filter(|c| c.level == 0)
-            .map(|c| &c.leaf)
-            .collect()
+        self.hash.iter().map(|(_, &i)| &self.cl(i).leaf).collect()
     }
 }
 

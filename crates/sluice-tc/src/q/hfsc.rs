@@ -599,6 +599,94 @@ mod tests {
     }
 
     #[test]
+    fn a_class_that_gets_children_keeps_its_qdisc_listed() {
+        // sch_hfsc.c purges the qdisc of a leaf that becomes a parent but
+        // keeps it attached (HTB destroys it), so tc qdisc show lists it.
+        let mut n = with_qdisc();
+        ok(
+            &mut n,
+            "class add dev DEV parent 1: classid 1:1 hfsc sc rate 1mbit",
+        );
+        ok(
+            &mut n,
+            "qdisc add dev DEV parent 1:1 handle 10: pfifo limit 5",
+        );
+        ok(
+            &mut n,
+            "class add dev DEV parent 1:1 classid 1:11 hfsc sc rate 1mbit",
+        );
+        let want = "qdisc hfsc 1: root refcnt 2 default 11 \nqdisc pfifo 10: parent 1:1 limit 5p\n";
+        assert_eq!(ok(&mut n, "qdisc show dev DEV"), want);
+        // But the class is no leaf: no `leaf 10:`, and no grafting there.
+        let out = ok(&mut n, "class show dev DEV classid 1:1");
+        assert_eq!(out, "class hfsc 1:1 parent 1: sc m1 0bit d 0us m2 1Mbit \n");
+        assert_eq!(
+            fails(&mut n, "qdisc add dev DEV parent 1:1 handle 20: pfifo"),
+            ("RTNETLINK answers: Invalid argument\n".to_string(), 2)
+        );
+    }
+
+    /// Enqueue one IPv4 packet on DEV and say which class minor holds it.
+    fn classified(net: &mut Net) -> Option<u16> {
+        let d = net.dev_mut("DEV").unwrap();
+        let mut data = vec![0u8; 28];
+        data[0] = 0x45;
+        data[9] = 17;
+        let p = Packet::new(data, 100, sluice_core::packet::ETH_P_IP);
+        let mut cx = Cx::new(Time(0));
+        if d.root.enqueue(p, &mut cx).is_err() {
+            return None;
+        }
+        let cls = d.root.qdisc.classes().unwrap();
+        let at = cls.list().into_iter().find(|c| c.stats.qlen > 0)?.classid;
+        // Empty it again for the next question.
+        d.root.reset();
+        Some(at.minor())
+    }
+
+    #[test]
+    fn filters_lead_downwards_from_the_root_to_a_leaf() {
+        let mut n = net();
+        for c in [
+            "qdisc add dev DEV root handle 1: hfsc default 30",
+            "class add dev DEV parent 1: classid 1:1 hfsc ls m2 100kbit",
+            "class add dev DEV parent 1:1 classid 1:10 hfsc ls m2 50kbit",
+            "class add dev DEV parent 1: classid 1:2 hfsc ls m2 100kbit",
+            "class add dev DEV parent 1:2 classid 1:20 hfsc ls m2 50kbit",
+            "class add dev DEV parent 1: classid 1:30 hfsc ls m2 10kbit",
+        ] {
+            ok(&mut n, c);
+        }
+        // No filter: the default class.
+        assert_eq!(classified(&mut n), Some(0x30));
+        // The root's filter names an inner class, whose filter names a leaf.
+        ok(
+            &mut n,
+            "filter add dev DEV parent 1: protocol ip prio 1 u32 match u8 0 0 at 0 flowid 1:1",
+        );
+        assert_eq!(
+            classified(&mut n),
+            Some(0x30),
+            "an inner class without filters"
+        );
+        ok(
+            &mut n,
+            "filter add dev DEV parent 1:1 protocol ip prio 2 u32 match u8 0 0 at 0 flowid 1:10",
+        );
+        assert_eq!(classified(&mut n), Some(0x10));
+        // A filter of 1:1 pointing sideways (1:2 is on 1:1's level) is not
+        // followed; the packet goes to the default class.
+        ok(
+            &mut n,
+            "filter add dev DEV parent 1:1 protocol ip prio 1 u32 match u8 0 0 at 0 flowid 1:2",
+        );
+        assert_eq!(classified(&mut n), Some(0x30));
+        // A default naming an inner class (or nothing) drops the packet.
+        ok(&mut n, "qdisc change dev DEV root handle 1: hfsc default 2");
+        assert_eq!(classified(&mut n), None);
+    }
+
+    #[test]
     fn json_gets_the_raw_words_as_iproute2_6_1_prints_them() {
         let mut n = with_qdisc();
         ok(
