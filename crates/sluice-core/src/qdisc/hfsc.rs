@@ -1726,6 +1726,25 @@ mod tests {
     }
 
     #[test]
+    fn the_upper_limit_bounds_link_sharing_but_not_real_time() {
+        // rt 10 Mbit/s is guaranteed even above ul 5 Mbit/s; as the class's
+        // work (all of it, rt included) is ahead of its ul curve, link-sharing
+        // adds nothing on the idle 100 Mbit/s link.
+        let mut n = hfsc(0);
+        add(
+            &mut n,
+            h(0),
+            0x10,
+            copts(lin(10 * MBIT), lin(10 * MBIT), lin(5 * MBIT)),
+        );
+        let dur = 10 * SEC;
+        let sent = run(&mut n, &[0x10], dur, 100_000_000);
+        assert_close(mbit_per_s(sent[&0x10], dur), 10.0, 0.02);
+        let x = xstats(&n, 0x10);
+        assert!(x.rtwork as f64 >= 0.98 * x.work as f64, "{x:?}");
+    }
+
+    #[test]
     fn dequeue_waits_until_the_real_time_curve_allows_the_next_packet() {
         let mut n = hfsc(0);
         // 1 Mbit/s: a 1500-byte packet every 12 ms.
