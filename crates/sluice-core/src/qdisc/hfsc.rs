@@ -284,12 +284,14 @@ impl RuntimeSc {
             if self.dy == 0 {
                 self.x.wrapping_add(self.dx)
             } else {
-                self.x.wrapping_add(seg_y2x(y - self.y, self.ism1))
+                self.x
+                    .wrapping_add(seg_y2x(y.wrapping_sub(self.y), self.ism1))
             }
         } else {
-            self.x
-                .wrapping_add(self.dx)
-                .wrapping_add(seg_y2x(y - self.y - self.dy, self.ism2))
+            self.x.wrapping_add(self.dx).wrapping_add(seg_y2x(
+                y.wrapping_sub(self.y).wrapping_sub(self.dy),
+                self.ism2,
+            ))
         }
     }
 
@@ -298,11 +300,13 @@ impl RuntimeSc {
         if x <= self.x {
             self.y
         } else if x <= self.x.wrapping_add(self.dx) {
-            self.y.wrapping_add(seg_x2y(x - self.x, self.sm1))
-        } else {
             self.y
-                .wrapping_add(self.dy)
-                .wrapping_add(seg_x2y(x - self.x - self.dx, self.sm2))
+                .wrapping_add(seg_x2y(x.wrapping_sub(self.x), self.sm1))
+        } else {
+            self.y.wrapping_add(self.dy).wrapping_add(seg_x2y(
+                x.wrapping_sub(self.x).wrapping_sub(self.dx),
+                self.sm2,
+            ))
         }
     }
 
@@ -334,7 +338,7 @@ impl RuntimeSc {
         // the old one's second segment.
         let mut dx = ((y1 - y) << SM_SHIFT) / (isc.sm1 - isc.sm2);
         if self.x.wrapping_add(self.dx) > x {
-            dx = dx.wrapping_add(self.x.wrapping_add(self.dx) - x);
+            dx = dx.wrapping_add(self.x.wrapping_add(self.dx).wrapping_sub(x));
         }
         let dy = seg_x2y(dx, isc.sm1);
         self.x = x;
