@@ -91,7 +91,6 @@ use crate::packet::Packet;
 use crate::stats::{DropReason, Stats};
 use crate::time::{Time, PSCHED_SHIFT};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
 
 /// Scale of slopes: bytes per psched tick, shifted left by this.
 const SM_SHIFT: u32 = 30 - PSCHED_SHIFT;
@@ -348,6 +347,53 @@ impl RuntimeSc {
     }
 }
 
+// ----- ordered trees -------------------------------------------------------------
+
+/// One of the kernel's rb-trees of classes (the eligible tree, a parent's vt
+/// and cf trees): entries `(key, insertion number, slot)` kept sorted. A
+/// sorted vector: these trees hold a parent's active children, usually a
+/// handful, where shifting a few entries beats a B-tree's node churn (what
+/// the `sluice bench` hfsc case measured).
+#[derive(Debug, Default)]
+struct Tree(Vec<(u64, u64, usize)>);
+
+impl Tree {
+    fn insert(&mut self, e: (u64, u64, usize)) {
+        let at = self.0.partition_point(|x| *x < e);
+        self.0.insert(at, e);
+    }
+
+    fn remove(&mut self, e: &(u64, u64, usize)) {
+        if let Ok(at) = self.0.binary_search(e) {
+            self.0.remove(at);
+        }
+    }
+
+    fn first(&self) -> Option<&(u64, u64, usize)> {
+        self.0.first()
+    }
+
+    fn last(&self) -> Option<&(u64, u64, usize)> {
+        self.0.last()
+    }
+
+    fn iter(&self) -> std::slice::Iter<'_, (u64, u64, usize)> {
+        self.0.iter()
+    }
+
+    fn clear(&mut self) {
+        self.0.clear();
+    }
+}
+
+impl<'a> IntoIterator for &'a Tree {
+    type Item = &'a (u64, u64, usize);
+    type IntoIter = std::slice::Iter<'a, (u64, u64, usize)>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}
+
 // ----- classes -----------------------------------------------------------------
 
 /// A position in an ordered tree: the key when inserted and an insertion
@@ -396,8 +442,8 @@ struct Class {
     vt_node: Option<TreeKey>,
     cf_node: Option<TreeKey>,
     /// Active children by virtual time, and by fit time.
-    vt_tree: BTreeSet<(u64, u64, usize)>,
-    cf_tree: BTreeSet<(u64, u64, usize)>,
+    vt_tree: Tree,
+    cf_tree: Tree,
 
     bytes: u64,
     packets: u64,
@@ -438,8 +484,8 @@ impl Class {
             el_node: None,
             vt_node: None,
             cf_node: None,
-            vt_tree: BTreeSet::new(),
-            cf_tree: BTreeSet::new(),
+            vt_tree: Tree::default(),
+            cf_tree: Tree::default(),
             bytes: 0,
             packets: 0,
             drops: 0,
@@ -537,7 +583,7 @@ pub struct Hfsc {
     /// Class id → slot, in the kernel's listing order.
     hash: ClassHash<usize>,
     /// Active real-time classes by eligible time.
-    eligible: BTreeSet<(u64, u64, usize)>,
+    eligible: Tree,
     seq: u64,
     /// Packets queued in all leaves.
     qlen: u64,
@@ -570,7 +616,7 @@ impl Hfsc {
             slots: Vec::new(),
             free: Vec::new(),
             hash: ClassHash::new(),
-            eligible: BTreeSet::new(),
+            eligible: Tree::default(),
             seq: 0,
             qlen: 0,
             now: 0,
