@@ -23,6 +23,9 @@ pub enum J {
     Bool(bool),
     /// null.
     Null,
+    /// Text written verbatim into the JSON stream, with no separator: what a
+    /// printer using plain `fprintf` (iproute2 6.1's q_hfsc.c) leaves there.
+    Raw(String),
 }
 
 /// Where a printed item goes.
@@ -130,6 +133,17 @@ impl Out {
             }
         } else if to != To::Json {
             self.text.push_str(text);
+        }
+    }
+
+    /// Plain `fprintf(stdout, ...)`: the text in text mode, and the same text
+    /// verbatim inside the JSON document in JSON mode (where it breaks the
+    /// JSON, as iproute2's does).
+    pub fn raw(&mut self, s: &str) {
+        if self.json {
+            self.push(Some(""), J::Raw(s.to_string()));
+        } else {
+            self.text.push_str(s);
         }
     }
 
@@ -267,6 +281,7 @@ impl JsonWriter {
                 self.eor();
                 self.out.push_str("null");
             }
+            J::Raw(s) => self.out.push_str(s),
         }
     }
     fn string(&mut self, s: &str) {

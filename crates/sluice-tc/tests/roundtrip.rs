@@ -643,6 +643,127 @@ proptest! {
     }
 }
 
+// ---- hfsc ----
+
+#[test]
+fn hfsc_qdisc_round_trips() {
+    // `default 1a` prints in hex and parses as hex; no default prints nothing.
+    let input = |p: &[String]| p.join(" ");
+    for k in [
+        "hfsc",
+        "hfsc default 1a",
+        "hfsc default 0x11",
+        "hfsc default ffff",
+    ] {
+        exact_qdisc_trip(k, &input);
+    }
+}
+
+/// Add HFSC class 1:10 with `opts` (and a child when `inner`), print it, add
+/// the printed curves on a fresh namespace, compare the printouts. Printed
+/// rates are truncated to their unit and `d` to three digits, so the
+/// printout, not the struct, is what must come back (printing is idempotent
+/// on printed values).
+fn hfsc_class_trip(opts: &str, inner: bool) {
+    let mut setup = vec![
+        "qdisc add dev DEV root handle 1: hfsc default 10".to_string(),
+        format!("class add dev DEV parent 1: classid 1:10 hfsc {opts}"),
+    ];
+    if inner {
+        setup.push("class add dev DEV parent 1:10 classid 1:11 hfsc ls m2 8bit".into());
+    }
+    let print = |net: &mut Net| {
+        let out = ok(net, "-d class show dev DEV");
+        let line = out
+            .lines()
+            .find(|l| l.split_whitespace().nth(2) == Some("1:10"))
+            .unwrap_or_else(|| panic!("class 1:10 in\n{out}"))
+            .to_string();
+        line.split_once("parent 1: ")
+            .expect("options")
+            .1
+            .trim_end()
+            .to_string()
+    };
+    let pa = print(&mut net_with(&setup));
+    setup[1] = format!("class add dev DEV parent 1: classid 1:10 hfsc {pa}");
+    let pb = print(&mut net_with(&setup));
+    assert_eq!(pa, pb, "{opts}");
+}
+
+#[test]
+fn hfsc_class_examples_round_trip() {
+    for (opts, inner) in [
+        ("sc rate 20000 ul rate 10000", false),
+        ("sc umax 1540 dmax 5ms rate 10000 ul rate 10000", false),
+        ("rt umax 1540 dmax 5ms rate 10000 ls rate 10000", false),
+        (
+            "rt m1 1mbit d 10ms m2 200kbit ls m2 3mbit ul m1 5mbit d 1s m2 4mbit",
+            false,
+        ),
+        ("rt m2 8bit", true),
+        ("ls m1 12345678bit d 1234us m2 98765432bit", false),
+        ("sc m1 4gbit d 4000s m2 1bit", false),
+    ] {
+        hfsc_class_trip(opts, inner);
+    }
+}
+
+fn hfsc_curve() -> impl Strategy<Value = String> {
+    (
+        // tc's rates here are 32-bit bytes/s: at most 34.3 Gbit/s.
+        0u64..34_000_000_000,
+        0u32..100_000_000,
+        8u64..34_000_000_000,
+        any::<bool>(),
+    )
+        .prop_map(|(m1, d, m2, umax)| {
+            if umax {
+                format!(
+                    "umax {} dmax {}us rate {m2}bit",
+                    m1 % 100_000,
+                    d % 1_000_000 + 1
+                )
+            } else {
+                format!("m1 {m1}bit d {d}us m2 {m2}bit")
+            }
+        })
+}
+
+fn hfsc_class_strategy() -> impl Strategy<Value = String> {
+    (
+        prop::option::of(hfsc_curve()),
+        prop::option::of(hfsc_curve()),
+        prop::option::of(hfsc_curve()),
+        any::<bool>(),
+    )
+        .prop_filter_map("an rt or ls curve", |(rt, ls, ul, sc)| {
+            let mut s = vec![];
+            match (sc, rt, ls) {
+                (true, Some(c), _) => s.push(format!("sc {c}")),
+                (_, rt, ls) => {
+                    s.extend(rt.map(|c| format!("rt {c}")));
+                    s.extend(ls.map(|c| format!("ls {c}")));
+                }
+            }
+            if s.is_empty() {
+                return None;
+            }
+            if !s.iter().any(|c| c.starts_with("rt")) {
+                s.extend(ul.map(|c| format!("ul {c}")));
+            }
+            Some(s.join(" "))
+        })
+}
+
+proptest! {
+    #![proptest_config(cases(64))]
+    #[test]
+    fn hfsc_classes_round_trip(opts in hfsc_class_strategy(), inner in any::<bool>()) {
+        hfsc_class_trip(&opts, inner);
+    }
+}
+
 // ---- htb classes ----
 
 /// An HTB class printout as input: drop `level`, one `mpu`, sizes where
@@ -1048,6 +1169,7 @@ const KINDS: &[&str] = &[
     "sfq",
     "tbf",
     "htb",
+    "hfsc",
     "ingress",
     "noqueue",
     "netem",

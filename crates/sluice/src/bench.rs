@@ -113,6 +113,28 @@ pub fn specs() -> Vec<Spec> {
             5000 + i
         ));
     }
+    // The same shape for hfsc: two link-sharing inner classes, eight leaves
+    // with real-time and link-sharing curves (8 x 1 Gbit/s guaranteed on the
+    // 10 Gbit/s line), the same four filters, skb->priority and default.
+    let mut hfsc = words(&[
+        "qdisc add dev eth0 root handle 1: hfsc default 24",
+        "class add dev eth0 parent 1: classid 1:1 hfsc ls rate 10gbit",
+        "class add dev eth0 parent 1:1 classid 1:10 hfsc ls rate 5gbit",
+        "class add dev eth0 parent 1:1 classid 1:20 hfsc ls rate 5gbit",
+    ]);
+    for (mid, leaves) in [(10, 11..15), (20, 21..25)] {
+        for leaf in leaves {
+            hfsc.push(format!(
+                "class add dev eth0 parent 1:{mid} classid 1:{leaf} hfsc sc rate 1gbit"
+            ));
+        }
+    }
+    for i in 1..=4 {
+        hfsc.push(format!(
+            "filter add dev eth0 parent 1: protocol ip prio {i} u32 match ip dport {} 0xffff flowid 1:1{i}",
+            5000 + i
+        ));
+    }
     let spec = |name, label, tc, flows, batch, shape: fn(usize, &mut Packet), optional| Spec {
         name,
         label,
@@ -156,6 +178,15 @@ pub fn specs() -> Vec<Spec> {
             "htb",
             "qdisc=htb classes=8 filters=4",
             htb,
+            8,
+            64,
+            htb_flow,
+            false,
+        ),
+        spec(
+            "hfsc",
+            "qdisc=hfsc classes=8 filters=4",
+            hfsc,
             8,
             64,
             htb_flow,
@@ -509,9 +540,18 @@ mod tests {
 
     #[test]
     fn the_htb_case_keeps_all_eight_leaves_busy() {
-        let spec = specs().into_iter().find(|s| s.name == "htb").unwrap();
+        all_eight_leaves_busy("htb");
+    }
+
+    #[test]
+    fn the_hfsc_case_keeps_all_eight_leaves_busy() {
+        all_eight_leaves_busy("hfsc");
+    }
+
+    fn all_eight_leaves_busy(kind: &str) {
+        let spec = specs().into_iter().find(|s| s.name == kind).unwrap();
         let Ok(mut case) = QdiscCase::build(&spec) else {
-            panic!("htb case did not build")
+            panic!("{kind} case did not build")
         };
         for _ in 0..200 {
             case.round();
@@ -527,7 +567,7 @@ mod tests {
         );
         let text = o.stdout;
         for leaf in (11..15).chain(21..25) {
-            let head = format!("class htb 1:{leaf} ");
+            let head = format!("class {kind} 1:{leaf} ");
             let at = text
                 .find(&head)
                 .unwrap_or_else(|| panic!("no {head} in {text}"));

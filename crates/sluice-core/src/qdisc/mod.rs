@@ -20,6 +20,7 @@ pub mod codel_law;
 pub mod fifo;
 pub mod flow_hash;
 pub mod fq_codel;
+pub mod hfsc;
 pub mod htb;
 pub mod ingress;
 pub mod netem;
@@ -154,6 +155,7 @@ pub enum QdiscOpts {
     Tbf(tbf::TbfOpts),
     Sfq(sfq::SfqOpts),
     Htb(htb::HtbOpts),
+    Hfsc(hfsc::HfscOpts),
     Ingress(ingress::IngressOpts),
     Clsact(ingress::IngressOpts),
     Netem(netem::NetemOpts),
@@ -175,6 +177,7 @@ impl QdiscOpts {
             QdiscOpts::Tbf(_) => "tbf",
             QdiscOpts::Sfq(_) => "sfq",
             QdiscOpts::Htb(_) => "htb",
+            QdiscOpts::Hfsc(_) => "hfsc",
             QdiscOpts::Ingress(_) => "ingress",
             QdiscOpts::Clsact(_) => "clsact",
             QdiscOpts::Netem(_) => "netem",
@@ -196,6 +199,7 @@ pub const KINDS: &[&str] = &[
     "tbf",
     "sfq",
     "htb",
+    "hfsc",
     "ingress",
     "clsact",
     "noqueue",
@@ -215,6 +219,7 @@ pub fn create(opts: &QdiscOpts, dev: &DevInfo) -> TcResult<Box<dyn Qdisc>> {
         QdiscOpts::Tbf(o) => Box::new(tbf::Tbf::new(o, dev)?),
         QdiscOpts::Sfq(o) => Box::new(sfq::Sfq::new(o, dev)?),
         QdiscOpts::Htb(o) => Box::new(htb::Htb::new(o, dev)?),
+        QdiscOpts::Hfsc(o) => Box::new(hfsc::Hfsc::new(o, dev)?),
         QdiscOpts::Ingress(o) => Box::new(ingress::Ingress::new(
             ingress::IngressKind::Ingress,
             o,
@@ -240,6 +245,8 @@ pub enum XStats {
     Absent,
     /// HTB class statistics (lended, borrowed, giants, tokens, ctokens).
     HtbClass(htb::HtbClassXstats),
+    /// HFSC class statistics (period, work, rtwork, level).
+    HfscClass(hfsc::HfscClassXstats),
     /// SFQ class (flow) statistics.
     SfqClass(sfq::SfqClassXstats),
     /// codel qdisc statistics.
@@ -335,6 +342,8 @@ pub enum ClassOpts {
     Plain,
     /// An HTB class.
     Htb(htb::HtbClassOpts),
+    /// An HFSC class.
+    Hfsc(hfsc::HfscClassOpts),
 }
 
 /// The class side of a classful qdisc (`Qdisc_class_ops`).

@@ -4,6 +4,7 @@
 mod codel;
 mod fifo;
 mod fq_codel;
+mod hfsc;
 mod htb;
 mod netem;
 mod pfifo_fast;
@@ -35,6 +36,7 @@ pub fn parse_qdisc(
         "pfifo" | "bfifo" | "pfifo_head_drop" => fifo::parse(kind, args)?,
         "pfifo_fast" => pfifo_fast::parse(args)?,
         "htb" => htb::parse_qdisc(args)?,
+        "hfsc" => hfsc::parse_qdisc(args)?,
         "noqueue" => {
             if let Some(w) = args.peek() {
                 return Err(crate::args::Fail::new(
@@ -64,6 +66,7 @@ pub fn print_qdisc(opts: &QdiscOpts, out: &mut Out, details: bool) {
         QdiscOpts::Bfifo(o) => fifo::print(true, o, out),
         QdiscOpts::PfifoFast(_) => pfifo_fast::print(out),
         QdiscOpts::Htb(o) => htb::print_qdisc(o, out, details),
+        QdiscOpts::Hfsc(o) => hfsc::print_qdisc(o, out),
         QdiscOpts::Tbf(o) => tbf::print(o, out, details),
         QdiscOpts::Prio(o) => prio::print(o, out, details),
         QdiscOpts::Sfq(o) => sfq::print(o, out, details),
@@ -78,6 +81,7 @@ pub fn print_qdisc(opts: &QdiscOpts, out: &mut Out, details: bool) {
 pub fn parse_class(kind: &str, args: &mut Args) -> CmdResult<Option<ClassOpts>> {
     match kind {
         "htb" => Ok(Some(htb::parse_class(args)?)),
+        "hfsc" => Ok(Some(hfsc::parse_class(args)?)),
         _ => Err(crate::args::Fail::new(
             1,
             format!("Error: Qdisc \"{kind}\" is classless."),
@@ -89,6 +93,7 @@ pub fn parse_class(kind: &str, args: &mut Args) -> CmdResult<Option<ClassOpts>> 
 pub fn print_class(opts: &ClassOpts, out: &mut Out, details: bool) {
     match opts {
         ClassOpts::Htb(o) => htb::print_class(o, out, details),
+        ClassOpts::Hfsc(o) => hfsc::print_class(o, out),
         ClassOpts::Plain => {}
     }
 }
@@ -97,6 +102,7 @@ pub fn print_class(opts: &ClassOpts, out: &mut Out, details: bool) {
 pub fn print_xstats(x: &XStats, out: &mut Out) {
     match x {
         XStats::HtbClass(h) => htb::print_xstats(h, out),
+        XStats::HfscClass(x) => hfsc::print_xstats(x, out),
         XStats::SfqClass(x) => sfq::print_xstats(x, out),
         XStats::Codel(x) => codel::print_xstats(x, out),
         XStats::FqCodel(x) => fq_codel::print_xstats(x, out),
