@@ -26,6 +26,8 @@ pub mod netem;
 pub mod noqueue;
 pub mod pfifo_fast;
 pub mod prio;
+pub mod red;
+pub mod red_law;
 pub mod sfq;
 pub mod tbf;
 pub mod token_bucket;
@@ -159,6 +161,7 @@ pub enum QdiscOpts {
     Netem(netem::NetemOpts),
     Codel(codel::CodelOpts),
     FqCodel(fq_codel::FqCodelOpts),
+    Red(red::RedOpts),
     Noqueue,
     Noop,
 }
@@ -180,6 +183,7 @@ impl QdiscOpts {
             QdiscOpts::Netem(_) => "netem",
             QdiscOpts::Codel(_) => "codel",
             QdiscOpts::FqCodel(_) => "fq_codel",
+            QdiscOpts::Red(_) => "red",
             QdiscOpts::Noqueue => "noqueue",
             QdiscOpts::Noop => "noop",
         }
@@ -202,6 +206,7 @@ pub const KINDS: &[&str] = &[
     "netem",
     "codel",
     "fq_codel",
+    "red",
 ];
 
 /// Build a qdisc of the kind `opts` names (`qdisc_create` + `init`).
@@ -226,6 +231,7 @@ pub fn create(opts: &QdiscOpts, dev: &DevInfo) -> TcResult<Box<dyn Qdisc>> {
         QdiscOpts::Netem(o) => Box::new(netem::Netem::new(o, dev)?),
         QdiscOpts::Codel(o) => Box::new(codel::Codel::new(o, dev)?),
         QdiscOpts::FqCodel(o) => Box::new(fq_codel::FqCodel::new(o, dev)?),
+        QdiscOpts::Red(o) => Box::new(red::Red::new(o, dev)?),
         QdiscOpts::Noqueue => Box::new(noqueue::Noqueue::new(false)),
         QdiscOpts::Noop => Box::new(noqueue::Noqueue::new(true)),
     })
@@ -248,6 +254,8 @@ pub enum XStats {
     FqCodel(fq_codel::FqCodelXstats),
     /// fq_codel class (flow) statistics.
     FqCodelClass(fq_codel::FqCodelClassXstats),
+    /// red qdisc statistics.
+    Red(red::RedXstats),
 }
 
 /// A queueing discipline. Implementations keep their own queues and state;

@@ -8,8 +8,10 @@ mod htb;
 mod netem;
 mod pfifo_fast;
 mod prio;
+mod red;
 mod sfq;
 mod tbf;
+mod tc_red;
 
 use crate::args::{Args, CmdResult};
 use crate::out::Out;
@@ -32,6 +34,7 @@ pub fn parse_qdisc(
         "codel" => return codel::parse(args, dev),
         "fq_codel" => return fq_codel::parse(args, dev),
         "sfq" => return sfq::parse(args, dev),
+        "red" => return red::parse(args, dev),
         "pfifo" | "bfifo" | "pfifo_head_drop" => fifo::parse(kind, args)?,
         "pfifo_fast" => pfifo_fast::parse(args)?,
         "htb" => htb::parse_qdisc(args)?,
@@ -70,6 +73,7 @@ pub fn print_qdisc(opts: &QdiscOpts, out: &mut Out, details: bool) {
         QdiscOpts::Netem(o) => netem::print(o, out, details),
         QdiscOpts::Codel(o) => codel::print(o, out, details),
         QdiscOpts::FqCodel(o) => fq_codel::print(o, out, details),
+        QdiscOpts::Red(o) => red::print(o, out, details),
         _ => {}
     }
 }
@@ -101,6 +105,7 @@ pub fn print_xstats(x: &XStats, out: &mut Out) {
         XStats::Codel(x) => codel::print_xstats(x, out),
         XStats::FqCodel(x) => fq_codel::print_xstats(x, out),
         XStats::FqCodelClass(x) => fq_codel::print_class_xstats(x, out),
+        XStats::Red(x) => red::print_xstats(x, out),
         XStats::None | XStats::Absent => {}
     }
 }
