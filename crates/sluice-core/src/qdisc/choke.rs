@@ -253,13 +253,12 @@ impl Choke {
 impl Qdisc for Choke {
     fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Result<(), (Packet, DropReason)> {
         self.flush_purged(cx);
-        let p = &self.params;
-        self.vars.qavg = red_law::calc_qavg(p, &self.vars, self.qlen as u64, cx.now);
+        self.vars.qavg = red_law::calc_qavg(&self.params, &self.vars, self.qlen as u64, cx.now);
         if self.vars.is_idling() {
             self.vars.end_idle();
         }
         let qavg = self.vars.qavg;
-        if qavg <= p.qth_min {
+        if qavg <= self.params.qth_min {
             self.vars.qcount = -1;
         } else {
             if !self.ring.is_empty() {
@@ -276,6 +275,7 @@ impl Qdisc for Choke {
                 }
             }
             let ecn = self.flags & TC_RED_ECN != 0;
+            let p = &self.params;
             if qavg > p.qth_max {
                 self.vars.qcount = -1;
                 self.overlimits += 1;
@@ -434,7 +434,8 @@ mod tests {
         );
         assert!(Choke::new(&opts(CHOKE_MAX_QUEUE, 1, 2, 1, 0), &dev).is_ok());
         assert_eq!(ring_mask(1000), 1023);
-        assert_eq!(ring_mask(1023), 2047);
+        assert_eq!(ring_mask(1023), 1023);
+        assert_eq!(ring_mask(1024), 2047);
     }
 
     /// Below min the queue is a fifo with a limit: no draws, no drops

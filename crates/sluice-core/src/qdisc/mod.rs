@@ -14,6 +14,7 @@
 //! node on the way up subtracts them from its backlog and counts them as
 //! drops, which is what the kernel's `qdisc_tree_reduce_backlog` does.
 
+pub mod choke;
 pub mod class_hash;
 pub mod codel;
 pub mod codel_law;
@@ -25,6 +26,7 @@ pub mod ingress;
 pub mod netem;
 pub mod noqueue;
 pub mod pfifo_fast;
+pub mod pie_law;
 pub mod prio;
 pub mod red;
 pub mod red_law;
@@ -162,6 +164,7 @@ pub enum QdiscOpts {
     Codel(codel::CodelOpts),
     FqCodel(fq_codel::FqCodelOpts),
     Red(red::RedOpts),
+    Choke(choke::ChokeOpts),
     Noqueue,
     Noop,
 }
@@ -184,6 +187,7 @@ impl QdiscOpts {
             QdiscOpts::Codel(_) => "codel",
             QdiscOpts::FqCodel(_) => "fq_codel",
             QdiscOpts::Red(_) => "red",
+            QdiscOpts::Choke(_) => "choke",
             QdiscOpts::Noqueue => "noqueue",
             QdiscOpts::Noop => "noop",
         }
@@ -207,6 +211,7 @@ pub const KINDS: &[&str] = &[
     "codel",
     "fq_codel",
     "red",
+    "choke",
 ];
 
 /// Build a qdisc of the kind `opts` names (`qdisc_create` + `init`).
@@ -232,6 +237,7 @@ pub fn create(opts: &QdiscOpts, dev: &DevInfo) -> TcResult<Box<dyn Qdisc>> {
         QdiscOpts::Codel(o) => Box::new(codel::Codel::new(o, dev)?),
         QdiscOpts::FqCodel(o) => Box::new(fq_codel::FqCodel::new(o, dev)?),
         QdiscOpts::Red(o) => Box::new(red::Red::new(o, dev)?),
+        QdiscOpts::Choke(o) => Box::new(choke::Choke::new(o, dev)?),
         QdiscOpts::Noqueue => Box::new(noqueue::Noqueue::new(false)),
         QdiscOpts::Noop => Box::new(noqueue::Noqueue::new(true)),
     })
@@ -256,6 +262,8 @@ pub enum XStats {
     FqCodelClass(fq_codel::FqCodelClassXstats),
     /// red qdisc statistics.
     Red(red::RedXstats),
+    /// choke qdisc statistics.
+    Choke(choke::ChokeXstats),
 }
 
 /// A queueing discipline. Implementations keep their own queues and state;

@@ -1,6 +1,7 @@
 //! Per-kind syntax: parsing a qdisc's options from tc's words and printing
 //! them back as iproute2's `q_<kind>.c` does. One file per kind.
 
+mod choke;
 mod codel;
 mod fifo;
 mod fq_codel;
@@ -35,6 +36,7 @@ pub fn parse_qdisc(
         "fq_codel" => return fq_codel::parse(args, dev),
         "sfq" => return sfq::parse(args, dev),
         "red" => return red::parse(args, dev),
+        "choke" => return choke::parse(args, dev),
         "pfifo" | "bfifo" | "pfifo_head_drop" => fifo::parse(kind, args)?,
         "pfifo_fast" => pfifo_fast::parse(args)?,
         "htb" => htb::parse_qdisc(args)?,
@@ -74,6 +76,7 @@ pub fn print_qdisc(opts: &QdiscOpts, out: &mut Out, details: bool) {
         QdiscOpts::Codel(o) => codel::print(o, out, details),
         QdiscOpts::FqCodel(o) => fq_codel::print(o, out, details),
         QdiscOpts::Red(o) => red::print(o, out, details),
+        QdiscOpts::Choke(o) => choke::print(o, out, details),
         _ => {}
     }
 }
@@ -106,6 +109,7 @@ pub fn print_xstats(x: &XStats, out: &mut Out) {
         XStats::FqCodel(x) => fq_codel::print_xstats(x, out),
         XStats::FqCodelClass(x) => fq_codel::print_class_xstats(x, out),
         XStats::Red(x) => red::print_xstats(x, out),
+        XStats::Choke(x) => choke::print_xstats(x, out),
         XStats::None | XStats::Absent => {}
     }
 }
