@@ -26,6 +26,7 @@ pub mod ingress;
 pub mod netem;
 pub mod noqueue;
 pub mod pfifo_fast;
+pub mod pie;
 pub mod pie_law;
 pub mod prio;
 pub mod red;
@@ -165,6 +166,7 @@ pub enum QdiscOpts {
     FqCodel(fq_codel::FqCodelOpts),
     Red(red::RedOpts),
     Choke(choke::ChokeOpts),
+    Pie(pie::PieOpts),
     Noqueue,
     Noop,
 }
@@ -188,6 +190,7 @@ impl QdiscOpts {
             QdiscOpts::FqCodel(_) => "fq_codel",
             QdiscOpts::Red(_) => "red",
             QdiscOpts::Choke(_) => "choke",
+            QdiscOpts::Pie(_) => "pie",
             QdiscOpts::Noqueue => "noqueue",
             QdiscOpts::Noop => "noop",
         }
@@ -212,6 +215,7 @@ pub const KINDS: &[&str] = &[
     "fq_codel",
     "red",
     "choke",
+    "pie",
 ];
 
 /// Build a qdisc of the kind `opts` names (`qdisc_create` + `init`).
@@ -238,6 +242,7 @@ pub fn create(opts: &QdiscOpts, dev: &DevInfo) -> TcResult<Box<dyn Qdisc>> {
         QdiscOpts::FqCodel(o) => Box::new(fq_codel::FqCodel::new(o, dev)?),
         QdiscOpts::Red(o) => Box::new(red::Red::new(o, dev)?),
         QdiscOpts::Choke(o) => Box::new(choke::Choke::new(o, dev)?),
+        QdiscOpts::Pie(o) => Box::new(pie::Pie::new(o, dev)?),
         QdiscOpts::Noqueue => Box::new(noqueue::Noqueue::new(false)),
         QdiscOpts::Noop => Box::new(noqueue::Noqueue::new(true)),
     })
@@ -264,6 +269,8 @@ pub enum XStats {
     Red(red::RedXstats),
     /// choke qdisc statistics.
     Choke(choke::ChokeXstats),
+    /// pie qdisc statistics.
+    Pie(pie::PieXstats),
 }
 
 /// A queueing discipline. Implementations keep their own queues and state;

@@ -8,6 +8,7 @@ mod fq_codel;
 mod htb;
 mod netem;
 mod pfifo_fast;
+mod pie;
 mod prio;
 mod red;
 mod sfq;
@@ -37,6 +38,7 @@ pub fn parse_qdisc(
         "sfq" => return sfq::parse(args, dev),
         "red" => return red::parse(args, dev),
         "choke" => return choke::parse(args, dev),
+        "pie" => return pie::parse(args, dev),
         "pfifo" | "bfifo" | "pfifo_head_drop" => fifo::parse(kind, args)?,
         "pfifo_fast" => pfifo_fast::parse(args)?,
         "htb" => htb::parse_qdisc(args)?,
@@ -77,6 +79,7 @@ pub fn print_qdisc(opts: &QdiscOpts, out: &mut Out, details: bool) {
         QdiscOpts::FqCodel(o) => fq_codel::print(o, out, details),
         QdiscOpts::Red(o) => red::print(o, out, details),
         QdiscOpts::Choke(o) => choke::print(o, out, details),
+        QdiscOpts::Pie(o) => pie::print(o, out, details),
         _ => {}
     }
 }
@@ -110,6 +113,7 @@ pub fn print_xstats(x: &XStats, out: &mut Out) {
         XStats::FqCodelClass(x) => fq_codel::print_class_xstats(x, out),
         XStats::Red(x) => red::print_xstats(x, out),
         XStats::Choke(x) => choke::print_xstats(x, out),
+        XStats::Pie(x) => pie::print_xstats(x, out),
         XStats::None | XStats::Absent => {}
     }
 }
