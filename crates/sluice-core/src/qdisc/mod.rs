@@ -21,6 +21,7 @@ pub mod codel_law;
 pub mod fifo;
 pub mod flow_hash;
 pub mod fq_codel;
+pub mod fq_pie;
 pub mod htb;
 pub mod ingress;
 pub mod netem;
@@ -167,6 +168,7 @@ pub enum QdiscOpts {
     Red(red::RedOpts),
     Choke(choke::ChokeOpts),
     Pie(pie::PieOpts),
+    FqPie(fq_pie::FqPieOpts),
     Noqueue,
     Noop,
 }
@@ -191,6 +193,7 @@ impl QdiscOpts {
             QdiscOpts::Red(_) => "red",
             QdiscOpts::Choke(_) => "choke",
             QdiscOpts::Pie(_) => "pie",
+            QdiscOpts::FqPie(_) => "fq_pie",
             QdiscOpts::Noqueue => "noqueue",
             QdiscOpts::Noop => "noop",
         }
@@ -216,6 +219,7 @@ pub const KINDS: &[&str] = &[
     "red",
     "choke",
     "pie",
+    "fq_pie",
 ];
 
 /// Build a qdisc of the kind `opts` names (`qdisc_create` + `init`).
@@ -243,6 +247,7 @@ pub fn create(opts: &QdiscOpts, dev: &DevInfo) -> TcResult<Box<dyn Qdisc>> {
         QdiscOpts::Red(o) => Box::new(red::Red::new(o, dev)?),
         QdiscOpts::Choke(o) => Box::new(choke::Choke::new(o, dev)?),
         QdiscOpts::Pie(o) => Box::new(pie::Pie::new(o, dev)?),
+        QdiscOpts::FqPie(o) => Box::new(fq_pie::FqPie::new(o, dev)?),
         QdiscOpts::Noqueue => Box::new(noqueue::Noqueue::new(false)),
         QdiscOpts::Noop => Box::new(noqueue::Noqueue::new(true)),
     })
@@ -271,6 +276,8 @@ pub enum XStats {
     Choke(choke::ChokeXstats),
     /// pie qdisc statistics.
     Pie(pie::PieXstats),
+    /// fq_pie qdisc statistics.
+    FqPie(fq_pie::FqPieXstats),
 }
 
 /// A queueing discipline. Implementations keep their own queues and state;

@@ -5,6 +5,7 @@ mod choke;
 mod codel;
 mod fifo;
 mod fq_codel;
+mod fq_pie;
 mod htb;
 mod netem;
 mod pfifo_fast;
@@ -39,6 +40,7 @@ pub fn parse_qdisc(
         "red" => return red::parse(args, dev),
         "choke" => return choke::parse(args, dev),
         "pie" => return pie::parse(args, dev),
+        "fq_pie" => return fq_pie::parse(args, dev),
         "pfifo" | "bfifo" | "pfifo_head_drop" => fifo::parse(kind, args)?,
         "pfifo_fast" => pfifo_fast::parse(args)?,
         "htb" => htb::parse_qdisc(args)?,
@@ -80,6 +82,7 @@ pub fn print_qdisc(opts: &QdiscOpts, out: &mut Out, details: bool) {
         QdiscOpts::Red(o) => red::print(o, out, details),
         QdiscOpts::Choke(o) => choke::print(o, out, details),
         QdiscOpts::Pie(o) => pie::print(o, out, details),
+        QdiscOpts::FqPie(o) => fq_pie::print(o, out, details),
         _ => {}
     }
 }
@@ -114,6 +117,7 @@ pub fn print_xstats(x: &XStats, out: &mut Out) {
         XStats::Red(x) => red::print_xstats(x, out),
         XStats::Choke(x) => choke::print_xstats(x, out),
         XStats::Pie(x) => pie::print_xstats(x, out),
+        XStats::FqPie(x) => fq_pie::print_xstats(x, out),
         XStats::None | XStats::Absent => {}
     }
 }
