@@ -374,4 +374,76 @@ mod tests {
         print_xstats(&x, &mut out);
         assert_eq!(out.finish(), "  marked 7 early 3 pdrop 2 other 0 \n");
     }
+
+    /// Whole commands through `tc::run`, as a user types them.
+    mod commands {
+        fn words(s: &str) -> Vec<String> {
+            s.split_whitespace().map(String::from).collect()
+        }
+
+        fn run(net: &mut crate::net::Net, line: &str) -> crate::Outcome {
+            let (opts, rest) = crate::tc::parse_global(&words(line)).unwrap();
+            crate::tc::run(net, &opts, &rest)
+        }
+
+        #[test]
+        fn red_is_classful_with_a_hidden_bfifo() {
+            let mut net = crate::net::Net::new();
+            let o = run(
+                &mut net,
+                "qdisc add dev lo root handle 1: red limit 1M avpkt 1500 min 100K max 300K ecn",
+            );
+            // tc says it chose the bandwidth, and succeeds.
+            assert_eq!(
+                (o.code, o.stderr.as_str()),
+                (0, "RED: set bandwidth to 10Mbit\n")
+            );
+            let o = run(&mut net, "-s qdisc show dev lo");
+            assert_eq!(
+                o.stdout,
+                "qdisc red 1: root refcnt 2 limit 1Mb min 100Kb max 300Kb ecn \n \
+                 Sent 0 bytes 0 pkt (dropped 0, overlimits 0 requeues 0) \n \
+                 backlog 0b 0p requeues 0\n  marked 0 early 0 pdrop 0 other 0 \n"
+            );
+            let o = run(&mut net, "class show dev lo");
+            assert_eq!(o.stdout, "class red 1:1 parent 1: \n");
+            // A user's qdisc in the class, then shown with its parent.
+            let o = run(&mut net, "qdisc add dev lo parent 1:1 handle 10: pfifo limit 5");
+            assert_eq!(o.code, 0, "{}", o.stderr);
+            let o = run(&mut net, "qdisc show dev lo");
+            assert_eq!(
+                o.stdout,
+                "qdisc red 1: root refcnt 2 limit 1Mb min 100Kb max 300Kb ecn \n\
+                 qdisc pfifo 10: parent 1:1 limit 5p\n"
+            );
+            let o = run(&mut net, "class show dev lo");
+            assert_eq!(o.stdout, "class red 1:1 parent 1: leaf 10: \n");
+            // change with a limit puts a fresh bfifo back in.
+            let o = run(
+                &mut net,
+                "qdisc change dev lo root handle 1: red limit 2M avpkt 1500 bandwidth 1mbit",
+            );
+            assert_eq!((o.code, o.stderr.as_str()), (0, ""));
+            let o = run(&mut net, "qdisc show dev lo");
+            assert_eq!(
+                o.stdout,
+                "qdisc red 1: root refcnt 2 limit 2Mb min 174762b max 512Kb \n"
+            );
+        }
+
+        #[test]
+        fn refusals_keep_the_parser_notes_first() {
+            let mut net = crate::net::Net::new();
+            let o = run(
+                &mut net,
+                "qdisc add dev lo root handle 1: red nodrop limit 1M avpkt 1500 min 100K max 300K",
+            );
+            assert_eq!(o.code, 2);
+            assert_eq!(
+                o.stderr,
+                "RED: set bandwidth to 10Mbit\nError: sch_red: nodrop mode is only meaningful with ECN.\n"
+            );
+            assert_eq!(run(&mut net, "qdisc show dev lo").stdout.contains("red"), false);
+        }
+    }
 }
