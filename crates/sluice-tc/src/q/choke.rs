@@ -267,4 +267,39 @@ mod tests {
             "  marked 3 early 1 pdrop 2 other 0 matched 4\n"
         );
     }
+
+    /// Printed options given back to tc (`limit Np` read as `limit N`,
+    /// with the bandwidth it does not print) give the same qdisc.
+    mod round_trip {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #[test]
+            fn printed_options_parse_back(
+                limit in 4..20_000u32,
+                max_frac in 1..=100u32,
+                min_frac in 0..100u32,
+                ecn in any::<bool>(),
+            ) {
+                let max = (limit * max_frac / 100).max(2);
+                let min = (max * min_frac / 100).clamp(1, max - 1);
+                let e = if ecn { "ecn" } else { "" };
+                let args = format!("limit {limit} min {min} max {max} bandwidth 10mbit {e}");
+                // Only what tc and the kernel accept (a large burst needs a
+                // Wlog the kernel refuses with these thresholds).
+                let accepted = parse_str(&args)
+                    .ok()
+                    .is_some_and(|(o, _)| Choke::new(&o, &DevInfo::default()).is_ok());
+                prop_assume!(accepted);
+                let first = shown(&args, false);
+                let input: Vec<String> = first
+                    .split_whitespace()
+                    .map(|w| w.strip_suffix('p').filter(|n| n.parse::<u32>().is_ok()).unwrap_or(w).to_string())
+                    .collect();
+                let again = format!("{} bandwidth 10mbit", input.join(" "));
+                prop_assert_eq!(shown(&again, true), shown(&args, true));
+            }
+        }
+    }
 }

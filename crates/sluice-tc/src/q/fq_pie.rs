@@ -211,4 +211,59 @@ mod tests {
             "  pkts_in 5 overlimit 1 overmemory 0 dropped 2 ecn_mark 3\n  new_flow_count 4 new_flows_len 1 old_flows_len 2 memory_used 4608\n"
         );
     }
+
+    /// Printed options given back to tc give the same qdisc (sizes are
+    /// chosen so that `sprint_size` prints them exactly).
+    mod round_trip {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn dumped(o: &FqPieOpts) -> (FqPieOpts, String) {
+            let q = FqPie::new(o, &DevInfo::default()).unwrap();
+            let QdiscOpts::FqPie(d) = q.dump() else {
+                unreachable!()
+            };
+            let mut out = Out::new(false, false);
+            print(&d, &mut out, true);
+            (d, out.finish())
+        }
+
+        proptest! {
+            #[test]
+            fn printed_options_parse_back(
+                limit in proptest::option::of(1..100_000u32),
+                flows in proptest::option::of(1..=65536u32),
+                target in proptest::option::of(1..1000u32),
+                alpha in proptest::option::of(1..=32u32),
+                quantum in proptest::option::of(1..1000u32),
+                memory_kb in proptest::option::of(1..4096u32),
+                ecn_prob in proptest::option::of(1..100u32),
+                ecn in proptest::option::of(any::<bool>()),
+            ) {
+                let o = FqPieOpts {
+                    limit,
+                    flows,
+                    target: target.map(|t| t * 1000),
+                    alpha,
+                    quantum,
+                    memory_limit: memory_kb.map(|k| k * 1024),
+                    ecn_prob,
+                    ecn,
+                    ..Default::default()
+                };
+                let (d0, text) = dumped(&o);
+                let input: Vec<String> = text
+                    .split_whitespace()
+                    .map(|w| w.strip_suffix('p').filter(|n| n.parse::<u32>().is_ok()).unwrap_or(w).to_string())
+                    .collect();
+                let again = match parse(&mut Args::new(&input), None).unwrap() {
+                    Some(QdiscOpts::FqPie(o)) => o,
+                    other => panic!("{other:?}"),
+                };
+                let (d1, text1) = dumped(&again);
+                prop_assert_eq!(d0, d1);
+                prop_assert_eq!(text, text1);
+            }
+        }
+    }
 }

@@ -236,4 +236,59 @@ mod tests {
         );
         assert!(out.finish().starts_with("  prob 0.25 delay 12.5ms\n"));
     }
+
+    /// Printed options given back to tc (`limit Np` read as `limit N`)
+    /// give the same qdisc. Times are whole milliseconds, which the
+    /// kernel's 64 ns ticks and 1 ms jiffies keep exactly.
+    mod round_trip {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn dumped(o: &PieOpts) -> (PieOpts, String) {
+            let q = Pie::new(o, &DevInfo::default()).unwrap();
+            let QdiscOpts::Pie(d) = q.dump() else {
+                unreachable!()
+            };
+            let mut out = Out::new(false, false);
+            print(&d, &mut out, true);
+            (d, out.finish())
+        }
+
+        proptest! {
+            #[test]
+            fn printed_options_parse_back(
+                limit in proptest::option::of(1..100_000u32),
+                target in proptest::option::of(1..1000u32),
+                tupdate in proptest::option::of(1..1000u32),
+                alpha in proptest::option::of(1..=32u32),
+                beta in proptest::option::of(1..=32u32),
+                ecn in proptest::option::of(any::<bool>()),
+                bytemode in proptest::option::of(any::<bool>()),
+                dq in proptest::option::of(any::<bool>()),
+            ) {
+                let o = PieOpts {
+                    limit,
+                    target: target.map(|t| t * 1000),
+                    tupdate: tupdate.map(|t| t * 1000),
+                    alpha,
+                    beta,
+                    ecn,
+                    bytemode,
+                    dq_rate_estimator: dq,
+                };
+                let (d0, text) = dumped(&o);
+                let input: Vec<String> = text
+                    .split_whitespace()
+                    .map(|w| w.strip_suffix('p').filter(|n| n.parse::<u32>().is_ok()).unwrap_or(w).to_string())
+                    .collect();
+                let again = match parse(&mut Args::new(&input), None).unwrap() {
+                    Some(QdiscOpts::Pie(o)) => o,
+                    other => panic!("{other:?}"),
+                };
+                let (d1, text1) = dumped(&again);
+                prop_assert_eq!(d0, d1);
+                prop_assert_eq!(text, text1);
+            }
+        }
+    }
 }

@@ -408,7 +408,10 @@ mod tests {
             let o = run(&mut net, "class show dev lo");
             assert_eq!(o.stdout, "class red 1:1 parent 1: \n");
             // A user's qdisc in the class, then shown with its parent.
-            let o = run(&mut net, "qdisc add dev lo parent 1:1 handle 10: pfifo limit 5");
+            let o = run(
+                &mut net,
+                "qdisc add dev lo parent 1:1 handle 10: pfifo limit 5",
+            );
             assert_eq!(o.code, 0, "{}", o.stderr);
             let o = run(&mut net, "qdisc show dev lo");
             assert_eq!(
@@ -443,7 +446,79 @@ mod tests {
                 o.stderr,
                 "RED: set bandwidth to 10Mbit\nError: sch_red: nodrop mode is only meaningful with ECN.\n"
             );
-            assert_eq!(run(&mut net, "qdisc show dev lo").stdout.contains("red"), false);
+            assert_eq!(
+                run(&mut net, "qdisc show dev lo").stdout.contains("red"),
+                false
+            );
+        }
+    }
+
+    /// `tc -d` output given back to tc, with the `avpkt` and `bandwidth`
+    /// it does not print and without the computed `ewma`/`Scell_log`, gives
+    /// the same thresholds, flags and probability (sizes in whole KiB, which
+    /// `sprint_size` prints exactly).
+    mod round_trip {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn dumped(args: &str) -> (RedOpts, String) {
+            let (o, _) = parse_str(args).unwrap();
+            let q = Red::new(&o, &DevInfo::default()).unwrap();
+            let QdiscOpts::Red(d) = q.dump() else {
+                unreachable!()
+            };
+            let mut out = Out::new(false, false);
+            print(&d, &mut out, true);
+            (d, out.finish())
+        }
+
+        proptest! {
+            #[test]
+            fn printed_options_parse_back(
+                min_kb in 1..200u32,
+                span_kb in 1..400u32,
+                extra_kb in 1..1000u32,
+                prob in 1..100u32,
+                flags in 0..16u8,
+            ) {
+                let flags = if flags & TC_RED_NODROP != 0 { flags | TC_RED_ECN } else { flags };
+                let names: Vec<&str> = [(1, "ecn"), (2, "harddrop"), (4, "adaptive"), (8, "nodrop")]
+                    .iter()
+                    .filter(|(b, _)| flags & b != 0)
+                    .map(|(_, n)| *n)
+                    .collect();
+                let (min, max) = (min_kb * 1024, (min_kb + span_kb) * 1024);
+                let limit = max + extra_kb * 1024;
+                let args = format!(
+                    "limit {limit} min {min} max {max} avpkt 1000 bandwidth 10mbit probability {} {}",
+                    prob as f64 / 100.0,
+                    names.join(" ")
+                );
+                let accepted = parse_str(&args)
+                    .ok()
+                    .is_some_and(|(o, _)| Red::new(&o, &DevInfo::default()).is_ok());
+                prop_assume!(accepted);
+                let (d0, text) = dumped(&args);
+                let toks: Vec<&str> = text.split_whitespace().collect();
+                let mut input = vec![];
+                let mut i = 0;
+                while i < toks.len() {
+                    match toks[i] {
+                        "ewma" | "Scell_log" => i += 2,
+                        w => {
+                            input.push(w.to_string());
+                            i += 1;
+                        }
+                    }
+                }
+                let again = format!("{} avpkt 1000 bandwidth 10mbit", input.join(" "));
+                let (d1, text1) = dumped(&again);
+                prop_assert_eq!(
+                    (d0.limit, d0.qth_min, d0.qth_max, d0.flags_bf, d0.max_p),
+                    (d1.limit, d1.qth_min, d1.qth_max, d1.flags_bf, d1.max_p)
+                );
+                prop_assert_eq!(text, text1);
+            }
         }
     }
 }
