@@ -11,11 +11,11 @@
 //! then the EWMA weight and probability logarithms (`tc_red_eval_ewma`,
 //! `tc_red_eval_P`).
 //!
-//! Deviations: tc's warning "SFQ: WARNING. Burst N seems to be too large."
-//! (a successful command with text on stderr) is not shown, because option
-//! parsing cannot write to stderr on success; the RED counters that `-s` adds
-//! to the options are not printed, because the option printer is not told
-//! about `-s`. An `avpkt` of 0 crashes tc with SIGFPE; that is exit 136 here.
+//! tc's warning "SFQ: WARNING. Burst N seems to be too large." (a
+//! successful command with text on stderr) goes to the command's stderr.
+//!
+//! Deviations: the RED counters that `-s` adds to the options are not
+//! printed, because the option printer is not told about `-s`. An `avpkt` of 0 crashes tc with SIGFPE; that is exit 136 here.
 
 use super::get_u32;
 use super::tc_red::{eval_ewma, eval_p, max_p, print_flags, scan_double, sigfpe};
@@ -91,13 +91,19 @@ pub(super) fn parse(a: &mut Args, _dev: Option<&DevInfo>) -> CmdResult<Option<Qd
         }
     }
     if red {
-        red_defaults(&mut o, burst, avpkt, probability)?;
+        red_defaults(&mut o, burst, avpkt, probability, &mut a.notes)?;
     }
     Ok(Some(QdiscOpts::Sfq(o)))
 }
 
 /// The RED half of `sfq_parse_opt`: defaults, checks, and the logarithms.
-fn red_defaults(o: &mut SfqOpts, mut burst: u32, avpkt: u32, probability: f64) -> CmdResult {
+fn red_defaults(
+    o: &mut SfqOpts,
+    mut burst: u32,
+    avpkt: u32,
+    probability: f64,
+    notes: &mut String,
+) -> CmdResult {
     if o.red_limit == 0 {
         return Err(Fail::new(1, "Required parameter (redflowlimit) is missing"));
     }
@@ -126,6 +132,11 @@ fn red_defaults(o: &mut SfqOpts, mut burst: u32, avpkt: u32, probability: f64) -
         avpkt,
         "SFQ: failed to calculate EWMA constant.",
     )?;
+    if o.wlog >= 10 {
+        notes.push_str(&format!(
+            "SFQ: WARNING. Burst {burst} seems to be too large.\n"
+        ));
+    }
     o.plog = eval_p(o.qth_min, o.qth_max, probability)
         .ok_or_else(|| Fail::new(1, "SFQ: failed to calculate probability."))?;
     o.max_p = max_p(probability);
@@ -294,6 +305,18 @@ mod tests {
             (o.qth_min, o.qth_max, o.flags),
             (10000, 30000, TC_RED_HARDDROP)
         );
+    }
+
+    #[test]
+    fn a_large_burst_is_warned_about() {
+        // tc 6.1: the warning on stderr, and the command goes on.
+        let w: Vec<String> = "redflowlimit 100000 burst 2000"
+            .split_whitespace()
+            .map(String::from)
+            .collect();
+        let mut a = Args::new(&w);
+        assert!(parse(&mut a, None).is_ok());
+        assert_eq!(a.notes, "SFQ: WARNING. Burst 2000 seems to be too large.\n");
     }
 
     #[test]
