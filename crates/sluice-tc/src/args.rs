@@ -56,12 +56,19 @@ pub fn duparg(key: &str, arg: &str) -> Fail {
 pub struct Args<'a> {
     words: &'a [String],
     pos: usize,
+    /// What a parser wrote to stderr on its way (tc's "RED: set bandwidth
+    /// to 10Mbit"): shown whether the command then succeeds or fails.
+    pub notes: String,
 }
 
 impl<'a> Args<'a> {
     /// A cursor at the first word.
     pub fn new(words: &'a [String]) -> Self {
-        Args { words, pos: 0 }
+        Args {
+            words,
+            pos: 0,
+            notes: String::new(),
+        }
     }
     /// The current word, if any.
     pub fn peek(&self) -> Option<&'a str> {

@@ -240,7 +240,7 @@ fn qdisc_cmd(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdResu
     } else if matches(cmd, "link") {
         NlFlags::LINK
     } else if matches(cmd, "delete") {
-        return qdisc_modify(net, a, None);
+        return with_notes(qdisc_modify(net, a, None), a, out);
     } else if matches(cmd, "list") || matches(cmd, "show") || matches(cmd, "lst") {
         return qdisc_list(net, opts, a, out);
     } else if matches(cmd, "help") {
@@ -251,7 +251,22 @@ fn qdisc_cmd(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdResu
             format!("Command \"{cmd}\" is unknown, try \"tc qdisc help\"."),
         ));
     };
-    qdisc_modify(net, a, Some(flags))
+    with_notes(qdisc_modify(net, a, Some(flags)), a, out)
+}
+
+/// What the option parser printed on stderr comes before the outcome.
+fn with_notes(r: CmdResult, a: &mut Args, out: &mut Out) -> CmdResult {
+    let notes = std::mem::take(&mut a.notes);
+    match r {
+        Ok(()) => {
+            out.warnings.insert_str(0, &notes);
+            Ok(())
+        }
+        Err(mut f) => {
+            f.stderr.insert_str(0, &notes);
+            Err(f)
+        }
+    }
 }
 
 /// `tc_qdisc_modify`; `flags == None` is `delete`.

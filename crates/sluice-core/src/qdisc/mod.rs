@@ -14,6 +14,7 @@
 //! node on the way up subtracts them from its backlog and counts them as
 //! drops, which is what the kernel's `qdisc_tree_reduce_backlog` does.
 
+pub mod choke;
 pub mod class_hash;
 pub mod codel;
 pub mod codel_law;
@@ -21,12 +22,17 @@ pub mod fifo;
 pub mod flow_hash;
 pub mod fq_codel;
 pub mod hfsc;
+pub mod fq_pie;
 pub mod htb;
 pub mod ingress;
 pub mod netem;
 pub mod noqueue;
 pub mod pfifo_fast;
+pub mod pie;
+pub mod pie_law;
 pub mod prio;
+pub mod red;
+pub mod red_law;
 pub mod sfq;
 pub mod tbf;
 pub mod token_bucket;
@@ -161,6 +167,10 @@ pub enum QdiscOpts {
     Netem(netem::NetemOpts),
     Codel(codel::CodelOpts),
     FqCodel(fq_codel::FqCodelOpts),
+    Red(red::RedOpts),
+    Choke(choke::ChokeOpts),
+    Pie(pie::PieOpts),
+    FqPie(fq_pie::FqPieOpts),
     Noqueue,
     Noop,
 }
@@ -183,6 +193,10 @@ impl QdiscOpts {
             QdiscOpts::Netem(_) => "netem",
             QdiscOpts::Codel(_) => "codel",
             QdiscOpts::FqCodel(_) => "fq_codel",
+            QdiscOpts::Red(_) => "red",
+            QdiscOpts::Choke(_) => "choke",
+            QdiscOpts::Pie(_) => "pie",
+            QdiscOpts::FqPie(_) => "fq_pie",
             QdiscOpts::Noqueue => "noqueue",
             QdiscOpts::Noop => "noop",
         }
@@ -206,6 +220,10 @@ pub const KINDS: &[&str] = &[
     "netem",
     "codel",
     "fq_codel",
+    "red",
+    "choke",
+    "pie",
+    "fq_pie",
 ];
 
 /// Build a qdisc of the kind `opts` names (`qdisc_create` + `init`).
@@ -231,6 +249,10 @@ pub fn create(opts: &QdiscOpts, dev: &DevInfo) -> TcResult<Box<dyn Qdisc>> {
         QdiscOpts::Netem(o) => Box::new(netem::Netem::new(o, dev)?),
         QdiscOpts::Codel(o) => Box::new(codel::Codel::new(o, dev)?),
         QdiscOpts::FqCodel(o) => Box::new(fq_codel::FqCodel::new(o, dev)?),
+        QdiscOpts::Red(o) => Box::new(red::Red::new(o, dev)?),
+        QdiscOpts::Choke(o) => Box::new(choke::Choke::new(o, dev)?),
+        QdiscOpts::Pie(o) => Box::new(pie::Pie::new(o, dev)?),
+        QdiscOpts::FqPie(o) => Box::new(fq_pie::FqPie::new(o, dev)?),
         QdiscOpts::Noqueue => Box::new(noqueue::Noqueue::new(false)),
         QdiscOpts::Noop => Box::new(noqueue::Noqueue::new(true)),
     })
@@ -255,6 +277,14 @@ pub enum XStats {
     FqCodel(fq_codel::FqCodelXstats),
     /// fq_codel class (flow) statistics.
     FqCodelClass(fq_codel::FqCodelClassXstats),
+    /// red qdisc statistics.
+    Red(red::RedXstats),
+    /// choke qdisc statistics.
+    Choke(choke::ChokeXstats),
+    /// pie qdisc statistics.
+    Pie(pie::PieXstats),
+    /// fq_pie qdisc statistics.
+    FqPie(fq_pie::FqPieXstats),
 }
 
 /// A queueing discipline. Implementations keep their own queues and state;

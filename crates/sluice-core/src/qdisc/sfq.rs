@@ -45,6 +45,7 @@
 //! period bound.
 
 use super::flow_hash;
+use super::red_law::{self, RedAction, RedParams, RedVars};
 
 use super::{
     wrong_kind, ClassInfo, ClassOpts, Classful, Cx, Dequeue, DevInfo, Qdisc, QdiscNode, QdiscOpts,
@@ -69,10 +70,7 @@ pub const SFQ_DEFAULT_FLOWS: u32 = 128;
 pub const SFQ_MAX_FLOWS: u32 = 0x10000 - SFQ_MAX_DEPTH - 1;
 /// Hash buckets by default (`SFQ_DEFAULT_HASH_DIVISOR`).
 pub const SFQ_DEFAULT_HASH_DIVISOR: u32 = 1024;
-/// `TC_RED_ECN`: mark instead of dropping.
-pub const TC_RED_ECN: u8 = 1;
-/// `TC_RED_HARDDROP`: drop above `max` even with `ecn`.
-pub const TC_RED_HARDDROP: u8 = 2;
+pub use super::red_law::{TC_RED_ECN, TC_RED_HARDDROP};
 /// Jiffies per second assumed for the perturb-period bound.
 const HZ: i32 = 1000;
 
@@ -145,83 +143,6 @@ pub struct SfqClassXstats {
     pub allot: i32,
 }
 
-/// RED parameters (`struct red_parms`), thresholds scaled by `2^wlog`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct RedParams {
-    qth_min: u64,
-    qth_max: u64,
-    wlog: u8,
-    plog: u8,
-    scell_log: u8,
-    max_p: u32,
-    /// `max_P / (qth_max - qth_min)`, at least 1: the divisor of `red_random`.
-    max_p_delta: u32,
-}
-
-impl RedParams {
-    /// `red_set_parms` (without the idle-time table sfq does not use).
-    fn new(o: &SfqOpts) -> Self {
-        let delta = (o.qth_max as i64 - o.qth_min as i64).max(1) as u32;
-        let max_p = match o.max_p {
-            0 => {
-                let maxp = if o.plog < 32 {
-                    u32::MAX >> o.plog
-                } else {
-                    u32::MAX
-                };
-                maxp.wrapping_mul(delta)
-            }
-            p => p,
-        };
-        RedParams {
-            qth_min: (o.qth_min as u64) << o.wlog,
-            qth_max: (o.qth_max as u64) << o.wlog,
-            wlog: o.wlog,
-            plog: o.plog,
-            scell_log: o.scell_log,
-            max_p,
-            max_p_delta: (max_p / delta).max(1),
-        }
-    }
-}
-
-/// `red_check_params`.
-fn red_params_ok(o: &SfqOpts) -> bool {
-    let fls = |x: u32| 32 - x.leading_zeros();
-    fls(o.qth_min) + o.wlog as u32 <= 31
-        && fls(o.qth_max) + o.wlog as u32 <= 31
-        && o.scell_log < 32
-        && o.qth_max >= o.qth_min
-}
-
-/// Per-flow RED state (`struct red_vars`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct RedVars {
-    /// Average backlog, scaled by `2^wlog`.
-    qavg: u64,
-    /// Packets since the last mark, -1 when below `min`.
-    qcount: i64,
-    /// Random threshold for the next mark.
-    q_r: u32,
-}
-
-impl Default for RedVars {
-    fn default() -> Self {
-        RedVars {
-            qavg: 0,
-            qcount: -1,
-            q_r: 0,
-        }
-    }
-}
-
-/// What RED says about an arriving packet.
-enum RedAction {
-    Accept,
-    EarlyMark,
-    ForcedMark,
-}
-
 /// Validated parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct SfqParams {
@@ -263,7 +184,7 @@ impl SfqParams {
         if o.perturb_period < 0 || o.perturb_period > i32::MAX / HZ {
             return Err(TcError::inval("sch_sfq: invalid perturb period"));
         }
-        if !red_params_ok(o) {
+        if !red_law::red_check_params(o.qth_min, o.qth_max, o.wlog, o.scell_log, None) {
             return Err(TcError::errno(Errno::EINVAL));
         }
         let mut p = *self;
@@ -282,7 +203,15 @@ impl SfqParams {
             p.maxdepth = o.depth.min(SFQ_MAX_DEPTH);
         }
         if o.qth_min != 0 {
-            p.red = Some(RedParams::new(o));
+            p.red = Some(RedParams::new(
+                o.qth_min,
+                o.qth_max,
+                o.wlog,
+                o.plog,
+                o.scell_log,
+                None,
+                o.max_p,
+            ));
         }
         p.flags = o.flags;
         p.headdrop = o.headdrop;
@@ -551,24 +480,23 @@ impl Sfq {
 
     /// RED on slot `x` before queueing `pkt`: `Err` = drop it (congestion).
     fn red(&mut self, x: u32, pkt: &mut Packet) -> Result<(), ()> {
-        let Some(rp) = self.p.red else { return Ok(()) };
+        let Some(rp) = self.p.red.as_ref() else {
+            return Ok(());
+        };
         let s = &mut self.slots[x as usize];
-        // red_calc_qavg_no_idle_time
-        s.red.qavg = s
-            .red
-            .qavg
-            .wrapping_add(s.backlog.wrapping_sub(s.red.qavg >> rp.wlog));
-        let action = red_action(&rp, &mut s.red, &mut self.rng);
+        s.red.qavg = red_law::calc_qavg_no_idle_time(rp, &s.red, s.backlog);
+        let qavg = s.red.qavg;
+        let action = red_law::red_action(rp, &mut s.red, qavg, &mut self.rng);
         let (ecn, headdrop) = (self.p.flags & TC_RED_ECN != 0, self.p.headdrop);
         let (mark, head_stat, pkt_stat, drop_stat) = match action {
-            RedAction::Accept => return Ok(()),
-            RedAction::EarlyMark => (
+            RedAction::DontMark => return Ok(()),
+            RedAction::ProbMark => (
                 ecn,
                 &mut self.red_stats.prob_mark_head,
                 &mut self.red_stats.prob_mark,
                 &mut self.red_stats.prob_drop,
             ),
-            RedAction::ForcedMark => (
+            RedAction::HardMark => (
                 self.p.flags & (TC_RED_ECN | TC_RED_HARDDROP) == TC_RED_ECN,
                 &mut self.red_stats.forced_mark_head,
                 &mut self.red_stats.forced_mark,
@@ -651,12 +579,9 @@ impl Sfq {
                 cx.shed(pkt.len, DropReason::QueueFull);
                 continue;
             }
-            if let Some(rp) = self.p.red {
+            if let Some(rp) = self.p.red.as_ref() {
                 let s = &mut self.slots[x as usize];
-                s.red.qavg = s
-                    .red
-                    .qavg
-                    .wrapping_add(s.backlog.wrapping_sub(s.red.qavg >> rp.wlog));
+                s.red.qavg = red_law::calc_qavg_no_idle_time(rp, &s.red, s.backlog);
             }
             self.push(x, pkt);
         }
@@ -791,31 +716,6 @@ impl Sfq {
     }
 }
 
-/// `red_action`, with `red_random` drawing from `rng`.
-fn red_action(p: &RedParams, v: &mut RedVars, rng: &mut Xoshiro256PlusPlus) -> RedAction {
-    let qavg = v.qavg;
-    if qavg < p.qth_min {
-        v.qcount = -1;
-        return RedAction::Accept;
-    }
-    if qavg >= p.qth_max {
-        v.qcount = -1;
-        return RedAction::ForcedMark;
-    }
-    v.qcount += 1;
-    if v.qcount != 0 {
-        let excess = (qavg - p.qth_min) >> p.wlog;
-        if excess.saturating_mul(v.qcount as u64) >= v.q_r as u64 {
-            v.qcount = 0;
-            v.q_r = rng.next_u32() / p.max_p_delta;
-            return RedAction::EarlyMark;
-        }
-    } else {
-        v.q_r = rng.next_u32() / p.max_p_delta;
-    }
-    RedAction::Accept
-}
-
 impl Qdisc for Sfq {
     fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Result<(), (Packet, DropReason)> {
         self.maybe_perturb(cx);
@@ -851,9 +751,9 @@ impl Qdisc for Sfq {
         let p = &self.p;
         let (mut qth_min, mut qth_max, mut wlog, mut plog, mut scell_log, mut max_p) =
             (0, 0, 0, 0, 0, 0);
-        if let Some(r) = p.red {
-            qth_min = (r.qth_min >> r.wlog) as u32;
-            qth_max = (r.qth_max >> r.wlog) as u32;
+        if let Some(r) = &p.red {
+            qth_min = r.min_threshold();
+            qth_max = r.max_threshold();
             (wlog, plog, scell_log, max_p) = (r.wlog, r.plog, r.scell_log, r.max_p);
         }
         QdiscOpts::Sfq(SfqOpts {

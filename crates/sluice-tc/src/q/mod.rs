@@ -1,16 +1,21 @@
 //! Per-kind syntax: parsing a qdisc's options from tc's words and printing
 //! them back as iproute2's `q_<kind>.c` does. One file per kind.
 
+mod choke;
 mod codel;
 mod fifo;
 mod fq_codel;
 mod hfsc;
+mod fq_pie;
 mod htb;
 mod netem;
 mod pfifo_fast;
+mod pie;
 mod prio;
+mod red;
 mod sfq;
 mod tbf;
+mod tc_red;
 
 use crate::args::{Args, CmdResult};
 use crate::out::Out;
@@ -33,6 +38,10 @@ pub fn parse_qdisc(
         "codel" => return codel::parse(args, dev),
         "fq_codel" => return fq_codel::parse(args, dev),
         "sfq" => return sfq::parse(args, dev),
+        "red" => return red::parse(args, dev),
+        "choke" => return choke::parse(args, dev),
+        "pie" => return pie::parse(args, dev),
+        "fq_pie" => return fq_pie::parse(args, dev),
         "pfifo" | "bfifo" | "pfifo_head_drop" => fifo::parse(kind, args)?,
         "pfifo_fast" => pfifo_fast::parse(args)?,
         "htb" => htb::parse_qdisc(args)?,
@@ -73,6 +82,10 @@ pub fn print_qdisc(opts: &QdiscOpts, out: &mut Out, details: bool) {
         QdiscOpts::Netem(o) => netem::print(o, out, details),
         QdiscOpts::Codel(o) => codel::print(o, out, details),
         QdiscOpts::FqCodel(o) => fq_codel::print(o, out, details),
+        QdiscOpts::Red(o) => red::print(o, out, details),
+        QdiscOpts::Choke(o) => choke::print(o, out, details),
+        QdiscOpts::Pie(o) => pie::print(o, out, details),
+        QdiscOpts::FqPie(o) => fq_pie::print(o, out, details),
         _ => {}
     }
 }
@@ -107,6 +120,10 @@ pub fn print_xstats(x: &XStats, out: &mut Out) {
         XStats::Codel(x) => codel::print_xstats(x, out),
         XStats::FqCodel(x) => fq_codel::print_xstats(x, out),
         XStats::FqCodelClass(x) => fq_codel::print_class_xstats(x, out),
+        XStats::Red(x) => red::print_xstats(x, out),
+        XStats::Choke(x) => choke::print_xstats(x, out),
+        XStats::Pie(x) => pie::print_xstats(x, out),
+        XStats::FqPie(x) => fq_pie::print_xstats(x, out),
         XStats::None | XStats::Absent => {}
     }
 }

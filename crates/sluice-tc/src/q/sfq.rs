@@ -11,18 +11,19 @@
 //! then the EWMA weight and probability logarithms (`tc_red_eval_ewma`,
 //! `tc_red_eval_P`).
 //!
-//! Deviations: tc's warning "SFQ: WARNING. Burst N seems to be too large."
-//! (a successful command with text on stderr) is not shown, because option
-//! parsing cannot write to stderr on success; the RED counters that `-s` adds
-//! to the options are not printed, because the option printer is not told
-//! about `-s`. An `avpkt` of 0 crashes tc with SIGFPE; that is exit 136 here.
+//! tc's warning "SFQ: WARNING. Burst N seems to be too large." (a
+//! successful command with text on stderr) goes to the command's stderr.
+//!
+//! Deviations: the RED counters that `-s` adds to the options are not
+//! printed, because the option printer is not told about `-s`. An `avpkt` of 0 crashes tc with SIGFPE; that is exit 136 here.
 
 use super::get_u32;
+use super::tc_red::{eval_ewma, eval_p, max_p, print_flags, scan_double, sigfpe};
 use crate::args::{get_integer, Args, CmdResult, Fail};
 use crate::out::{Out, To};
 use sluice_core::qdisc::sfq::{SfqClassXstats, SfqOpts, TC_RED_ECN, TC_RED_HARDDROP};
 use sluice_core::qdisc::{DevInfo, QdiscOpts};
-use sluice_core::units::{fmt_g, fmt_size, parse_size, strtod};
+use sluice_core::units::{fmt_g, fmt_size, parse_size};
 
 const USAGE: &str = "Usage: ... sfq\t[ limit NUMBER ] [ perturb SECS ] [ quantum BYTES ]
 \t\t[ divisor NUMBER ] [ flows NUMBER] [ depth NUMBER ]
@@ -31,23 +32,8 @@ const USAGE: &str = "Usage: ... sfq\t[ limit NUMBER ] [ perturb SECS ] [ quantum
 \t\t[ avpkt BYTES ] [ burst PACKETS ] [ probability P ]
 \t\t[ ecn ] [ harddrop ]";
 
-/// `TC_RED_ADAPTATIVE` (red only; printed if the kernel ever dumps it).
-const TC_RED_ADAPTATIVE: u8 = 4;
-/// `TC_RED_NODROP` (red only).
-const TC_RED_NODROP: u8 = 8;
-
 fn illegal(what: &str) -> Fail {
     Fail::new(1, format!("Illegal \"{what}\""))
-}
-
-/// tc dividing by a zero `avpkt`: killed by SIGFPE, as the shell reports it.
-fn sigfpe() -> Fail {
-    Fail::new(136, "")
-}
-
-/// `sscanf(arg, "%lg", &p) == 1`: a leading number, trailing text ignored.
-fn scan_double(arg: &str) -> Option<f64> {
-    strtod(arg).map(|(v, _)| v)
 }
 
 /// `sfq_parse_opt`.
@@ -105,13 +91,19 @@ pub(super) fn parse(a: &mut Args, _dev: Option<&DevInfo>) -> CmdResult<Option<Qd
         }
     }
     if red {
-        red_defaults(&mut o, burst, avpkt, probability)?;
+        red_defaults(&mut o, burst, avpkt, probability, &mut a.notes)?;
     }
     Ok(Some(QdiscOpts::Sfq(o)))
 }
 
 /// The RED half of `sfq_parse_opt`: defaults, checks, and the logarithms.
-fn red_defaults(o: &mut SfqOpts, mut burst: u32, avpkt: u32, probability: f64) -> CmdResult {
+fn red_defaults(
+    o: &mut SfqOpts,
+    mut burst: u32,
+    avpkt: u32,
+    probability: f64,
+    notes: &mut String,
+) -> CmdResult {
     if o.red_limit == 0 {
         return Err(Fail::new(1, "Required parameter (redflowlimit) is missing"));
     }
@@ -134,84 +126,21 @@ fn red_defaults(o: &mut SfqOpts, mut burst: u32, avpkt: u32, probability: f64) -
     if o.qth_min >= o.qth_max {
         return Err(Fail::new(1, "\"min\" is not smaller than \"max\""));
     }
-    let wlog = eval_ewma(o.qth_min, burst, avpkt)?
-        .ok_or_else(|| Fail::new(1, "SFQ: failed to calculate EWMA constant."))?;
-    o.wlog = wlog;
-    o.plog = eval_p(o.qth_min, o.qth_max, probability)
-        .ok_or_else(|| Fail::new(1, "SFQ: failed to calculate probability."))?;
-    o.max_p = c_double_to_u32(probability * 4294967296.0);
-    Ok(())
-}
-
-/// C's `(__u32)double` as x86-64 compilers emit it: a 64-bit conversion
-/// (the "integer indefinite" value when out of range), then truncation.
-fn c_double_to_u32(v: f64) -> u32 {
-    if v.is_finite() && v.abs() < 9.2e18 {
-        (v as i64) as u32
-    } else {
-        0
-    }
-}
-
-/// `tc_red_eval_ewma`: the smallest `Wlog` with
-/// `burst + 1 - qmin/avpkt <= (1 - (1-W)^burst) / W`, `W = 2^-Wlog`.
-/// `Err` when tc itself fails with a message of its own.
-fn eval_ewma(qmin: u32, burst: u32, avpkt: u32) -> CmdResult<Option<u8>> {
-    let a = burst as f64 + 1.0 - qmin as f64 / avpkt as f64;
-    if a < 1.0 {
-        if avpkt == 0 {
-            return Err(sigfpe());
-        }
-        return Err(Fail::new(
-            1,
-            format!(
-                "tc_red_eval_ewma() burst {burst} is too small ? Try burst {}\nSFQ: failed to calculate EWMA constant.",
-                1 + qmin / avpkt
-            ),
+    o.wlog = eval_ewma(
+        o.qth_min,
+        burst,
+        avpkt,
+        "SFQ: failed to calculate EWMA constant.",
+    )?;
+    if o.wlog >= 10 {
+        notes.push_str(&format!(
+            "SFQ: WARNING. Burst {burst} seems to be too large.\n"
         ));
     }
-    let mut w = 0.5f64;
-    for wlog in 1..32u8 {
-        if a <= (1.0 - (1.0 - w).powf(burst as f64)) / w {
-            return Ok(Some(wlog));
-        }
-        w /= 2.0;
-    }
-    Ok(None)
-}
-
-/// `tc_red_eval_P`: `Plog` such that `prob / (qmax - qmin) * 2^Plog > 1`.
-fn eval_p(qmin: u32, qmax: u32, prob: f64) -> Option<u8> {
-    let i = qmax.wrapping_sub(qmin) as i32;
-    if i <= 0 {
-        return None;
-    }
-    let mut p = prob / i as f64;
-    for plog in 0..32u8 {
-        if p > 1.0 {
-            return Some(plog);
-        }
-        p *= 2.0;
-    }
-    None
-}
-
-/// `tc_red_print_flags`.
-fn print_red_flags(flags: u8, out: &mut Out) {
-    for (bit, name) in [
-        (TC_RED_ECN, "ecn"),
-        (TC_RED_HARDDROP, "harddrop"),
-        (TC_RED_ADAPTATIVE, "adaptive"),
-        (TC_RED_NODROP, "nodrop"),
-    ] {
-        let on = flags & bit != 0;
-        let text = if on {
-            format!("{name} ")
-        } else {
-            String::new()
-        };
-        out.bool(To::Any, name, &text, on);
-    }
+    o.plog = eval_p(o.qth_min, o.qth_max, probability)
+        .ok_or_else(|| Fail::new(1, "SFQ: failed to calculate probability."))?;
+    o.max_p = max_p(probability);
+    Ok(())
 }
 
 /// `sfq_print_opt`.
@@ -276,7 +205,7 @@ pub(super) fn print(o: &SfqOpts, out: &mut Out, details: bool) {
         let p = fmt_g(o.max_p as f64 / 4294967296.0);
         let json = crate::out::J::Num(p.clone());
         out.item(To::Any, "probability", &format!("probability {p} "), json);
-        print_red_flags(o.flags, out);
+        print_flags(o.flags, out);
     }
 }
 
@@ -376,6 +305,18 @@ mod tests {
             (o.qth_min, o.qth_max, o.flags),
             (10000, 30000, TC_RED_HARDDROP)
         );
+    }
+
+    #[test]
+    fn a_large_burst_is_warned_about() {
+        // tc 6.1: the warning on stderr, and the command goes on.
+        let w: Vec<String> = "redflowlimit 100000 burst 2000"
+            .split_whitespace()
+            .map(String::from)
+            .collect();
+        let mut a = Args::new(&w);
+        assert!(parse(&mut a, None).is_ok());
+        assert_eq!(a.notes, "SFQ: WARNING. Burst 2000 seems to be too large.\n");
     }
 
     #[test]
