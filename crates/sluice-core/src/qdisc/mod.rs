@@ -14,6 +14,7 @@
 //! node on the way up subtracts them from its backlog and counts them as
 //! drops, which is what the kernel's `qdisc_tree_reduce_backlog` does.
 
+pub mod cbq;
 pub mod class_hash;
 pub mod codel;
 pub mod codel_law;
@@ -154,6 +155,7 @@ pub enum QdiscOpts {
     Tbf(tbf::TbfOpts),
     Sfq(sfq::SfqOpts),
     Htb(htb::HtbOpts),
+    Cbq(cbq::CbqOpts),
     Ingress(ingress::IngressOpts),
     Clsact(ingress::IngressOpts),
     Netem(netem::NetemOpts),
@@ -175,6 +177,7 @@ impl QdiscOpts {
             QdiscOpts::Tbf(_) => "tbf",
             QdiscOpts::Sfq(_) => "sfq",
             QdiscOpts::Htb(_) => "htb",
+            QdiscOpts::Cbq(_) => "cbq",
             QdiscOpts::Ingress(_) => "ingress",
             QdiscOpts::Clsact(_) => "clsact",
             QdiscOpts::Netem(_) => "netem",
@@ -196,6 +199,7 @@ pub const KINDS: &[&str] = &[
     "tbf",
     "sfq",
     "htb",
+    "cbq",
     "ingress",
     "clsact",
     "noqueue",
@@ -215,6 +219,7 @@ pub fn create(opts: &QdiscOpts, dev: &DevInfo) -> TcResult<Box<dyn Qdisc>> {
         QdiscOpts::Tbf(o) => Box::new(tbf::Tbf::new(o, dev)?),
         QdiscOpts::Sfq(o) => Box::new(sfq::Sfq::new(o, dev)?),
         QdiscOpts::Htb(o) => Box::new(htb::Htb::new(o, dev)?),
+        QdiscOpts::Cbq(o) => Box::new(cbq::Cbq::new(o, dev)?),
         QdiscOpts::Ingress(o) => Box::new(ingress::Ingress::new(
             ingress::IngressKind::Ingress,
             o,
@@ -240,6 +245,8 @@ pub enum XStats {
     Absent,
     /// HTB class statistics (lended, borrowed, giants, tokens, ctokens).
     HtbClass(htb::HtbClassXstats),
+    /// CBQ qdisc (the link class) and class statistics.
+    Cbq(cbq::CbqXstats),
     /// SFQ class (flow) statistics.
     SfqClass(sfq::SfqClassXstats),
     /// codel qdisc statistics.
@@ -335,6 +342,8 @@ pub enum ClassOpts {
     Plain,
     /// An HTB class.
     Htb(htb::HtbClassOpts),
+    /// A CBQ class.
+    Cbq(cbq::CbqOpts),
 }
 
 /// The class side of a classful qdisc (`Qdisc_class_ops`).

@@ -1,6 +1,7 @@
 //! Per-kind syntax: parsing a qdisc's options from tc's words and printing
 //! them back as iproute2's `q_<kind>.c` does. One file per kind.
 
+mod cbq;
 mod codel;
 mod fifo;
 mod fq_codel;
@@ -35,6 +36,7 @@ pub fn parse_qdisc(
         "pfifo" | "bfifo" | "pfifo_head_drop" => fifo::parse(kind, args)?,
         "pfifo_fast" => pfifo_fast::parse(args)?,
         "htb" => htb::parse_qdisc(args)?,
+        "cbq" => cbq::parse_qdisc(args)?,
         "noqueue" => {
             if let Some(w) = args.peek() {
                 return Err(crate::args::Fail::new(
@@ -64,6 +66,7 @@ pub fn print_qdisc(opts: &QdiscOpts, out: &mut Out, details: bool) {
         QdiscOpts::Bfifo(o) => fifo::print(true, o, out),
         QdiscOpts::PfifoFast(_) => pfifo_fast::print(out),
         QdiscOpts::Htb(o) => htb::print_qdisc(o, out, details),
+        QdiscOpts::Cbq(o) => cbq::print(o, out, details),
         QdiscOpts::Tbf(o) => tbf::print(o, out, details),
         QdiscOpts::Prio(o) => prio::print(o, out, details),
         QdiscOpts::Sfq(o) => sfq::print(o, out, details),
@@ -74,10 +77,12 @@ pub fn print_qdisc(opts: &QdiscOpts, out: &mut Out, details: bool) {
     }
 }
 
-/// Parse class options (`parse_copt`); `Err` for classless kinds.
-pub fn parse_class(kind: &str, args: &mut Args) -> CmdResult<Option<ClassOpts>> {
+/// Parse class options (`parse_copt`); `Err` for classless kinds. `excl`:
+/// the request carries NLM_F_EXCL (`tc class add`), which CBQ looks at.
+pub fn parse_class(kind: &str, args: &mut Args, excl: bool) -> CmdResult<Option<ClassOpts>> {
     match kind {
         "htb" => Ok(Some(htb::parse_class(args)?)),
+        "cbq" => Ok(Some(cbq::parse_class(args, excl)?)),
         _ => Err(crate::args::Fail::new(
             1,
             format!("Error: Qdisc \"{kind}\" is classless."),
@@ -89,6 +94,7 @@ pub fn parse_class(kind: &str, args: &mut Args) -> CmdResult<Option<ClassOpts>> 
 pub fn print_class(opts: &ClassOpts, out: &mut Out, details: bool) {
     match opts {
         ClassOpts::Htb(o) => htb::print_class(o, out, details),
+        ClassOpts::Cbq(o) => cbq::print(o, out, details),
         ClassOpts::Plain => {}
     }
 }
@@ -97,6 +103,7 @@ pub fn print_class(opts: &ClassOpts, out: &mut Out, details: bool) {
 pub fn print_xstats(x: &XStats, out: &mut Out) {
     match x {
         XStats::HtbClass(h) => htb::print_xstats(h, out),
+        XStats::Cbq(x) => cbq::print_xstats(x, out),
         XStats::SfqClass(x) => sfq::print_xstats(x, out),
         XStats::Codel(x) => codel::print_xstats(x, out),
         XStats::FqCodel(x) => fq_codel::print_xstats(x, out),
