@@ -377,8 +377,12 @@ impl Class {
     /// `cbq_set_lss`.
     fn set_lss(&mut self, lss: &CbqLss) {
         if lss.change & LSS_CHANGE_FLAGS != 0 {
-            self.share = (lss.flags & LSS_ISOLATED == 0).then_some(self.tparent).flatten();
-            self.borrow = (lss.flags & LSS_BOUNDED == 0).then_some(self.tparent).flatten();
+            self.share = (lss.flags & LSS_ISOLATED == 0)
+                .then_some(self.tparent)
+                .flatten();
+            self.borrow = (lss.flags & LSS_BOUNDED == 0)
+                .then_some(self.tparent)
+                .flatten();
         }
         if lss.change & LSS_CHANGE_EWMA != 0 {
             self.ewma_log = lss.ewma_log;
@@ -444,9 +448,7 @@ impl Cbq {
     pub fn new(opts: &CbqOpts, dev: &DevInfo) -> TcResult<Self> {
         check_opts(opts)?;
         let Some(rate) = opts.rate.clone() else {
-            return Err(TcError::inval(
-                "Rate specification missing or incomplete",
-            ));
+            return Err(TcError::inval("Rate specification missing or incomplete"));
         };
         rate.validate()?;
         let mut link = Class::new(0, rate, Self::default_leaf(0, dev));
@@ -564,7 +566,8 @@ impl Cbq {
         }
         let h = self.cl(head);
         if prio & 0xffff_0000 == 0 {
-            if let Some(d) = h.defaults[prio as usize & TC_PRIO_MAX].or(h.defaults[TC_PRIO_BESTEFFORT])
+            if let Some(d) =
+                h.defaults[prio as usize & TC_PRIO_MAX].or(h.defaults[TC_PRIO_BESTEFFORT])
             {
                 return Ok(d);
             }
@@ -594,10 +597,14 @@ impl Cbq {
     /// `cbq_deactivate_class`: unlink from its band's ring.
     fn deactivate(&mut self, this: u32) {
         let prio = self.cl(this).cpriority as usize;
-        let Some(tail) = self.active[prio] else { return };
+        let Some(tail) = self.active[prio] else {
+            return;
+        };
         let mut prev = tail;
         loop {
-            let Some(cl) = self.cl(prev).next_alive else { return };
+            let Some(cl) = self.cl(prev).next_alive else {
+                return;
+            };
             if cl == this {
                 let after = self.cl(cl).next_alive;
                 self.cl_mut(prev).next_alive = after;
@@ -662,7 +669,9 @@ impl Cbq {
     /// `cbq_update`: account the packet sent at the last dequeue to its class
     /// and every class up its `share` chain.
     fn update(&mut self) {
-        let Some(this) = self.tx_class.take() else { return };
+        let Some(this) = self.tx_class.take() else {
+            return;
+        };
         let len = self.tx_len;
         let link_l2t = self.cl(self.link).rate.l2t(len);
         let now = self.now + link_l2t;
@@ -984,7 +993,9 @@ impl Cbq {
 
     /// `cbq_sync_defmap`: refresh the defaults of `cl`'s split node.
     fn sync_defmap(&mut self, id: u32) {
-        let Some(split) = self.cl(id).split else { return };
+        let Some(split) = self.cl(id).split else {
+            return;
+        };
         let defmap = self.cl(id).defmap;
         self.sync_split(split, id, defmap);
     }
@@ -1112,7 +1123,13 @@ impl Cbq {
     }
 
     /// The new-class branch of `cbq_change_class`.
-    fn create(&mut self, classid: Handle, parentid: Handle, o: &CbqOpts, dev: &DevInfo) -> TcResult<()> {
+    fn create(
+        &mut self,
+        classid: Handle,
+        parentid: Handle,
+        o: &CbqOpts,
+        dev: &DevInfo,
+    ) -> TcResult<()> {
         if parentid.is_root() {
             return Err(einval());
         }
@@ -1268,7 +1285,8 @@ impl Qdisc for Cbq {
             return Dequeue::Empty;
         }
         self.overlimits += 1;
-        let own = (self.wd_expires > 0).then(|| Time(((now + self.wd_expires) as u64) << PSCHED_SHIFT));
+        let own =
+            (self.wd_expires > 0).then(|| Time(((now + self.wd_expires) as u64) << PSCHED_SHIFT));
         let t = Dequeue::earliest(own, self.child_wait)
             .unwrap_or(Time(((now + 1) as u64) << PSCHED_SHIFT));
         Dequeue::Wait(t.max(Time(cx.now.0 + 1)))
@@ -1339,12 +1357,20 @@ impl Qdisc for Cbq {
 
     /// `cbq_tcf_block`: minor 0 is the link's block, else the class's.
     fn block_mut(&mut self, classid: Handle) -> Option<&mut Block> {
-        let id = if classid.minor() == 0 { self.link } else { classid.0 };
+        let id = if classid.minor() == 0 {
+            self.link
+        } else {
+            classid.0
+        };
         self.classes.get_mut(id).map(|c| &mut c.block)
     }
 
     fn block(&self, classid: Handle) -> Option<&Block> {
-        let id = if classid.minor() == 0 { self.link } else { classid.0 };
+        let id = if classid.minor() == 0 {
+            self.link
+        } else {
+            classid.0
+        };
         self.classes.get(id).map(|c| &c.block)
     }
 
@@ -1427,7 +1453,10 @@ impl Classful for Cbq {
 
     /// `cbq_walk`: class hash order, the link included.
     fn list(&self) -> Vec<ClassInfo> {
-        self.classes.iter().map(|(_, c)| self.class_info(c)).collect()
+        self.classes
+            .iter()
+            .map(|(_, c)| self.class_info(c))
+            .collect()
     }
 
     fn contains(&self, classid: Handle) -> bool {
@@ -1469,5 +1498,506 @@ impl Classful for Cbq {
 
     fn leaves_ref(&self) -> Vec<&QdiscNode> {
         self.classes.iter().map(|(_, c)| &c.q).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::packet::{ETH_P_ALL, ETH_P_IP};
+    use std::collections::HashMap;
+
+    const SEC: u64 = 1_000_000_000;
+    const MBIT: u32 = 125_000;
+
+    fn dev() -> DevInfo {
+        DevInfo::default()
+    }
+
+    fn h(minor: u16) -> Handle {
+        Handle::new(1, minor)
+    }
+
+    /// The table tc sends for `rate` (bytes/s) with 8-byte cells: ticks of 64
+    /// ns to send `(i + 1) * 8` bytes, truncated at the microsecond as
+    /// `tc_calc_xmittime` does (checked against iproute2 in sluice-tc).
+    fn rate(bps: u32) -> CbqRate {
+        let rtab = (1..=256u64)
+            .map(|i| {
+                let us = (i * 8) as f64 * 1e6 / bps as f64;
+                ((us as u32) as f64 * 15.625) as u32
+            })
+            .collect();
+        CbqRate {
+            spec: RateSpec {
+                rate: bps as u64,
+                ..Default::default()
+            },
+            cell_log: 3,
+            cell_align: -1,
+            rtab,
+        }
+    }
+
+    /// `tc qdisc add ... cbq bandwidth BW avpkt 1000`.
+    fn cbq(bandwidth: u32) -> QdiscNode {
+        let us = 1000.0 * 1e6 / bandwidth as f64;
+        let opts = CbqOpts {
+            rate: Some(rate(bandwidth)),
+            lss: Some(CbqLss {
+                change: LSS_CHANGE_MAXIDLE | LSS_CHANGE_EWMA | LSS_CHANGE_AVPKT,
+                ewma_log: 5,
+                maxidle: ((us as u32) as f64 * 15.625) as u32,
+                avpkt: 1000,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let q = Cbq::new(&opts, &dev()).unwrap();
+        QdiscNode::new(h(0), Handle::ROOT, Box::new(q))
+    }
+
+    /// A class as `tc class add ... cbq rate R allot 1514 prio P avpkt 1000 [bounded] [weight W]` sends it.
+    fn class(bps: u32, prio: u8, bounded: bool, weight: u32) -> ClassOpts {
+        ClassOpts::Cbq(CbqOpts {
+            rate: Some(rate(bps)),
+            lss: Some(CbqLss {
+                change: LSS_CHANGE_FLAGS | LSS_CHANGE_AVPKT,
+                flags: if bounded { LSS_BOUNDED } else { 0 },
+                ewma_log: 5,
+                avpkt: 1000,
+                ..Default::default()
+            }),
+            wrr: Some(CbqWrr {
+                priority: prio,
+                allot: 1514,
+                weight: if weight == 0 { bps } else { weight },
+                ..Default::default()
+            }),
+            fopt: None,
+        })
+    }
+
+    fn add(n: &mut QdiscNode, parent: Handle, minor: u16, o: ClassOpts) {
+        n.qdisc
+            .classes()
+            .unwrap()
+            .change_class(h(minor), parent, Some(&o), &dev())
+            .unwrap();
+    }
+
+    fn pkt(priority: u32, len: u32) -> Packet {
+        Packet {
+            priority,
+            len,
+            protocol: ETH_P_IP,
+            ..Default::default()
+        }
+    }
+
+    /// Drive `n` as a link of `link_bps` bit/s would for `dur` ns, keeping the
+    /// `backlogged` classes (selected through `skb->priority`) busy. Bytes
+    /// sent per class.
+    fn run(n: &mut QdiscNode, backlogged: &[u16], dur: u64, link_bps: u64) -> HashMap<u32, u64> {
+        let mut sent: HashMap<u32, u64> = HashMap::new();
+        let mut outstanding: HashMap<u32, u32> = HashMap::new();
+        let mut t = 0u64;
+        let mut idle = 0;
+        while t < dur {
+            let mut cx = Cx::new(Time(t));
+            for &m in backlogged {
+                let o = outstanding.entry(h(m).0).or_default();
+                while *o < 5 {
+                    n.enqueue(pkt(h(m).0, 1500), &mut cx).unwrap();
+                    *o += 1;
+                }
+            }
+            match n.dequeue(&mut cx) {
+                Dequeue::Packet(p) => {
+                    *sent.entry(p.priority).or_default() += p.len as u64;
+                    *outstanding.entry(p.priority).or_default() -= 1;
+                    t += p.len as u64 * 8 * SEC / link_bps;
+                    idle = 0;
+                }
+                Dequeue::Wait(w) => {
+                    assert!(w.0 > t, "Wait({}) not after {t}", w.0);
+                    idle += 1;
+                    assert!(idle < 100_000, "no progress at {t}");
+                    t = w.0;
+                }
+                Dequeue::Empty => t = dur,
+            }
+        }
+        sent
+    }
+
+    fn mbit(sent: &HashMap<u32, u64>, minor: u16, dur: u64) -> f64 {
+        sent.get(&h(minor).0).copied().unwrap_or(0) as f64 * 8.0 / (dur as f64 / SEC as f64) / 1e6
+    }
+
+    fn within(got: f64, want: f64, tol: f64) {
+        assert!(
+            (got - want).abs() <= want * tol,
+            "got {got:.3} Mbit/s, want {want} ±{}%",
+            tol * 100.0
+        );
+    }
+
+    #[test]
+    fn rate_tables_are_looked_up_as_qdisc_l2t_does() {
+        let r = rate(MBIT);
+        // 1500 bytes: slot (1500 - 1) >> 3 = 187, the time of 1504 bytes (12.032 ms).
+        assert_eq!(r.l2t(1500), r.rtab[187] as i64);
+        assert_eq!(r.l2t(1500), 12032 * 125 / 8);
+        // Beyond the table: whole tables plus the rest.
+        // 2049 bytes: slot 2048 >> 3 = 256, one whole table plus entry 0.
+        assert_eq!(r.l2t(2049), (r.rtab[255] + r.rtab[0]) as i64);
+    }
+
+    #[test]
+    fn a_bounded_class_under_overload_gets_its_rate() {
+        let mut n = cbq(10 * MBIT);
+        add(&mut n, h(0), 1, class(MBIT, 1, true, 0));
+        let dur = 20 * SEC;
+        let sent = run(&mut n, &[1], dur, 10_000_000);
+        within(mbit(&sent, 1, dur), 1.0, 0.05);
+        let x = xs(&n, 1);
+        assert!(x.overactions > 0, "{x:?}");
+        assert!(n.stats().overlimits > 0);
+    }
+
+    fn xs(n: &QdiscNode, minor: u16) -> CbqXstats {
+        let c = n.qdisc.classes_ref().unwrap().list();
+        match c.iter().find(|c| c.classid == h(minor)).unwrap().xstats {
+            XStats::Cbq(x) => x,
+            ref x => panic!("{x:?}"),
+        }
+    }
+
+    /// 1:1 rate 4 Mbit bounded; 1:10 and 1:20 at 1 Mbit below it.
+    fn parent_and_two(b10: bool, b20: bool) -> QdiscNode {
+        let mut n = cbq(10 * MBIT);
+        add(&mut n, h(0), 1, class(4 * MBIT, 1, true, 0));
+        add(&mut n, h(1), 10, class(MBIT, 1, b10, 0));
+        add(&mut n, h(1), 20, class(MBIT, 1, b20, 0));
+        n
+    }
+
+    #[test]
+    fn an_unbounded_class_borrows_its_parents_spare_rate() {
+        let mut n = parent_and_two(false, false);
+        let dur = 20 * SEC;
+        let sent = run(&mut n, &[10], dur, 10_000_000);
+        within(mbit(&sent, 10, dur), 4.0, 0.06);
+        assert!(xs(&n, 10).borrows > 0 && xs(&n, 1).borrows > 0);
+    }
+
+    #[test]
+    fn a_bounded_class_does_not_borrow() {
+        let mut n = parent_and_two(true, false);
+        let dur = 20 * SEC;
+        let sent = run(&mut n, &[10], dur, 10_000_000);
+        within(mbit(&sent, 10, dur), 1.0, 0.05);
+        assert_eq!(xs(&n, 10).borrows, 0);
+    }
+
+    #[test]
+    fn spare_rate_is_shared_by_weight() {
+        // Two 0.5 Mbit classes with weights 1:3 under a bounded 4 Mbit parent:
+        // beyond their rates they share by WRR quanta, in proportion to weight.
+        let mut n = cbq(10 * MBIT);
+        add(&mut n, h(0), 1, class(4 * MBIT, 1, true, 0));
+        add(&mut n, h(1), 10, class(MBIT / 2, 2, false, 100_000));
+        add(&mut n, h(1), 20, class(MBIT / 2, 2, false, 300_000));
+        let dur = 20 * SEC;
+        let sent = run(&mut n, &[10, 20], dur, 10_000_000);
+        let (a, b) = (mbit(&sent, 10, dur), mbit(&sent, 20, dur));
+        within(a + b, 4.0, 0.06);
+        within(b / a, 3.0, 0.15);
+    }
+
+    #[test]
+    fn a_lower_prio_number_takes_the_spare_rate_first() {
+        let mut n = cbq(10 * MBIT);
+        add(&mut n, h(0), 1, class(4 * MBIT, 1, true, 0));
+        add(&mut n, h(1), 10, class(MBIT, 1, false, 0));
+        add(&mut n, h(1), 20, class(MBIT, 2, false, 0));
+        let dur = 20 * SEC;
+        let sent = run(&mut n, &[10, 20], dur, 10_000_000);
+        let (hi, lo) = (mbit(&sent, 10, dur), mbit(&sent, 20, dur));
+        within(hi + lo, 4.0, 0.06);
+        // The low priority keeps about its own rate and no more.
+        assert!(lo >= 0.8 && lo <= 1.3, "prio 2 got {lo:.3}");
+        assert!(hi >= 2.6, "prio 1 got {hi:.3}");
+    }
+
+    #[test]
+    fn a_throttled_class_makes_dequeue_wait_and_resume() {
+        let mut n = cbq(10 * MBIT);
+        add(&mut n, h(0), 1, class(MBIT, 1, true, 0));
+        let mut cx = Cx::new(Time(0));
+        for _ in 0..20 {
+            n.enqueue(pkt(h(1).0, 1500), &mut cx).unwrap();
+        }
+        let mut t = 0;
+        let mut waits = 0;
+        let mut got = 0;
+        while got < 20 {
+            let mut cx = Cx::new(Time(t));
+            match n.dequeue(&mut cx) {
+                Dequeue::Packet(_) => {
+                    got += 1;
+                    t += 1200 * 1000; // 1500 bytes at 10 Mbit/s
+                }
+                Dequeue::Wait(w) => {
+                    assert!(w.0 > t);
+                    waits += 1;
+                    t = w.0;
+                }
+                Dequeue::Empty => panic!("empty with {} left", 20 - got),
+            }
+        }
+        assert!(waits > 0);
+        // 20 packets at 1 Mbit/s take about 19 x 12 ms after the first.
+        assert!(t >= 200 * 1_000_000 && t <= 260 * 1_000_000, "took {t} ns");
+        assert!(matches!(n.dequeue(&mut Cx::new(Time(t))), Dequeue::Empty));
+        assert_eq!(n.stats().qlen, 0);
+    }
+
+    #[test]
+    fn classification_by_priority_split_defmap_and_head() {
+        let mut n = cbq(10 * MBIT);
+        add(&mut n, h(0), 1, class(MBIT, 1, false, 0));
+        add(&mut n, h(1), 10, class(MBIT, 1, false, 0));
+        // 1:10 is 1:'s default for TC_PRIO_BULK (2) and TC_PRIO_INTERACTIVE (6).
+        let o = ClassOpts::Cbq(CbqOpts {
+            fopt: Some(CbqFopt {
+                split: h(0).0,
+                defmap: 0x44,
+                defchange: !0,
+            }),
+            ..Default::default()
+        });
+        n.qdisc
+            .classes()
+            .unwrap()
+            .change_class(h(10), Handle::UNSPEC, Some(&o), &dev())
+            .unwrap();
+        let mut cx = Cx::new(Time(0));
+        for p in [2, 6, 0, h(1).0, 0x20005] {
+            n.enqueue(pkt(p, 100), &mut cx).unwrap();
+        }
+        let qlen = |n: &QdiscNode, m: u16| {
+            n.qdisc
+                .classes_ref()
+                .unwrap()
+                .list()
+                .iter()
+                .find(|c| c.classid == h(m))
+                .unwrap()
+                .stats
+                .qlen
+        };
+        assert_eq!(qlen(&n, 10), 2, "priorities 2 and 6 by defmap");
+        assert_eq!(qlen(&n, 1), 1, "priority naming the class");
+        assert_eq!(
+            qlen(&n, 0),
+            2,
+            "no default for 0, a foreign major: the link itself"
+        );
+        // Dumped as set; printing shows "split 1: defmap 00000044".
+        let list = n.qdisc.classes_ref().unwrap().list();
+        let c = list.iter().find(|c| c.classid == h(10)).unwrap();
+        let ClassOpts::Cbq(o) = &c.opts else { panic!() };
+        assert_eq!(
+            o.fopt,
+            Some(CbqFopt {
+                split: h(0).0,
+                defmap: 0x44,
+                defchange: !0
+            })
+        );
+        // Clearing the bits removes the default.
+        let clear = ClassOpts::Cbq(CbqOpts {
+            fopt: Some(CbqFopt {
+                split: 0,
+                defmap: 0,
+                defchange: 0x04,
+            }),
+            ..Default::default()
+        });
+        n.qdisc
+            .classes()
+            .unwrap()
+            .change_class(h(10), Handle::UNSPEC, Some(&clear), &dev())
+            .unwrap();
+        n.enqueue(pkt(2, 100), &mut cx).unwrap();
+        n.enqueue(pkt(6, 100), &mut cx).unwrap();
+        assert_eq!(qlen(&n, 0), 3);
+        assert_eq!(qlen(&n, 10), 3);
+    }
+
+    #[test]
+    fn the_link_class_and_levels_as_the_kernel_dumps_them() {
+        let mut n = cbq(1250);
+        let QdiscOpts::Cbq(o) = n.qdisc.dump() else {
+            panic!()
+        };
+        // tdc 3460: "rate 10Kbit (bounded,isolated) prio no-transmit".
+        assert_eq!(o.rate.as_ref().unwrap().spec.rate, 1250);
+        assert_eq!(o.lss.unwrap().flags, LSS_BOUNDED | LSS_ISOLATED);
+        let w = o.wrr.unwrap();
+        assert_eq!(
+            (w.priority, w.allot, w.weight),
+            (TC_CBQ_MAXPRIO, 1514, 1250)
+        );
+        let l = o.lss.unwrap();
+        assert_eq!((l.level, l.minidle, l.avpkt), (0, 0x7fff_ffff, 1000));
+        add(&mut n, h(0), 1, class(MBIT, 5, true, 0));
+        add(&mut n, h(1), 10, class(MBIT, 1, false, 0));
+        let list = n.qdisc.classes_ref().unwrap().list();
+        let level = |m: u16| {
+            let c = list.iter().find(|c| c.classid == h(m)).unwrap();
+            let ClassOpts::Cbq(o) = &c.opts else { panic!() };
+            (c.parent, o.lss.unwrap().level, o.lss.unwrap().flags)
+        };
+        assert_eq!(level(0), (Handle::ROOT, 2, 3));
+        assert_eq!(level(1), (h(0), 1, LSS_BOUNDED));
+        assert_eq!(level(10), (h(1), 0, 0));
+    }
+
+    #[test]
+    fn class_changes_are_refused_as_the_kernel_refuses_them() {
+        let mut n = cbq(10 * MBIT);
+        add(&mut n, h(0), 1, class(MBIT, 1, false, 0));
+        add(&mut n, h(1), 10, class(MBIT, 1, false, 0));
+        let cls = n.qdisc.classes().unwrap();
+        let err = |r: TcResult<()>| r.unwrap_err().to_string();
+        assert!(
+            err(cls.change_class(h(2), Handle::ROOT, Some(&class(MBIT, 1, false, 0)), &dev()))
+                .contains("Invalid argument")
+        );
+        let bare = ClassOpts::Cbq(CbqOpts {
+            rate: Some(rate(MBIT)),
+            ..Default::default()
+        });
+        assert!(
+            err(cls.change_class(h(2), h(0), Some(&bare), &dev())).contains("MUST be specified")
+        );
+        assert!(
+            err(cls.change_class(h(2), h(7), Some(&class(MBIT, 1, false, 0)), &dev()))
+                .contains("Failed to find parentid")
+        );
+        let mut bad = class(MBIT, 1, false, 0);
+        if let ClassOpts::Cbq(o) = &mut bad {
+            o.wrr.as_mut().unwrap().priority = 9;
+        }
+        assert!(err(cls.change_class(h(2), h(0), Some(&bad), &dev()))
+            .contains("bigger than TC_CBQ_MAXPRIO"));
+        let mut cell0 = class(MBIT, 1, false, 0);
+        if let ClassOpts::Cbq(o) = &mut cell0 {
+            o.rate.as_mut().unwrap().cell_log = 0;
+        }
+        assert!(
+            err(cls.change_class(h(2), h(0), Some(&cell0), &dev())).contains("Invalid rate table")
+        );
+        assert!(
+            err(cls.change_class(h(10), h(0), Some(&class(MBIT, 1, false, 0)), &dev()))
+                .contains("Invalid parent id")
+        );
+        assert!(err(cls.delete_class(h(0))).contains("busy"));
+        assert!(err(cls.delete_class(h(1))).contains("busy"));
+        cls.delete_class(h(10)).unwrap();
+        cls.delete_class(h(1)).unwrap();
+        assert_eq!(cls.list().len(), 1);
+        // A class added without an id gets X:8001.
+        cls.change_class(
+            Handle::UNSPEC,
+            h(0),
+            Some(&class(MBIT, 1, false, 0)),
+            &dev(),
+        )
+        .unwrap();
+        assert!(cls.contains(h(0x8001)));
+    }
+
+    #[test]
+    fn quanta_follow_weight_times_allot_normalized_per_band() {
+        let n = cbq(10 * MBIT);
+        let QdiscOpts::Cbq(o) = n.qdisc.dump() else {
+            panic!()
+        };
+        let mut q = Cbq::new(&o, &dev()).unwrap();
+        q.set_handle(h(0));
+        for (m, w) in [(1, 100_000), (2, 300_000)] {
+            let o = class(MBIT, 3, false, w);
+            Classful::change_class(&mut q, h(m), h(0), Some(&o), &dev()).unwrap();
+        }
+        // weight * allot * n / sum of weights: 100000 * 1514 * 2 / 400000.
+        assert_eq!(q.cl(h(1).0).quantum, 757);
+        assert_eq!(q.cl(h(2).0).quantum, 2271);
+        // The link, alone in band 7, keeps its allot (the device's MTU + header).
+        assert_eq!(q.cl(h(0).0).quantum, 1514);
+        // A weight so small the quantum would be 0 is repaired to MTU/2 + 1.
+        let o = class(MBIT, 3, false, 1);
+        Classful::change_class(&mut q, h(3), h(0), Some(&o), &dev()).unwrap();
+        assert_eq!(q.cl(h(3).0).quantum, 751);
+    }
+
+    #[test]
+    fn reset_empties_the_queues_and_keeps_the_classes() {
+        let mut n = parent_and_two(false, false);
+        let mut cx = Cx::new(Time(0));
+        for _ in 0..4 {
+            n.enqueue(pkt(h(10).0, 1000), &mut cx).unwrap();
+        }
+        assert_eq!(n.stats().qlen, 4);
+        n.reset();
+        assert_eq!(n.stats().qlen, 0);
+        assert!(matches!(n.dequeue(&mut cx), Dequeue::Empty));
+        assert_eq!(n.qdisc.classes_ref().unwrap().list().len(), 4);
+        n.enqueue(pkt(h(20).0, 1000), &mut cx).unwrap();
+        assert!(matches!(n.dequeue(&mut cx), Dequeue::Packet(p) if p.priority == h(20).0));
+        let _ = ETH_P_ALL;
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// Whatever arrives leaves or is dropped, and the node's queue
+        /// length always equals what the classes hold.
+        #[test]
+        fn packets_are_conserved(ops in proptest::collection::vec((0u8..6, 40u32..1600, 0u64..5_000_000), 1..300)) {
+            let mut n = parent_and_two(false, true);
+            add(&mut n, h(0), 2, class(MBIT / 4, 8, false, 0));
+            let (mut t, mut inn, mut out) = (0u64, 0u64, 0u64);
+            for (op, len, dt) in ops {
+                t += dt;
+                let mut cx = Cx::new(Time(t));
+                if op < 4 {
+                    let p = [h(10).0, h(20).0, h(2).0, 7][op as usize];
+                    if n.enqueue(pkt(p, len), &mut cx).is_ok() {
+                        inn += 1;
+                    }
+                } else if let Dequeue::Packet(_) = n.dequeue(&mut cx) {
+                    out += 1;
+                }
+                let held: u32 = n.qdisc.classes_ref().unwrap().list().iter().map(|c| c.stats.qlen).sum();
+                proptest::prop_assert_eq!(n.stats().qlen as u64, inn - out);
+                proptest::prop_assert_eq!(held as u64, inn - out);
+            }
+            // Everything drains.
+            let mut guard = 0;
+            loop {
+                let mut cx = Cx::new(Time(t));
+                match n.dequeue(&mut cx) {
+                    Dequeue::Packet(_) => out += 1,
+                    Dequeue::Wait(w) => { proptest::prop_assert!(w.0 > t); t = w.0 }
+                    Dequeue::Empty => break,
+                }
+                guard += 1;
+                proptest::prop_assert!(guard < 100_000);
+            }
+            proptest::prop_assert_eq!(inn, out);
+        }
     }
 }
