@@ -1048,6 +1048,7 @@ const KINDS: &[&str] = &[
     "sfq",
     "tbf",
     "htb",
+    "cbq",
     "ingress",
     "noqueue",
     "netem",
@@ -1060,6 +1061,13 @@ const KINDS: &[&str] = &[
     "gact",
 ];
 const WORDS: &[&str] = &[
+    "bandwidth",
+    "allot",
+    "weight",
+    "bounded",
+    "maxburst",
+    "split",
+    "defmap",
     "limit",
     "bands",
     "priomap",
