@@ -1262,9 +1262,8 @@ impl Qdisc for Cbq {
             self.update();
         }
         self.now = now;
-        if self.qlen == 0 {
-            return Dequeue::Empty;
-        }
+        // Even with nothing queued the passes run: they unlink empty classes
+        // and lift the cutoff, as the kernel's do.
         loop {
             self.wd_expires = 0;
             if let Some(p) = self.dequeue_1(cx) {
