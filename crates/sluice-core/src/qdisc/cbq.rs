@@ -1960,6 +1960,27 @@ mod tests {
         let _ = ETH_P_ALL;
     }
 
+    #[test]
+    fn classes_are_listed_in_class_hash_order() {
+        // The link (1:) is in the table from the start. Added as 1:20, 1:10,
+        // 1:1: with 4 buckets 1:10 and 1:1 share bucket 1 (1:1 at its head);
+        // the fourth class doubles the table, re-adding that chain from its
+        // head, which reverses the two (qdisc_class_hash_grow).
+        let mut n = cbq(10 * MBIT);
+        for m in [0x20, 0x10, 0x1] {
+            add(&mut n, h(0), m, class(MBIT, 5, true, 0));
+        }
+        let order: Vec<Handle> = n
+            .qdisc
+            .classes_ref()
+            .unwrap()
+            .list()
+            .iter()
+            .map(|c| c.classid)
+            .collect();
+        assert_eq!(order, vec![h(0), h(0x10), h(1), h(0x20)]);
+    }
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
         /// Whatever arrives leaves or is dropped, and the node's queue

@@ -841,4 +841,66 @@ mod tests {
             "  borrowed 3 overactions 2 avgidle 1.125e+08 undertime -5\n"
         );
     }
+
+    fn tc(net: &mut crate::net::Net, line: &str) -> crate::Outcome {
+        let (opts, rest) = crate::tc::parse_global(&words(line)).expect("options");
+        crate::tc::run(net, &opts, &rest)
+    }
+
+    /// Seed 003's CBQ script (its tc lines, DEV for ppp0) and what `tc class
+    /// show` prints for it: q_cbq.c's format with the values the kernel
+    /// keeps (the link class is listed, as tdc 492a expects; `1:1` inherits
+    /// avpkt and maxidle from the link; levels count up from the leaves).
+    #[test]
+    fn seed_003_cbq_script_shows_as_the_kernel_would() {
+        let mut net = crate::net::Net::new();
+        let o = crate::ip::run(&mut net, &words("link add dev DEV type dummy"));
+        assert_eq!(o.code, 0);
+        for c in [
+            "qdisc add dev DEV root handle 1: cbq avpkt 1000 bandwidth 10mbit",
+            "class add dev DEV parent 1: classid 1:1 cbq rate 220kbit allot 1500 prio 5 bounded isolated",
+            "class add dev DEV parent 1:1 classid 1:10 cbq rate 220kbit allot 1600 prio 1 avpkt 1000",
+            "class add dev DEV parent 1:1 classid 1:20 cbq rate 198kbit allot 1600 prio 2 avpkt 1000",
+            "qdisc add dev DEV parent 1:10 handle 10: sfq perturb 10",
+            "qdisc add dev DEV parent 1:20 handle 20: sfq perturb 10",
+            "filter add dev DEV parent 1:0 protocol ip prio 10 u32 match ip tos 0x10 0xff flowid 1:10",
+            "filter add dev DEV parent 1: protocol ip prio 13 u32 match ip dst 0.0.0.0/0 flowid 1:20",
+        ] {
+            let o = tc(&mut net, c);
+            assert_eq!((o.code, o.stderr.as_str()), (0, ""), "{c}");
+        }
+        assert_eq!(
+            tc(&mut net, "class show dev DEV").stdout,
+            "class cbq 1: root rate 10Mbit (bounded,isolated) prio no-transmit\n\
+             class cbq 1:1 parent 1: rate 220Kbit (bounded,isolated) prio 5\n\
+             class cbq 1:10 parent 1:1 leaf 10: rate 220Kbit prio 1\n\
+             class cbq 1:20 parent 1:1 leaf 20: rate 198Kbit prio 2\n"
+        );
+        let d = tc(&mut net, "-d qdisc show dev DEV").stdout;
+        assert!(
+            d.starts_with(
+                "qdisc cbq 1: root refcnt 2 rate 10Mbit linklayer ethernet cell 8b (bounded,isolated) \
+                 prio no-transmit/8 weight 10Mbit allot 1514b \nlevel 2 ewma 5 avpkt 1000b maxidle 24us \n"
+            ),
+            "{d}"
+        );
+        let d = tc(&mut net, "-d class show dev DEV classid 1:1").stdout;
+        assert_eq!(
+            d,
+            "class cbq 1:1 parent 1: rate 220Kbit linklayer ethernet cell 8b (bounded,isolated) \
+             prio 5/5 weight 220Kbit allot 1500b \nlevel 1 ewma 5 avpkt 1000b maxidle 24us \n"
+        );
+        // The link and classes with children cannot go; a leaf can.
+        assert_eq!(tc(&mut net, "class del dev DEV classid 1:1").code, 2);
+        assert_eq!(tc(&mut net, "class del dev DEV classid 1:").code, 2);
+        // `tc qdisc change` is not a CBQ operation.
+        let o = tc(
+            &mut net,
+            "qdisc change dev DEV root handle 1: cbq avpkt 1000 bandwidth 10mbit",
+        );
+        assert_eq!(
+            o.stderr,
+            "Error: Change operation not supported by specified qdisc.\n"
+        );
+    }
 }
