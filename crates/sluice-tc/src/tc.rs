@@ -811,7 +811,7 @@ fn class_cmd(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdResu
         }
     }
     let copts = match kind {
-        Some(k) => q::parse_class(k, a)?,
+        Some(k) => q::parse_class(k, a, flags.is_some_and(|f| f.excl))?,
         None => no_garbage(a, "class")?,
     };
     let dname = dev.ok_or_else(no_device)?;

@@ -1170,6 +1170,7 @@ const KINDS: &[&str] = &[
     "tbf",
     "htb",
     "hfsc",
+    "cbq",
     "ingress",
     "noqueue",
     "netem",
@@ -1186,6 +1187,13 @@ const KINDS: &[&str] = &[
     "gact",
 ];
 const WORDS: &[&str] = &[
+    "bandwidth",
+    "allot",
+    "weight",
+    "bounded",
+    "maxburst",
+    "split",
+    "defmap",
     "limit",
     "bands",
     "priomap",

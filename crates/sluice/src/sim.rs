@@ -70,10 +70,16 @@ pub struct SimArgs {
 }
 
 /// Files bundled scenarios refer to (their scripts), by name.
-pub const BUNDLED_FILES: &[(&str, &str)] = &[(
-    "seed003-htb.sh",
-    include_str!("../../../examples/seed003-htb.sh"),
-)];
+pub const BUNDLED_FILES: &[(&str, &str)] = &[
+    (
+        "seed003-htb.sh",
+        include_str!("../../../examples/seed003-htb.sh"),
+    ),
+    (
+        "seed003-cbq.sh",
+        include_str!("../../../examples/seed003-cbq.sh"),
+    ),
+];
 
 /// Runs node scripts with bash, this binary's `tc`/`ip` links first on PATH,
 /// against a state directory holding the node's namespace.

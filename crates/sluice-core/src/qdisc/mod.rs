@@ -15,6 +15,7 @@
 //! drops, which is what the kernel's `qdisc_tree_reduce_backlog` does.
 
 pub mod choke;
+pub mod cbq;
 pub mod class_hash;
 pub mod codel;
 pub mod codel_law;
@@ -162,6 +163,7 @@ pub enum QdiscOpts {
     Sfq(sfq::SfqOpts),
     Htb(htb::HtbOpts),
     Hfsc(hfsc::HfscOpts),
+    Cbq(cbq::CbqOpts),
     Ingress(ingress::IngressOpts),
     Clsact(ingress::IngressOpts),
     Netem(netem::NetemOpts),
@@ -188,6 +190,7 @@ impl QdiscOpts {
             QdiscOpts::Sfq(_) => "sfq",
             QdiscOpts::Htb(_) => "htb",
             QdiscOpts::Hfsc(_) => "hfsc",
+            QdiscOpts::Cbq(_) => "cbq",
             QdiscOpts::Ingress(_) => "ingress",
             QdiscOpts::Clsact(_) => "clsact",
             QdiscOpts::Netem(_) => "netem",
@@ -214,6 +217,7 @@ pub const KINDS: &[&str] = &[
     "sfq",
     "htb",
     "hfsc",
+    "cbq",
     "ingress",
     "clsact",
     "noqueue",
@@ -238,6 +242,7 @@ pub fn create(opts: &QdiscOpts, dev: &DevInfo) -> TcResult<Box<dyn Qdisc>> {
         QdiscOpts::Sfq(o) => Box::new(sfq::Sfq::new(o, dev)?),
         QdiscOpts::Htb(o) => Box::new(htb::Htb::new(o, dev)?),
         QdiscOpts::Hfsc(o) => Box::new(hfsc::Hfsc::new(o, dev)?),
+        QdiscOpts::Cbq(o) => Box::new(cbq::Cbq::new(o, dev)?),
         QdiscOpts::Ingress(o) => Box::new(ingress::Ingress::new(
             ingress::IngressKind::Ingress,
             o,
@@ -269,6 +274,8 @@ pub enum XStats {
     HtbClass(htb::HtbClassXstats),
     /// HFSC class statistics (period, work, rtwork, level).
     HfscClass(hfsc::HfscClassXstats),
+    /// CBQ qdisc (the link class) and class statistics.
+    Cbq(cbq::CbqXstats),
     /// SFQ class (flow) statistics.
     SfqClass(sfq::SfqClassXstats),
     /// codel qdisc statistics.
@@ -374,6 +381,8 @@ pub enum ClassOpts {
     Htb(htb::HtbClassOpts),
     /// An HFSC class.
     Hfsc(hfsc::HfscClassOpts),
+    /// A CBQ class.
+    Cbq(cbq::CbqOpts),
 }
 
 /// The class side of a classful qdisc (`Qdisc_class_ops`).

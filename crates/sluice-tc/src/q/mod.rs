@@ -2,6 +2,7 @@
 //! them back as iproute2's `q_<kind>.c` does. One file per kind.
 
 mod choke;
+mod cbq;
 mod codel;
 mod fifo;
 mod fq_codel;
@@ -46,6 +47,7 @@ pub fn parse_qdisc(
         "pfifo_fast" => pfifo_fast::parse(args)?,
         "htb" => htb::parse_qdisc(args)?,
         "hfsc" => hfsc::parse_qdisc(args)?,
+        "cbq" => cbq::parse_qdisc(args)?,
         "noqueue" => {
             if let Some(w) = args.peek() {
                 return Err(crate::args::Fail::new(
@@ -76,6 +78,7 @@ pub fn print_qdisc(opts: &QdiscOpts, out: &mut Out, details: bool) {
         QdiscOpts::PfifoFast(_) => pfifo_fast::print(out),
         QdiscOpts::Htb(o) => htb::print_qdisc(o, out, details),
         QdiscOpts::Hfsc(o) => hfsc::print_qdisc(o, out),
+        QdiscOpts::Cbq(o) => cbq::print(o, out, details),
         QdiscOpts::Tbf(o) => tbf::print(o, out, details),
         QdiscOpts::Prio(o) => prio::print(o, out, details),
         QdiscOpts::Sfq(o) => sfq::print(o, out, details),
@@ -90,11 +93,13 @@ pub fn print_qdisc(opts: &QdiscOpts, out: &mut Out, details: bool) {
     }
 }
 
-/// Parse class options (`parse_copt`); `Err` for classless kinds.
-pub fn parse_class(kind: &str, args: &mut Args) -> CmdResult<Option<ClassOpts>> {
+/// Parse class options (`parse_copt`); `Err` for classless kinds. `excl`:
+/// the request carries NLM_F_EXCL (`tc class add`), which CBQ looks at.
+pub fn parse_class(kind: &str, args: &mut Args, excl: bool) -> CmdResult<Option<ClassOpts>> {
     match kind {
         "htb" => Ok(Some(htb::parse_class(args)?)),
         "hfsc" => Ok(Some(hfsc::parse_class(args)?)),
+        "cbq" => Ok(Some(cbq::parse_class(args, excl)?)),
         _ => Err(crate::args::Fail::new(
             1,
             format!("Error: Qdisc \"{kind}\" is classless."),
@@ -107,6 +112,7 @@ pub fn print_class(opts: &ClassOpts, out: &mut Out, details: bool) {
     match opts {
         ClassOpts::Htb(o) => htb::print_class(o, out, details),
         ClassOpts::Hfsc(o) => hfsc::print_class(o, out),
+        ClassOpts::Cbq(o) => cbq::print(o, out, details),
         ClassOpts::Plain => {}
     }
 }
@@ -116,6 +122,7 @@ pub fn print_xstats(x: &XStats, out: &mut Out) {
     match x {
         XStats::HtbClass(h) => htb::print_xstats(h, out),
         XStats::HfscClass(x) => hfsc::print_xstats(x, out),
+        XStats::Cbq(x) => cbq::print_xstats(x, out),
         XStats::SfqClass(x) => sfq::print_xstats(x, out),
         XStats::Codel(x) => codel::print_xstats(x, out),
         XStats::FqCodel(x) => fq_codel::print_xstats(x, out),
