@@ -17,6 +17,8 @@
 pub mod class_hash;
 pub mod codel;
 pub mod codel_law;
+pub mod drr;
+pub mod drr_core;
 pub mod fifo;
 pub mod flow_hash;
 pub mod fq_codel;
@@ -159,6 +161,7 @@ pub enum QdiscOpts {
     Netem(netem::NetemOpts),
     Codel(codel::CodelOpts),
     FqCodel(fq_codel::FqCodelOpts),
+    Drr(drr::DrrOpts),
     Noqueue,
     Noop,
 }
@@ -180,6 +183,7 @@ impl QdiscOpts {
             QdiscOpts::Netem(_) => "netem",
             QdiscOpts::Codel(_) => "codel",
             QdiscOpts::FqCodel(_) => "fq_codel",
+            QdiscOpts::Drr(_) => "drr",
             QdiscOpts::Noqueue => "noqueue",
             QdiscOpts::Noop => "noop",
         }
@@ -202,6 +206,7 @@ pub const KINDS: &[&str] = &[
     "netem",
     "codel",
     "fq_codel",
+    "drr",
 ];
 
 /// Build a qdisc of the kind `opts` names (`qdisc_create` + `init`).
@@ -226,6 +231,7 @@ pub fn create(opts: &QdiscOpts, dev: &DevInfo) -> TcResult<Box<dyn Qdisc>> {
         QdiscOpts::Netem(o) => Box::new(netem::Netem::new(o, dev)?),
         QdiscOpts::Codel(o) => Box::new(codel::Codel::new(o, dev)?),
         QdiscOpts::FqCodel(o) => Box::new(fq_codel::FqCodel::new(o, dev)?),
+        QdiscOpts::Drr(o) => Box::new(drr::Drr::new(o, dev)?),
         QdiscOpts::Noqueue => Box::new(noqueue::Noqueue::new(false)),
         QdiscOpts::Noop => Box::new(noqueue::Noqueue::new(true)),
     })
@@ -248,6 +254,8 @@ pub enum XStats {
     FqCodel(fq_codel::FqCodelXstats),
     /// fq_codel class (flow) statistics.
     FqCodelClass(fq_codel::FqCodelClassXstats),
+    /// drr class statistics (deficit).
+    DrrClass(drr::DrrClassXstats),
 }
 
 /// A queueing discipline. Implementations keep their own queues and state;
@@ -335,6 +343,8 @@ pub enum ClassOpts {
     Plain,
     /// An HTB class.
     Htb(htb::HtbClassOpts),
+    /// A drr class.
+    Drr(drr::DrrClassOpts),
 }
 
 /// The class side of a classful qdisc (`Qdisc_class_ops`).
@@ -514,6 +524,23 @@ impl QdiscNode {
             }
         }
         self.peeked.as_ref()
+    }
+
+    /// [`QdiscNode::peek`] that also tells why there is no packet: `Err(Some(t))`
+    /// when the qdisc holds packets it may not send before `t`, `Err(None)`
+    /// when it is empty (for round-robin parents such as drr and ets).
+    pub fn peek_or_wait(&mut self, cx: &mut Cx) -> Result<&Packet, Option<Time>> {
+        if self.peeked.is_none() {
+            let (p0, b0) = (cx.shed_packets, cx.shed_bytes);
+            let d = self.qdisc.dequeue(cx);
+            self.account_shed(cx, p0, b0);
+            match d {
+                Dequeue::Packet(p) => self.peeked = Some(p),
+                Dequeue::Wait(t) => return Err(Some(t)),
+                Dequeue::Empty => return Err(None),
+            }
+        }
+        self.peeked.as_ref().ok_or(None)
     }
 
     /// Drop everything queued in this subtree (`qdisc_reset`).

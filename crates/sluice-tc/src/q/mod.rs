@@ -2,6 +2,7 @@
 //! them back as iproute2's `q_<kind>.c` does. One file per kind.
 
 mod codel;
+mod drr;
 mod fifo;
 mod fq_codel;
 mod htb;
@@ -35,6 +36,7 @@ pub fn parse_qdisc(
         "pfifo" | "bfifo" | "pfifo_head_drop" => fifo::parse(kind, args)?,
         "pfifo_fast" => pfifo_fast::parse(args)?,
         "htb" => htb::parse_qdisc(args)?,
+        "drr" => drr::parse(args)?,
         "noqueue" => {
             if let Some(w) = args.peek() {
                 return Err(crate::args::Fail::new(
@@ -78,6 +80,7 @@ pub fn print_qdisc(opts: &QdiscOpts, out: &mut Out, details: bool) {
 pub fn parse_class(kind: &str, args: &mut Args) -> CmdResult<Option<ClassOpts>> {
     match kind {
         "htb" => Ok(Some(htb::parse_class(args)?)),
+        "drr" => Ok(Some(drr::parse_class(args)?)),
         _ => Err(crate::args::Fail::new(
             1,
             format!("Error: Qdisc \"{kind}\" is classless."),
@@ -89,6 +92,7 @@ pub fn parse_class(kind: &str, args: &mut Args) -> CmdResult<Option<ClassOpts>> 
 pub fn print_class(opts: &ClassOpts, out: &mut Out, details: bool) {
     match opts {
         ClassOpts::Htb(o) => htb::print_class(o, out, details),
+        ClassOpts::Drr(o) => drr::print_class(o, out),
         ClassOpts::Plain => {}
     }
 }
@@ -101,6 +105,7 @@ pub fn print_xstats(x: &XStats, out: &mut Out) {
         XStats::Codel(x) => codel::print_xstats(x, out),
         XStats::FqCodel(x) => fq_codel::print_xstats(x, out),
         XStats::FqCodelClass(x) => fq_codel::print_class_xstats(x, out),
+        XStats::DrrClass(x) => drr::print_xstats(x, out),
         XStats::None | XStats::Absent => {}
     }
 }
