@@ -19,6 +19,7 @@ pub mod codel;
 pub mod codel_law;
 pub mod drr;
 pub mod drr_core;
+pub mod ets;
 pub mod fifo;
 pub mod flow_hash;
 pub mod fq_codel;
@@ -162,6 +163,7 @@ pub enum QdiscOpts {
     Codel(codel::CodelOpts),
     FqCodel(fq_codel::FqCodelOpts),
     Drr(drr::DrrOpts),
+    Ets(ets::EtsOpts),
     Noqueue,
     Noop,
 }
@@ -184,6 +186,7 @@ impl QdiscOpts {
             QdiscOpts::Codel(_) => "codel",
             QdiscOpts::FqCodel(_) => "fq_codel",
             QdiscOpts::Drr(_) => "drr",
+            QdiscOpts::Ets(_) => "ets",
             QdiscOpts::Noqueue => "noqueue",
             QdiscOpts::Noop => "noop",
         }
@@ -207,6 +210,7 @@ pub const KINDS: &[&str] = &[
     "codel",
     "fq_codel",
     "drr",
+    "ets",
 ];
 
 /// Build a qdisc of the kind `opts` names (`qdisc_create` + `init`).
@@ -232,6 +236,7 @@ pub fn create(opts: &QdiscOpts, dev: &DevInfo) -> TcResult<Box<dyn Qdisc>> {
         QdiscOpts::Codel(o) => Box::new(codel::Codel::new(o, dev)?),
         QdiscOpts::FqCodel(o) => Box::new(fq_codel::FqCodel::new(o, dev)?),
         QdiscOpts::Drr(o) => Box::new(drr::Drr::new(o, dev)?),
+        QdiscOpts::Ets(o) => Box::new(ets::Ets::new(o, dev)?),
         QdiscOpts::Noqueue => Box::new(noqueue::Noqueue::new(false)),
         QdiscOpts::Noop => Box::new(noqueue::Noqueue::new(true)),
     })
@@ -345,6 +350,8 @@ pub enum ClassOpts {
     Htb(htb::HtbClassOpts),
     /// A drr class.
     Drr(drr::DrrClassOpts),
+    /// An ets band.
+    Ets(ets::EtsClassOpts),
 }
 
 /// The class side of a classful qdisc (`Qdisc_class_ops`).

@@ -62,7 +62,7 @@ pub(super) fn print_xstats(x: &DrrClassXstats, out: &mut Out) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use crate::net::Net;
     use sluice_core::device::DevKind;
     use sluice_core::qdisc::DevInfo;

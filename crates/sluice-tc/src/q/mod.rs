@@ -3,6 +3,7 @@
 
 mod codel;
 mod drr;
+mod ets;
 mod fifo;
 mod fq_codel;
 mod htb;
@@ -37,6 +38,7 @@ pub fn parse_qdisc(
         "pfifo_fast" => pfifo_fast::parse(args)?,
         "htb" => htb::parse_qdisc(args)?,
         "drr" => drr::parse(args)?,
+        "ets" => ets::parse(args)?,
         "noqueue" => {
             if let Some(w) = args.peek() {
                 return Err(crate::args::Fail::new(
@@ -72,6 +74,7 @@ pub fn print_qdisc(opts: &QdiscOpts, out: &mut Out, details: bool) {
         QdiscOpts::Netem(o) => netem::print(o, out, details),
         QdiscOpts::Codel(o) => codel::print(o, out, details),
         QdiscOpts::FqCodel(o) => fq_codel::print(o, out, details),
+        QdiscOpts::Ets(o) => ets::print(o, out),
         _ => {}
     }
 }
@@ -81,6 +84,7 @@ pub fn parse_class(kind: &str, args: &mut Args) -> CmdResult<Option<ClassOpts>> 
     match kind {
         "htb" => Ok(Some(htb::parse_class(args)?)),
         "drr" => Ok(Some(drr::parse_class(args)?)),
+        "ets" => Ok(Some(ets::parse_class(args)?)),
         _ => Err(crate::args::Fail::new(
             1,
             format!("Error: Qdisc \"{kind}\" is classless."),
@@ -93,6 +97,7 @@ pub fn print_class(opts: &ClassOpts, out: &mut Out, details: bool) {
     match opts {
         ClassOpts::Htb(o) => htb::print_class(o, out, details),
         ClassOpts::Drr(o) => drr::print_class(o, out),
+        ClassOpts::Ets(o) => ets::print_class(o, out),
         ClassOpts::Plain => {}
     }
 }
