@@ -70,10 +70,16 @@ impl DrrClasses<u32> for ClassHash<DrrClass> {
         &mut self.get_mut(class).expect("active classes exist").flow
     }
     fn head(&mut self, class: u32, cx: &mut Cx) -> Head {
-        match self.get_mut(class).map(|c| c.leaf.peek_or_wait(cx)) {
-            Some(Ok(p)) => Head::Len(p.len),
-            Some(Err(Some(t))) => Head::Wait(t),
-            _ => Head::Empty,
+        let Some(leaf) = self.get_mut(class).map(|c| &mut c.leaf) else {
+            return Head::Empty;
+        };
+        let head = leaf.peek_or_wait(cx).map(|p| p.len);
+        match head {
+            Ok(len) => Head::Len(len),
+            Err(Some(t)) => Head::Wait(t),
+            // Still counted as queued after the peek: held, not gone.
+            Err(None) if leaf.stats.qlen > 0 => Head::Held,
+            Err(None) => Head::Empty,
         }
     }
 }
@@ -161,6 +167,8 @@ impl Qdisc for Drr {
             match self.active.pick(&mut self.classes, cx) {
                 Pick::Empty => return Dequeue::Empty,
                 Pick::Wait(t) => return Dequeue::Wait(t),
+                // A plugged head class: the kernel returns nothing too.
+                Pick::Held => return Dequeue::Empty,
                 Pick::Class(id) => {
                     let Some(c) = self.classes.get_mut(id) else {
                         self.active.deactivate(id);

@@ -52,6 +52,8 @@ pub enum Head {
     Len(u32),
     /// Packets, none of which may leave before this time.
     Wait(Time),
+    /// Packets held with no time to come back (a plugged child).
+    Held,
     /// Nothing queued.
     Empty,
 }
@@ -63,6 +65,9 @@ pub enum Pick<K> {
     Class(K),
     /// The head class holds a packet until this time.
     Wait(Time),
+    /// The head class holds packets until something external releases them
+    /// (the kernel's dequeue returns nothing; the class stays active).
+    Held,
     /// No class is active.
     Empty,
 }
@@ -134,6 +139,7 @@ impl<K: Copy + Eq> DrrList<K> {
             let len = match classes.head(class, cx) {
                 Head::Len(l) => l,
                 Head::Wait(t) => return Pick::Wait(t),
+                Head::Held => return Pick::Held,
                 Head::Empty => {
                     self.active.pop_front();
                     continue;

@@ -145,10 +145,16 @@ impl DrrClasses<usize> for Vec<EtsBand> {
         &mut self[band].flow
     }
     fn head(&mut self, band: usize, cx: &mut Cx) -> Head {
-        match self.get_mut(band).map(|b| b.leaf.peek_or_wait(cx)) {
-            Some(Ok(p)) => Head::Len(p.len),
-            Some(Err(Some(t))) => Head::Wait(t),
-            _ => Head::Empty,
+        let Some(leaf) = self.get_mut(band).map(|c| &mut c.leaf) else {
+            return Head::Empty;
+        };
+        let head = leaf.peek_or_wait(cx).map(|p| p.len);
+        match head {
+            Ok(len) => Head::Len(len),
+            Err(Some(t)) => Head::Wait(t),
+            // Still counted as queued after the peek: held, not gone.
+            Err(None) if leaf.stats.qlen > 0 => Head::Held,
+            Err(None) => Head::Empty,
         }
     }
 }
@@ -326,7 +332,7 @@ impl Qdisc for Ets {
         }
         loop {
             match self.active.pick(&mut self.bands, cx) {
-                Pick::Empty => return wake.map_or(Dequeue::Empty, Dequeue::Wait),
+                Pick::Empty | Pick::Held => return wake.map_or(Dequeue::Empty, Dequeue::Wait),
                 Pick::Wait(t) => {
                     return Dequeue::Wait(Dequeue::earliest(wake, Some(t)).unwrap_or(t))
                 }

@@ -30,6 +30,7 @@ pub mod noqueue;
 pub mod pfifo_fast;
 pub mod prio;
 pub mod sfq;
+pub mod skbprio;
 pub mod tbf;
 pub mod token_bucket;
 
@@ -164,6 +165,7 @@ pub enum QdiscOpts {
     FqCodel(fq_codel::FqCodelOpts),
     Drr(drr::DrrOpts),
     Ets(ets::EtsOpts),
+    Skbprio(skbprio::SkbprioOpts),
     Noqueue,
     Noop,
 }
@@ -187,6 +189,7 @@ impl QdiscOpts {
             QdiscOpts::FqCodel(_) => "fq_codel",
             QdiscOpts::Drr(_) => "drr",
             QdiscOpts::Ets(_) => "ets",
+            QdiscOpts::Skbprio(_) => "skbprio",
             QdiscOpts::Noqueue => "noqueue",
             QdiscOpts::Noop => "noop",
         }
@@ -211,6 +214,7 @@ pub const KINDS: &[&str] = &[
     "fq_codel",
     "drr",
     "ets",
+    "skbprio",
 ];
 
 /// Build a qdisc of the kind `opts` names (`qdisc_create` + `init`).
@@ -237,6 +241,7 @@ pub fn create(opts: &QdiscOpts, dev: &DevInfo) -> TcResult<Box<dyn Qdisc>> {
         QdiscOpts::FqCodel(o) => Box::new(fq_codel::FqCodel::new(o, dev)?),
         QdiscOpts::Drr(o) => Box::new(drr::Drr::new(o, dev)?),
         QdiscOpts::Ets(o) => Box::new(ets::Ets::new(o, dev)?),
+        QdiscOpts::Skbprio(o) => Box::new(skbprio::Skbprio::new(o, dev)?),
         QdiscOpts::Noqueue => Box::new(noqueue::Noqueue::new(false)),
         QdiscOpts::Noop => Box::new(noqueue::Noqueue::new(true)),
     })
@@ -261,6 +266,8 @@ pub enum XStats {
     FqCodelClass(fq_codel::FqCodelClassXstats),
     /// drr class statistics (deficit).
     DrrClass(drr::DrrClassXstats),
+    /// The class dumps queue counters only, no bytes or packets (skbprio's priorities).
+    QueueOnly,
 }
 
 /// A queueing discipline. Implementations keep their own queues and state;

@@ -11,6 +11,7 @@ mod netem;
 mod pfifo_fast;
 mod prio;
 mod sfq;
+mod skbprio;
 mod tbf;
 
 use crate::args::{Args, CmdResult};
@@ -39,6 +40,7 @@ pub fn parse_qdisc(
         "htb" => htb::parse_qdisc(args)?,
         "drr" => drr::parse(args)?,
         "ets" => ets::parse(args)?,
+        "skbprio" => skbprio::parse(args)?,
         "noqueue" => {
             if let Some(w) = args.peek() {
                 return Err(crate::args::Fail::new(
@@ -75,6 +77,7 @@ pub fn print_qdisc(opts: &QdiscOpts, out: &mut Out, details: bool) {
         QdiscOpts::Codel(o) => codel::print(o, out, details),
         QdiscOpts::FqCodel(o) => fq_codel::print(o, out, details),
         QdiscOpts::Ets(o) => ets::print(o, out),
+        QdiscOpts::Skbprio(o) => skbprio::print(o, out),
         _ => {}
     }
 }
@@ -111,7 +114,7 @@ pub fn print_xstats(x: &XStats, out: &mut Out) {
         XStats::FqCodel(x) => fq_codel::print_xstats(x, out),
         XStats::FqCodelClass(x) => fq_codel::print_class_xstats(x, out),
         XStats::DrrClass(x) => drr::print_xstats(x, out),
-        XStats::None | XStats::Absent => {}
+        XStats::None | XStats::Absent | XStats::QueueOnly => {}
     }
 }
 
