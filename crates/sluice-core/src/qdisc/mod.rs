@@ -28,6 +28,7 @@ pub mod ingress;
 pub mod netem;
 pub mod noqueue;
 pub mod pfifo_fast;
+pub mod plug;
 pub mod prio;
 pub mod sfq;
 pub mod skbprio;
@@ -166,6 +167,7 @@ pub enum QdiscOpts {
     Drr(drr::DrrOpts),
     Ets(ets::EtsOpts),
     Skbprio(skbprio::SkbprioOpts),
+    Plug(plug::PlugOpts),
     Noqueue,
     Noop,
 }
@@ -190,6 +192,7 @@ impl QdiscOpts {
             QdiscOpts::Drr(_) => "drr",
             QdiscOpts::Ets(_) => "ets",
             QdiscOpts::Skbprio(_) => "skbprio",
+            QdiscOpts::Plug(_) => "plug",
             QdiscOpts::Noqueue => "noqueue",
             QdiscOpts::Noop => "noop",
         }
@@ -215,6 +218,7 @@ pub const KINDS: &[&str] = &[
     "drr",
     "ets",
     "skbprio",
+    "plug",
 ];
 
 /// Build a qdisc of the kind `opts` names (`qdisc_create` + `init`).
@@ -242,6 +246,7 @@ pub fn create(opts: &QdiscOpts, dev: &DevInfo) -> TcResult<Box<dyn Qdisc>> {
         QdiscOpts::Drr(o) => Box::new(drr::Drr::new(o, dev)?),
         QdiscOpts::Ets(o) => Box::new(ets::Ets::new(o, dev)?),
         QdiscOpts::Skbprio(o) => Box::new(skbprio::Skbprio::new(o, dev)?),
+        QdiscOpts::Plug(o) => Box::new(plug::Plug::new(o, dev)?),
         QdiscOpts::Noqueue => Box::new(noqueue::Noqueue::new(false)),
         QdiscOpts::Noop => Box::new(noqueue::Noqueue::new(true)),
     })

@@ -9,6 +9,7 @@ mod fq_codel;
 mod htb;
 mod netem;
 mod pfifo_fast;
+mod plug;
 mod prio;
 mod sfq;
 mod skbprio;
@@ -41,6 +42,7 @@ pub fn parse_qdisc(
         "drr" => drr::parse(args)?,
         "ets" => ets::parse(args)?,
         "skbprio" => skbprio::parse(args)?,
+        "plug" => plug::parse(args)?,
         "noqueue" => {
             if let Some(w) = args.peek() {
                 return Err(crate::args::Fail::new(
