@@ -25,6 +25,7 @@ pub mod flow_hash;
 pub mod fq_codel;
 pub mod htb;
 pub mod ingress;
+pub mod multiq;
 pub mod netem;
 pub mod noqueue;
 pub mod pfifo_fast;
@@ -168,6 +169,7 @@ pub enum QdiscOpts {
     Ets(ets::EtsOpts),
     Skbprio(skbprio::SkbprioOpts),
     Plug(plug::PlugOpts),
+    Multiq(multiq::MultiqOpts),
     Noqueue,
     Noop,
 }
@@ -193,6 +195,7 @@ impl QdiscOpts {
             QdiscOpts::Ets(_) => "ets",
             QdiscOpts::Skbprio(_) => "skbprio",
             QdiscOpts::Plug(_) => "plug",
+            QdiscOpts::Multiq(_) => "multiq",
             QdiscOpts::Noqueue => "noqueue",
             QdiscOpts::Noop => "noop",
         }
@@ -247,6 +250,7 @@ pub fn create(opts: &QdiscOpts, dev: &DevInfo) -> TcResult<Box<dyn Qdisc>> {
         QdiscOpts::Ets(o) => Box::new(ets::Ets::new(o, dev)?),
         QdiscOpts::Skbprio(o) => Box::new(skbprio::Skbprio::new(o, dev)?),
         QdiscOpts::Plug(o) => Box::new(plug::Plug::new(o, dev)?),
+        QdiscOpts::Multiq(o) => return Err(multiq::refuse(o, dev)),
         QdiscOpts::Noqueue => Box::new(noqueue::Noqueue::new(false)),
         QdiscOpts::Noop => Box::new(noqueue::Noqueue::new(true)),
     })

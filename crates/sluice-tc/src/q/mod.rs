@@ -7,6 +7,7 @@ mod ets;
 mod fifo;
 mod fq_codel;
 mod htb;
+mod multiq;
 mod netem;
 mod pfifo_fast;
 mod plug;
@@ -43,6 +44,7 @@ pub fn parse_qdisc(
         "ets" => ets::parse(args)?,
         "skbprio" => skbprio::parse(args)?,
         "plug" => plug::parse(args)?,
+        "multiq" => multiq::parse(args)?,
         "noqueue" => {
             if let Some(w) = args.peek() {
                 return Err(crate::args::Fail::new(
@@ -80,6 +82,7 @@ pub fn print_qdisc(opts: &QdiscOpts, out: &mut Out, details: bool) {
         QdiscOpts::FqCodel(o) => fq_codel::print(o, out, details),
         QdiscOpts::Ets(o) => ets::print(o, out),
         QdiscOpts::Skbprio(o) => skbprio::print(o, out),
+        QdiscOpts::Multiq(o) => multiq::print(o, out),
         _ => {}
     }
 }
