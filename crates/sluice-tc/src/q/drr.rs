@@ -127,6 +127,67 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn class_options_round_trip_through_their_printout() {
+        // sprint_size rounds to Kb within 16 bytes (as iproute2 does), so the
+        // printout is what must survive a second pass; exact sizes stay exact.
+        for q in ["1514", "6kb", "1030", "100", "1mb", "3000"] {
+            let mut a = net();
+            tc(&mut a, "qdisc add dev d0 handle 1: root drr");
+            tc(
+                &mut a,
+                &format!("class add dev d0 parent 1: classid 1:1 drr quantum {q}"),
+            );
+            let pa = tc(&mut a, "class show dev d0").1;
+            let opts = pa.trim_end().split("root ").nth(1).unwrap().to_string();
+            let mut b = net();
+            tc(&mut b, "qdisc add dev d0 handle 1: root drr");
+            let r = tc(
+                &mut b,
+                &format!("class add dev d0 parent 1: classid 1:1 drr {opts}"),
+            );
+            assert_eq!(r.0, 0, "{r:?}");
+            assert_eq!(tc(&mut b, "class show dev d0").1, pa, "quantum {q}");
+        }
+    }
+
+    #[test]
+    fn children_graft_onto_classes() {
+        let mut n = net();
+        tc(&mut n, "qdisc add dev d0 handle 1: root drr");
+        tc(&mut n, "class add dev d0 parent 1: classid 1:1 drr");
+        let r = tc(
+            &mut n,
+            "qdisc add dev d0 parent 1:1 handle 10: pfifo limit 5",
+        );
+        assert_eq!(r.0, 0, "{r:?}");
+        assert_eq!(
+            tc(&mut n, "class show dev d0").1,
+            "class drr 1:1 root leaf 10: quantum 1514b \n"
+        );
+        assert_eq!(
+            tc(&mut n, "qdisc show dev d0").1,
+            "qdisc drr 1: root refcnt 2 \nqdisc pfifo 10: parent 1:1 limit 5p\n"
+        );
+        // A class a filter points to cannot go; one without can.
+        assert_eq!(tc(&mut n, "class del dev d0 classid 1:1").0, 0);
+        assert_eq!(
+            tc(&mut n, "qdisc show dev d0").1,
+            "qdisc drr 1: root refcnt 2 \n"
+        );
+        assert_eq!(tc(&mut n, "class del dev d0 classid 1:1").0, 2);
+        tc(&mut n, "class add dev d0 parent 1: classid 1:2 drr");
+        let r = tc(
+            &mut n,
+            "filter add dev d0 parent 1: protocol ip prio 1 u32 match ip dst 10.0.0.1/32 flowid 1:2",
+        );
+        assert_eq!(r.0, 0, "{r:?}");
+        assert_eq!(
+            tc(&mut n, "class del dev d0 classid 1:2"),
+            (2, String::new(), "Error: DRR class is in use.\n".into())
+        );
+    }
+
+    #[test]
     fn errors_as_iproute2_and_the_kernel() {
         let mut n = net();
         assert_eq!(

@@ -363,3 +363,57 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod roundtrip {
+    use super::super::drr::tests::{net, tc};
+    use proptest::prelude::*;
+
+    /// The options of the root qdisc as `qdisc show` prints them.
+    fn printed(n: &mut crate::net::Net) -> String {
+        let line = tc(n, "qdisc show dev d0").1;
+        let at = line.find("refcnt 2 ").expect("a root qdisc") + "refcnt 2 ".len();
+        line[at..].trim_end().to_string()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+        /// Print an ets, feed the printout back to tc: the same qdisc.
+        #[test]
+        fn print_then_parse_gives_the_same_ets(
+            nbands in 1u8..=16,
+            strict_frac in 0u8..=16,
+            quanta in prop::collection::vec(1u32..100_000, 0..16),
+            map in prop::collection::vec(0u8..16, 0..=16),
+        ) {
+            let nstrict = strict_frac % (nbands + 1);
+            let nq = quanta.len().min((nbands - nstrict) as usize);
+            let mut cmd = format!("qdisc add dev d0 root handle 1: ets bands {nbands}");
+            if nstrict > 0 {
+                cmd += &format!(" strict {nstrict}");
+            }
+            if nq > 0 {
+                cmd += " quanta";
+                for q in &quanta[..nq] {
+                    cmd += &format!(" {q}");
+                }
+            }
+            if !map.is_empty() {
+                cmd += " priomap";
+                for b in &map {
+                    cmd += &format!(" {}", b % nbands);
+                }
+            }
+            let mut a = net();
+            prop_assert_eq!(tc(&mut a, &cmd).0, 0, "{}", cmd);
+            let pa = printed(&mut a);
+            let mut b = net();
+            let again = format!("qdisc add dev d0 root handle 1: ets {pa}");
+            prop_assert_eq!(tc(&mut b, &again).0, 0, "{}", again);
+            prop_assert_eq!(printed(&mut b), pa);
+            let oa = a.dev("d0").unwrap().root.qdisc.dump();
+            let ob = b.dev("d0").unwrap().root.qdisc.dump();
+            prop_assert_eq!(oa, ob);
+        }
+    }
+}

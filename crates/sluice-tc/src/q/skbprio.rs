@@ -88,6 +88,26 @@ mod tests {
     }
 
     #[test]
+    fn limit_round_trips_through_its_printout() {
+        for l in ["0", "1", "64", "4000000000"] {
+            let mut a = net();
+            tc(
+                &mut a,
+                &format!("qdisc add dev d0 root handle 1: skbprio limit {l}"),
+            );
+            let pa = tc(&mut a, "qdisc show dev d0").1;
+            let opts = pa.trim_end().split("refcnt 2 ").nth(1).unwrap().to_string();
+            let mut b = net();
+            tc(
+                &mut b,
+                &format!("qdisc add dev d0 root handle 1: skbprio {opts}"),
+            );
+            assert_eq!(tc(&mut b, "qdisc show dev d0").1, pa);
+            assert_eq!(pa, format!("qdisc skbprio 1: root refcnt 2 limit {l} \n"));
+        }
+    }
+
+    #[test]
     fn parse_errors_as_iproute2_6_1() {
         let mut n = net();
         for (args, code, err) in [
