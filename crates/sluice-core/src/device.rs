@@ -623,6 +623,12 @@ impl Device {
         if exists && flags.excl {
             return Err(TcError::errno(Errno::EEXIST));
         }
+        // Kernels since 6.15 refuse a class id of TC_H_ROOT (tc-testing drr.json 4009).
+        if clid == Handle::ROOT {
+            return Err(TcError::inval(
+                "Cannot create traffic class with classid TC_H_ROOT",
+            ));
+        }
         cls.change_class(clid, parent, opts, &dev)?;
         let warning = node.qdisc.take_warning();
         self.apply_purged(q);

@@ -733,6 +733,34 @@ pub fn print_stats(s: &Stats, rate: Option<(u64, u64)>, prefix: &str, out: &mut 
     out.text(&format!(" requeues {}", s.requeues));
 }
 
+/// `print_tcstats2_attr` when the kernel sent queue counters but no basic
+/// ones (skbprio's classes): no prefix and no "Sent" before "(dropped".
+pub fn print_queue_stats(s: &Stats, prefix: &str, out: &mut Out) {
+    out.uint(To::Any, "drops", &format!(" (dropped {}", s.drops), s.drops);
+    out.uint(
+        To::Any,
+        "overlimits",
+        &format!(", overlimits {}", s.overlimits),
+        s.overlimits,
+    );
+    out.uint(
+        To::Any,
+        "requeues",
+        &format!(" requeues {}) ", s.requeues),
+        s.requeues,
+    );
+    out.text("\n");
+    out.text(prefix);
+    out.uint(
+        To::Any,
+        "backlog",
+        &format!("backlog {}", fmt_size(s.backlog as u32)),
+        s.backlog,
+    );
+    out.uint(To::Any, "qlen", &format!(" {}p", s.qlen), s.qlen as u64);
+    out.text(&format!(" requeues {}", s.requeues));
+}
+
 const CLASS_USAGE: &str = "Usage: tc class [ add | del | change | replace | show ] dev STRING
        [ classid CLASSID ] [ root | parent CLASSID ]
        [ [ QDISC_KIND ] [ help | OPTIONS ] ]
@@ -924,7 +952,10 @@ fn class_list(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdRes
             out.close();
             out.nl();
             if opts.stats {
-                if c.xstats != XStats::Absent {
+                if c.xstats == XStats::QueueOnly {
+                    print_queue_stats(&c.stats, " ", out);
+                    out.nl();
+                } else if c.xstats != XStats::Absent {
                     print_stats(&c.stats, None, " ", out);
                     out.nl();
                     q::print_xstats(&c.xstats, out);

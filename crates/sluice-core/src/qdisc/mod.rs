@@ -19,6 +19,9 @@ pub mod cbq;
 pub mod class_hash;
 pub mod codel;
 pub mod codel_law;
+pub mod drr;
+pub mod drr_core;
+pub mod ets;
 pub mod fifo;
 pub mod flow_hash;
 pub mod fq_codel;
@@ -26,15 +29,18 @@ pub mod hfsc;
 pub mod fq_pie;
 pub mod htb;
 pub mod ingress;
+pub mod multiq;
 pub mod netem;
 pub mod noqueue;
 pub mod pfifo_fast;
 pub mod pie;
 pub mod pie_law;
+pub mod plug;
 pub mod prio;
 pub mod red;
 pub mod red_law;
 pub mod sfq;
+pub mod skbprio;
 pub mod tbf;
 pub mod token_bucket;
 
@@ -173,6 +179,11 @@ pub enum QdiscOpts {
     Choke(choke::ChokeOpts),
     Pie(pie::PieOpts),
     FqPie(fq_pie::FqPieOpts),
+    Drr(drr::DrrOpts),
+    Ets(ets::EtsOpts),
+    Skbprio(skbprio::SkbprioOpts),
+    Plug(plug::PlugOpts),
+    Multiq(multiq::MultiqOpts),
     Noqueue,
     Noop,
 }
@@ -200,6 +211,11 @@ impl QdiscOpts {
             QdiscOpts::Choke(_) => "choke",
             QdiscOpts::Pie(_) => "pie",
             QdiscOpts::FqPie(_) => "fq_pie",
+            QdiscOpts::Drr(_) => "drr",
+            QdiscOpts::Ets(_) => "ets",
+            QdiscOpts::Skbprio(_) => "skbprio",
+            QdiscOpts::Plug(_) => "plug",
+            QdiscOpts::Multiq(_) => "multiq",
             QdiscOpts::Noqueue => "noqueue",
             QdiscOpts::Noop => "noop",
         }
@@ -228,6 +244,10 @@ pub const KINDS: &[&str] = &[
     "choke",
     "pie",
     "fq_pie",
+    "drr",
+    "ets",
+    "skbprio",
+    "plug",
 ];
 
 /// Build a qdisc of the kind `opts` names (`qdisc_create` + `init`).
@@ -258,6 +278,11 @@ pub fn create(opts: &QdiscOpts, dev: &DevInfo) -> TcResult<Box<dyn Qdisc>> {
         QdiscOpts::Choke(o) => Box::new(choke::Choke::new(o, dev)?),
         QdiscOpts::Pie(o) => Box::new(pie::Pie::new(o, dev)?),
         QdiscOpts::FqPie(o) => Box::new(fq_pie::FqPie::new(o, dev)?),
+        QdiscOpts::Drr(o) => Box::new(drr::Drr::new(o, dev)?),
+        QdiscOpts::Ets(o) => Box::new(ets::Ets::new(o, dev)?),
+        QdiscOpts::Skbprio(o) => Box::new(skbprio::Skbprio::new(o, dev)?),
+        QdiscOpts::Plug(o) => Box::new(plug::Plug::new(o, dev)?),
+        QdiscOpts::Multiq(o) => return Err(multiq::refuse(o, dev)),
         QdiscOpts::Noqueue => Box::new(noqueue::Noqueue::new(false)),
         QdiscOpts::Noop => Box::new(noqueue::Noqueue::new(true)),
     })
@@ -292,6 +317,10 @@ pub enum XStats {
     Pie(pie::PieXstats),
     /// fq_pie qdisc statistics.
     FqPie(fq_pie::FqPieXstats),
+    /// drr class statistics (deficit).
+    DrrClass(drr::DrrClassXstats),
+    /// The class dumps queue counters only, no bytes or packets (skbprio's priorities).
+    QueueOnly,
 }
 
 /// A queueing discipline. Implementations keep their own queues and state;
@@ -383,6 +412,10 @@ pub enum ClassOpts {
     Hfsc(hfsc::HfscClassOpts),
     /// A CBQ class.
     Cbq(cbq::CbqOpts),
+    /// A drr class.
+    Drr(drr::DrrClassOpts),
+    /// An ets band.
+    Ets(ets::EtsClassOpts),
 }
 
 /// The class side of a classful qdisc (`Qdisc_class_ops`).
@@ -570,6 +603,23 @@ impl QdiscNode {
             }
         }
         self.peeked.as_ref()
+    }
+
+    /// [`QdiscNode::peek`] that also tells why there is no packet: `Err(Some(t))`
+    /// when the qdisc holds packets it may not send before `t`, `Err(None)`
+    /// when it is empty (for round-robin parents such as drr and ets).
+    pub fn peek_or_wait(&mut self, cx: &mut Cx) -> Result<&Packet, Option<Time>> {
+        if self.peeked.is_none() {
+            let (p0, b0) = (cx.shed_packets, cx.shed_bytes);
+            let d = self.qdisc.dequeue(cx);
+            self.account_shed(cx, p0, b0);
+            match d {
+                Dequeue::Packet(p) => self.peeked = Some(p),
+                Dequeue::Wait(t) => return Err(Some(t)),
+                Dequeue::Empty => return Err(None),
+            }
+        }
+        self.peeked.as_ref().ok_or(None)
     }
 
     /// Drop everything queued in this subtree (`qdisc_reset`).

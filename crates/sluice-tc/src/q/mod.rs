@@ -4,17 +4,22 @@
 mod choke;
 mod cbq;
 mod codel;
+mod drr;
+mod ets;
 mod fifo;
 mod fq_codel;
 mod hfsc;
 mod fq_pie;
 mod htb;
+mod multiq;
 mod netem;
 mod pfifo_fast;
 mod pie;
+mod plug;
 mod prio;
 mod red;
 mod sfq;
+mod skbprio;
 mod tbf;
 mod tc_red;
 
@@ -48,6 +53,11 @@ pub fn parse_qdisc(
         "htb" => htb::parse_qdisc(args)?,
         "hfsc" => hfsc::parse_qdisc(args)?,
         "cbq" => cbq::parse_qdisc(args)?,
+        "drr" => drr::parse(args)?,
+        "ets" => ets::parse(args)?,
+        "skbprio" => skbprio::parse(args)?,
+        "plug" => plug::parse(args)?,
+        "multiq" => multiq::parse(args)?,
         "noqueue" => {
             if let Some(w) = args.peek() {
                 return Err(crate::args::Fail::new(
@@ -89,6 +99,9 @@ pub fn print_qdisc(opts: &QdiscOpts, out: &mut Out, details: bool) {
         QdiscOpts::Choke(o) => choke::print(o, out, details),
         QdiscOpts::Pie(o) => pie::print(o, out, details),
         QdiscOpts::FqPie(o) => fq_pie::print(o, out, details),
+        QdiscOpts::Ets(o) => ets::print(o, out),
+        QdiscOpts::Skbprio(o) => skbprio::print(o, out),
+        QdiscOpts::Multiq(o) => multiq::print(o, out),
         _ => {}
     }
 }
@@ -100,6 +113,8 @@ pub fn parse_class(kind: &str, args: &mut Args, excl: bool) -> CmdResult<Option<
         "htb" => Ok(Some(htb::parse_class(args)?)),
         "hfsc" => Ok(Some(hfsc::parse_class(args)?)),
         "cbq" => Ok(Some(cbq::parse_class(args, excl)?)),
+        "drr" => Ok(Some(drr::parse_class(args)?)),
+        "ets" => Ok(Some(ets::parse_class(args)?)),
         _ => Err(crate::args::Fail::new(
             1,
             format!("Error: Qdisc \"{kind}\" is classless."),
@@ -113,6 +128,8 @@ pub fn print_class(opts: &ClassOpts, out: &mut Out, details: bool) {
         ClassOpts::Htb(o) => htb::print_class(o, out, details),
         ClassOpts::Hfsc(o) => hfsc::print_class(o, out),
         ClassOpts::Cbq(o) => cbq::print(o, out, details),
+        ClassOpts::Drr(o) => drr::print_class(o, out),
+        ClassOpts::Ets(o) => ets::print_class(o, out),
         ClassOpts::Plain => {}
     }
 }
@@ -131,7 +148,8 @@ pub fn print_xstats(x: &XStats, out: &mut Out) {
         XStats::Choke(x) => choke::print_xstats(x, out),
         XStats::Pie(x) => pie::print_xstats(x, out),
         XStats::FqPie(x) => fq_pie::print_xstats(x, out),
-        XStats::None | XStats::Absent => {}
+        XStats::DrrClass(x) => drr::print_xstats(x, out),
+        XStats::None | XStats::Absent | XStats::QueueOnly => {}
     }
 }
 
