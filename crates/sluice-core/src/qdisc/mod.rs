@@ -19,6 +19,7 @@ pub mod codel;
 pub mod codel_law;
 pub mod fifo;
 pub mod flow_hash;
+pub mod fq;
 pub mod fq_codel;
 pub mod htb;
 pub mod ingress;
@@ -159,6 +160,7 @@ pub enum QdiscOpts {
     Netem(netem::NetemOpts),
     Codel(codel::CodelOpts),
     FqCodel(fq_codel::FqCodelOpts),
+    Fq(fq::FqOpts),
     Noqueue,
     Noop,
 }
@@ -180,6 +182,7 @@ impl QdiscOpts {
             QdiscOpts::Netem(_) => "netem",
             QdiscOpts::Codel(_) => "codel",
             QdiscOpts::FqCodel(_) => "fq_codel",
+            QdiscOpts::Fq(_) => "fq",
             QdiscOpts::Noqueue => "noqueue",
             QdiscOpts::Noop => "noop",
         }
@@ -202,6 +205,7 @@ pub const KINDS: &[&str] = &[
     "netem",
     "codel",
     "fq_codel",
+    "fq",
 ];
 
 /// Build a qdisc of the kind `opts` names (`qdisc_create` + `init`).
@@ -226,6 +230,7 @@ pub fn create(opts: &QdiscOpts, dev: &DevInfo) -> TcResult<Box<dyn Qdisc>> {
         QdiscOpts::Netem(o) => Box::new(netem::Netem::new(o, dev)?),
         QdiscOpts::Codel(o) => Box::new(codel::Codel::new(o, dev)?),
         QdiscOpts::FqCodel(o) => Box::new(fq_codel::FqCodel::new(o, dev)?),
+        QdiscOpts::Fq(o) => Box::new(fq::Fq::new(o, dev)?),
         QdiscOpts::Noqueue => Box::new(noqueue::Noqueue::new(false)),
         QdiscOpts::Noop => Box::new(noqueue::Noqueue::new(true)),
     })
@@ -248,6 +253,8 @@ pub enum XStats {
     FqCodel(fq_codel::FqCodelXstats),
     /// fq_codel class (flow) statistics.
     FqCodelClass(fq_codel::FqCodelClassXstats),
+    /// fq qdisc statistics.
+    Fq(fq::FqXstats),
 }
 
 /// A queueing discipline. Implementations keep their own queues and state;
