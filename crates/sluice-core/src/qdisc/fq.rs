@@ -687,7 +687,11 @@ impl Fq {
             let emptied = f.qlen == 0;
             let mut pkt = q.pkt;
             self.qlen -= 1;
-            if (now.wrapping_sub(time_next_packet).wrapping_sub(self.p.ce_threshold) as i64) > 0 {
+            if (now
+                .wrapping_sub(time_next_packet)
+                .wrapping_sub(self.p.ce_threshold) as i64)
+                > 0
+            {
                 // Counted whether or not the packet could carry the mark.
                 pkt.set_ce();
                 self.st.ce_mark += 1;
@@ -941,11 +945,16 @@ impl Qdisc for Fq {
 
     /// `fq_dump_stats`.
     fn xstats(&self) -> XStats {
-        XStats::Fq(FqXstats {
-            time_next_delayed_flow: self
-                .time_next_delayed_flow
+        // With no throttled flow the kernel's sum wraps to a negative
+        // number (its clock counts from boot); say so directly.
+        let next = match self.time_next_delayed_flow {
+            NEVER => -1,
+            t => t
                 .wrapping_add(self.p.timer_slack as u64)
                 .wrapping_sub(self.now.0) as i64,
+        };
+        XStats::Fq(FqXstats {
+            time_next_delayed_flow: next,
             flows: self.flows,
             inactive_flows: self.inactive_flows,
             throttled_flows: self.throttled_flows,
@@ -1185,7 +1194,13 @@ mod tests {
     #[test]
     fn backlogged_flows_share_by_bytes() {
         let mut n = node(FqOpts::default());
-        let bytes = run(&mut n, &[(0, 300), (1, 1514), (2, 64)], 80, 100 * MS, 2_100 * MS);
+        let bytes = run(
+            &mut n,
+            &[(0, 300), (1, 1514), (2, 64)],
+            80,
+            100 * MS,
+            2_100 * MS,
+        );
         let total: u64 = bytes.iter().sum();
         for b in bytes {
             let share = b as f64 / total as f64;
@@ -1382,7 +1397,10 @@ mod tests {
             _ => None,
         })
         .collect();
-        assert_eq!(sent, vec![1_000_000, b as u64 * 1_000_000, b as u64 * 1_000_000 + 1]);
+        assert_eq!(
+            sent,
+            vec![1_000_000, b as u64 * 1_000_000, b as u64 * 1_000_000 + 1]
+        );
         let a = q.flow_by_hash(1).unwrap();
         assert_eq!((a.at, a.credit), (Where::Detached, 500));
         q

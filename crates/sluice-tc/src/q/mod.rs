@@ -3,6 +3,7 @@
 
 mod codel;
 mod fifo;
+mod fq;
 mod fq_codel;
 mod htb;
 mod netem;
@@ -31,6 +32,7 @@ pub fn parse_qdisc(
         "netem" => return netem::parse(args, dev),
         "codel" => return codel::parse(args, dev),
         "fq_codel" => return fq_codel::parse(args, dev),
+        "fq" => return fq::parse(args, dev),
         "sfq" => return sfq::parse(args, dev),
         "pfifo" | "bfifo" | "pfifo_head_drop" => fifo::parse(kind, args)?,
         "pfifo_fast" => pfifo_fast::parse(args)?,
@@ -70,6 +72,7 @@ pub fn print_qdisc(opts: &QdiscOpts, out: &mut Out, details: bool) {
         QdiscOpts::Netem(o) => netem::print(o, out, details),
         QdiscOpts::Codel(o) => codel::print(o, out, details),
         QdiscOpts::FqCodel(o) => fq_codel::print(o, out, details),
+        QdiscOpts::Fq(o) => fq::print(o, out, details),
         _ => {}
     }
 }
@@ -101,6 +104,7 @@ pub fn print_xstats(x: &XStats, out: &mut Out) {
         XStats::Codel(x) => codel::print_xstats(x, out),
         XStats::FqCodel(x) => fq_codel::print_xstats(x, out),
         XStats::FqCodelClass(x) => fq_codel::print_class_xstats(x, out),
+        XStats::Fq(x) => fq::print_xstats(x, out),
         XStats::None | XStats::Absent => {}
     }
 }
