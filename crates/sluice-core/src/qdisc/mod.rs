@@ -14,6 +14,7 @@
 //! node on the way up subtracts them from its backlog and counts them as
 //! drops, which is what the kernel's `qdisc_tree_reduce_backlog` does.
 
+pub mod cake;
 pub mod class_hash;
 pub mod codel;
 pub mod codel_law;
@@ -161,6 +162,7 @@ pub enum QdiscOpts {
     Codel(codel::CodelOpts),
     FqCodel(fq_codel::FqCodelOpts),
     Fq(fq::FqOpts),
+    Cake(cake::CakeOpts),
     Noqueue,
     Noop,
 }
@@ -183,6 +185,7 @@ impl QdiscOpts {
             QdiscOpts::Codel(_) => "codel",
             QdiscOpts::FqCodel(_) => "fq_codel",
             QdiscOpts::Fq(_) => "fq",
+            QdiscOpts::Cake(_) => "cake",
             QdiscOpts::Noqueue => "noqueue",
             QdiscOpts::Noop => "noop",
         }
@@ -206,6 +209,7 @@ pub const KINDS: &[&str] = &[
     "codel",
     "fq_codel",
     "fq",
+    "cake",
 ];
 
 /// Build a qdisc of the kind `opts` names (`qdisc_create` + `init`).
@@ -231,6 +235,7 @@ pub fn create(opts: &QdiscOpts, dev: &DevInfo) -> TcResult<Box<dyn Qdisc>> {
         QdiscOpts::Codel(o) => Box::new(codel::Codel::new(o, dev)?),
         QdiscOpts::FqCodel(o) => Box::new(fq_codel::FqCodel::new(o, dev)?),
         QdiscOpts::Fq(o) => Box::new(fq::Fq::new(o, dev)?),
+        QdiscOpts::Cake(o) => Box::new(cake::Cake::new(o, dev)?),
         QdiscOpts::Noqueue => Box::new(noqueue::Noqueue::new(false)),
         QdiscOpts::Noop => Box::new(noqueue::Noqueue::new(true)),
     })
@@ -255,6 +260,10 @@ pub enum XStats {
     FqCodelClass(fq_codel::FqCodelClassXstats),
     /// fq qdisc statistics.
     Fq(fq::FqXstats),
+    /// cake qdisc statistics.
+    Cake(cake::CakeXstats),
+    /// cake class (queue) statistics.
+    CakeClass(cake::CakeClassXstats),
 }
 
 /// A queueing discipline. Implementations keep their own queues and state;

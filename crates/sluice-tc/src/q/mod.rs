@@ -1,6 +1,7 @@
 //! Per-kind syntax: parsing a qdisc's options from tc's words and printing
 //! them back as iproute2's `q_<kind>.c` does. One file per kind.
 
+mod cake;
 mod codel;
 mod fifo;
 mod fq;
@@ -33,6 +34,7 @@ pub fn parse_qdisc(
         "codel" => return codel::parse(args, dev),
         "fq_codel" => return fq_codel::parse(args, dev),
         "fq" => return fq::parse(args, dev),
+        "cake" => return cake::parse(args),
         "sfq" => return sfq::parse(args, dev),
         "pfifo" | "bfifo" | "pfifo_head_drop" => fifo::parse(kind, args)?,
         "pfifo_fast" => pfifo_fast::parse(args)?,
@@ -73,6 +75,7 @@ pub fn print_qdisc(opts: &QdiscOpts, out: &mut Out, details: bool) {
         QdiscOpts::Codel(o) => codel::print(o, out, details),
         QdiscOpts::FqCodel(o) => fq_codel::print(o, out, details),
         QdiscOpts::Fq(o) => fq::print(o, out, details),
+        QdiscOpts::Cake(o) => cake::print(o, out, details),
         _ => {}
     }
 }
@@ -105,6 +108,8 @@ pub fn print_xstats(x: &XStats, out: &mut Out) {
         XStats::FqCodel(x) => fq_codel::print_xstats(x, out),
         XStats::FqCodelClass(x) => fq_codel::print_class_xstats(x, out),
         XStats::Fq(x) => fq::print_xstats(x, out),
+        XStats::Cake(x) => cake::print_xstats(x, out),
+        XStats::CakeClass(x) => cake::print_class_xstats(x, out),
         XStats::None | XStats::Absent => {}
     }
 }
