@@ -516,3 +516,222 @@ pub(super) fn print_class_xstats(x: &CakeClassXstats, out: &mut Out) {
         out.text(&format!(" blue_timer {}", fmt_time_us(b as u32)));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::Outcome;
+
+    fn words(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    fn run(net: &mut crate::net::Net, line: &str) -> Outcome {
+        let (opts, rest) = crate::tc::parse_global(&words(line)).unwrap();
+        crate::tc::run(net, &opts, &rest)
+    }
+
+    /// A namespace with a dummy device `d0` of MTU 1500.
+    fn net() -> crate::net::Net {
+        let mut net = crate::net::Net::new();
+        let info = sluice_core::qdisc::DevInfo {
+            name: "d0".into(),
+            ..Default::default()
+        };
+        net.add_device(info, sluice_core::device::DevKind::Dummy);
+        net
+    }
+
+    /// Run `steps` (`;;`-separated `add`/`change` argument lists), then show.
+    fn shown(steps: &str, flags: &str) -> String {
+        let mut net = net();
+        for (i, step) in steps.split(";;").enumerate() {
+            let verb = if i == 0 { "add" } else { "change" };
+            let o = run(
+                &mut net,
+                &format!("qdisc {verb} dev d0 root handle 1: cake {step}"),
+            );
+            assert_eq!((o.code, o.stderr.as_str()), (0, ""), "{steps}");
+        }
+        run(&mut net, &format!("{flags}qdisc show dev d0")).stdout
+    }
+
+    fn opts(steps: &str) -> String {
+        let s = shown(steps, "");
+        s.strip_prefix("qdisc cake 1: root refcnt 2 ")
+            .unwrap()
+            .to_string()
+    }
+
+    fn err(args: &str) -> (String, i32) {
+        let mut net = net();
+        let o = run(
+            &mut net,
+            &format!("qdisc add dev d0 root handle 1: cake {args}"),
+        );
+        (o.stderr, o.code)
+    }
+
+    const DEFAULT: &str = "bandwidth unlimited diffserv3 triple-isolate nonat nowash \
+        no-ack-filter split-gso rtt 100ms raw overhead 0 \n";
+
+    #[test]
+    fn prints_as_iproute2_6_1() {
+        // tc-testing cake.json's expectations, and the keywords' sums as
+        // q_cake.c adds them.
+        assert_eq!(opts(""), DEFAULT);
+        for (args, want) in [
+            ("bandwidth 1000", "bandwidth 1Kbit diffserv3 "),
+            (
+                "autorate-ingress",
+                "bandwidth unlimited autorate-ingress diffserv3 ",
+            ),
+            ("rtt 200", "split-gso rtt 200us raw"),
+            ("datacentre", "split-gso rtt 100us raw"),
+            // print_time's %.3g: 1000 s is 1e+03s.
+            ("interplanetary", "split-gso rtt 1e+03s raw"),
+            ("besteffort", "unlimited besteffort triple-isolate"),
+            ("precedence", "unlimited precedence triple-isolate"),
+            ("diffserv", "unlimited diffserv4 triple-isolate"),
+            ("dsthost nat", "diffserv3 dsthost nat nowash"),
+            ("hosts wash", "diffserv3 hosts nonat wash no-ack"),
+            (
+                "flowblind no-split-gso",
+                "flowblind nonat nowash no-ack-filter no-split-gso",
+            ),
+            (
+                "dual-srchost ack-filter",
+                "dual-srchost nonat nowash ack-filter split-gso",
+            ),
+            (
+                "ack-filter-aggressive",
+                "nowash ack-filter-aggressive split-gso",
+            ),
+            (
+                "memlimit 10000 ptm",
+                "raw ptm overhead 0 memlimit 10000b \n",
+            ),
+            ("fwmark 8 atm", "raw atm overhead 0 fwmark 0x8 \n"),
+            (
+                "overhead 128 mpu 256",
+                "rtt 100ms noatm overhead 128 mpu 256 \n",
+            ),
+            (
+                "conservative ingress",
+                "nowash ingress no-ack-filter split-gso rtt 100ms atm overhead 48 \n",
+            ),
+            ("pppoe-ptm ether-vlan", "rtt 100ms ptm overhead 34 \n"),
+            (
+                "overhead 10 docsis",
+                "rtt 100ms noatm overhead 28 mpu 64 \n",
+            ),
+            ("ethernet", "rtt 100ms noatm overhead 38 mpu 84 \n"),
+            ("bridged-llcsnap", "rtt 100ms atm overhead 32 \n"),
+            ("overhead 20 raw", "rtt 100ms raw overhead 0 \n"),
+            (
+                "egress via-ethernet",
+                "split-gso rtt 100ms raw overhead 0 \n",
+            ),
+        ] {
+            let o = opts(args);
+            assert!(o.contains(want), "{args}: {o}");
+        }
+        // A change keeps what it does not name; diffserv3 is never sent.
+        assert!(opts("diffserv4;;diffserv3").contains(" diffserv4 "));
+        assert!(opts("overhead 128 mpu 256;;mpu 128").contains("noatm overhead 128 mpu 128 "));
+        assert!(opts("bandwidth 1mbit;;unlimited").starts_with("bandwidth unlimited "));
+    }
+
+    #[test]
+    fn json_as_iproute2_6_1() {
+        assert_eq!(
+            shown("bandwidth 8mbit fwmark 0xff memlimit 1m", "-j "),
+            "[{\"kind\":\"cake\",\"handle\":\"1:\",\"root\":true,\"refcnt\":2,\"options\":{\
+             \"bandwidth\":1000000,\"diffserv\":\"diffserv3\",\"flowmode\":\"triple-isolate\",\
+             \"nat\":false,\"wash\":false,\"ingress\":false,\"ack-filter\":\"disabled\",\
+             \"split_gso\":true,\"rtt\":100000,\"raw\":true,\"overhead\":0,\
+             \"memlimit\":1048576,\"fwmark\":\"0xff\"}}]\n"
+        );
+        assert!(shown("", "-j ").contains("\"atm\":\"noatm\"") == false);
+        assert!(shown("atm", "-j ")
+            .contains("\"raw\":true,\"atm\":\"atm\",\"overhead\":0,\"fwmark\":\"0\""));
+    }
+
+    #[test]
+    fn parse_errors_as_iproute2_6_1() {
+        // Each checked against tc 6.1 run by hand.
+        let usage = super::USAGE;
+        assert_eq!(err("help"), (format!("{usage}\n"), 1));
+        assert_eq!(err("bogus"), (format!("What is \"bogus\"?\n{usage}\n"), 1));
+        let oh = "Illegal \"overhead\", valid range is -64 to 256\\n".to_string();
+        for a in [
+            "overhead 300",
+            "overhead x",
+            "overhead 0x10",
+            "overhead -65",
+        ] {
+            assert_eq!(err(a), (oh.clone(), 1), "{a}");
+        }
+        let mpu = "Illegal \"mpu\", valid range is 0 to 256\\n".to_string();
+        for a in ["mpu -1", "mpu 12abc", "mpu 257"] {
+            assert_eq!(err(a), (mpu.clone(), 1), "{a}");
+        }
+        assert_eq!(
+            err("lan internet"),
+            (
+                "Error: duplicate \"internet\": \"lan\" is the second value.\n".into(),
+                255
+            )
+        );
+        assert_eq!(
+            err("memlimit x").0,
+            "Illegal value for \"memlimit\": \"x\"\n"
+        );
+        assert_eq!(err("fwmark x").0, "Illegal value for \"fwmark\": \"x\"\n");
+        assert_eq!(err("bandwidth 100%").0, "Illegal \"bandwidth\"\n");
+        assert_eq!(err("rtt x").0, "Illegal \"rtt\"\n");
+        assert_eq!(err("overhead").1, 255);
+        // Accepted by strtol: a sign and leading blanks.
+        assert!(opts("overhead +5").contains("overhead 5 "));
+        assert!(opts("overhead -64").contains("overhead -64 "));
+    }
+
+    #[test]
+    fn statistics_as_iproute2_6_1() {
+        let mut n1 = net();
+        assert_eq!(run(&mut n1, "qdisc add dev d0 root handle 1: cake").code, 0);
+        let s = run(&mut n1, "-s qdisc show dev d0").stdout;
+        let want = format!(
+            "qdisc cake 1: root refcnt 2 {DEFAULT} Sent 0 bytes 0 pkt (dropped 0, overlimits 0 requeues 0) \n backlog 0b 0p requeues 0\n memory used: 0b of 15140Kb\n capacity estimate: 0bit\n min/max network layer size:        65535 /       0\n min/max overhead-adjusted size:    65535 /       0\n average network hdr offset:            0\n\n                   Bulk  Best Effort        Voice\n  thresh           0bit         0bit         0bit\n  target            5ms          5ms          5ms\n  interval        100ms        100ms        100ms\n  pk_delay          0us          0us          0us\n  av_delay          0us          0us          0us\n  sp_delay          0us          0us          0us\n  backlog            0b           0b           0b\n  pkts                0            0            0\n  bytes               0            0            0\n  way_inds            0            0            0\n  way_miss            0            0            0\n  way_cols            0            0            0\n  drops               0            0            0\n  marks               0            0            0\n  ack_drop            0            0            0\n  sp_flows            0            0            0\n  bk_flows            0            0            0\n  un_flows            0            0            0\n  max_len             0            0            0\n  quantum          1514         1514         1514\n\n"
+        );
+        assert_eq!(s, want);
+        // diffserv4 heads its columns with four names; 8 tins are numbered.
+        let mut net2 = net();
+        run(
+            &mut net2,
+            "qdisc add dev d0 root cake bandwidth 100mbit diffserv4",
+        );
+        let s = run(&mut net2, "-s qdisc show dev d0").stdout;
+        assert!(s.contains("\n                   Bulk  Best Effort        Video        Voice\n  thresh       6250Kbit      100Mbit       50Mbit       25Mbit\n"), "{s}");
+        let mut net3 = net();
+        run(&mut net3, "qdisc add dev d0 root cake besteffort");
+        let s = run(&mut net3, "-s qdisc show dev d0").stdout;
+        assert!(
+            s.contains("\n                  Tin 0\n  thresh           0bit\n"),
+            "{s}"
+        );
+        let j = run(&mut net3, "-s -j qdisc show dev d0").stdout;
+        assert!(j.contains("\"memory_used\":0,\"memory_limit\":15503360,\"capacity_estimate\":0,\"min_network_size\":65535,"), "{j}");
+        assert!(
+            j.contains("\"tins\":[{\"threshold_rate\":0,\"sent_bytes\":0,"),
+            "{j}"
+        );
+    }
+
+    #[test]
+    fn an_idle_cake_has_no_classes() {
+        // tc-testing 4365.
+        let mut net = net();
+        run(&mut net, "qdisc add dev d0 root handle 1: cake");
+        assert_eq!(run(&mut net, "class show dev d0").stdout, "");
+    }
+}
