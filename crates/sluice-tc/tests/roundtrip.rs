@@ -1053,6 +1053,8 @@ const KINDS: &[&str] = &[
     "netem",
     "codel",
     "fq_codel",
+    "fq",
+    "cake",
     "u32",
     "fw",
     "matchall",
@@ -1061,6 +1063,14 @@ const KINDS: &[&str] = &[
 ];
 const WORDS: &[&str] = &[
     "limit",
+    "flow_limit",
+    "maxrate",
+    "horizon",
+    "bandwidth",
+    "diffserv4",
+    "overhead",
+    "rtt",
+    "memlimit",
     "bands",
     "priomap",
     "perturb",

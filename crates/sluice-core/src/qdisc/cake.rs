@@ -1534,7 +1534,6 @@ impl Cake {
     }
 }
 
-const TCP_FIN: u8 = 0x01;
 const TCP_SYN: u8 = 0x02;
 const TCP_ACK: u8 = 0x10;
 const TCP_ECE: u8 = 0x40;
@@ -1679,7 +1678,6 @@ impl<'a> Tcp<'a> {
         if self.reserved != 0 || self.flags & 0x3f != TCP_ACK {
             return false;
         }
-        let _ = TCP_FIN;
         for (kind, body) in self.opts() {
             match kind {
                 19 => {}                                        // MD5SIG
@@ -2479,8 +2477,10 @@ mod tests {
     #[test]
     fn triple_isolate_shares_per_host_before_per_flow() {
         // Host 1 with one flow, host 2 with four, each flow to its own
-        // destination: hosts get half each.
+        // destination (triple-isolate) or all to one (dual-srchost): the
+        // hosts get half each.
         for mode in [flow_mode::TRIPLE, flow_mode::DUAL_SRC] {
+            let dst = |d: u8| if mode == flow_mode::DUAL_SRC { 1 } else { d };
             let mut n = node(CakeOpts {
                 flow_mode: Some(mode),
                 diffserv_mode: Some(diffserv::BESTEFFORT),
@@ -2488,11 +2488,11 @@ mod tests {
             });
             let load = Load {
                 flows: vec![
-                    (1, 1000, 1, 0, 1000),
-                    (2, 2000, 2, 0, 1000),
-                    (2, 2001, 3, 0, 1000),
-                    (2, 2002, 4, 0, 1000),
-                    (2, 2003, 5, 0, 1000),
+                    (1, 1000, dst(1), 0, 1000),
+                    (2, 2000, dst(2), 0, 1000),
+                    (2, 2001, dst(3), 0, 1000),
+                    (2, 2002, dst(4), 0, 1000),
+                    (2, 2003, dst(5), 0, 1000),
                 ],
                 depth: 2,
                 link_ns_per_byte: 8,

@@ -746,13 +746,6 @@ impl Fq {
         }
     }
 
-    /// The packets `change` trimmed and not yet reported: (packets, bytes).
-    pub fn take_purged(&mut self) -> (u64, u64) {
-        let pkts = self.purged.len() as u64;
-        let bytes = self.purged.drain(..).map(|(_, l)| l as u64).sum();
-        (pkts, bytes)
-    }
-
     /// Rebuild the hash table with `2^log` buckets (`fq_resize` + `fq_rehash`),
     /// freeing idle detached flows.
     fn resize(&mut self, log: u32) {
