@@ -1,4 +1,5 @@
-//! The CoDel control law, shared by codel, fq_codel (and later cake).
+//! The CoDel control law, shared by codel, fq_codel and cake (whose COBALT
+//! uses the Newton step and control law below at 32-bit precision).
 //!
 //! Modelled on include/net/codel.h and include/net/codel_impl.h (RFC 8289).
 //! CoDel ("controlled delay") looks at the *sojourn time* of each packet it
@@ -191,17 +192,30 @@ pub fn set_enqueue_time(pkt: &mut Packet, now: Time) {
 /// `x' = x/2 * (3 - count * x^2)`, in fixed point.
 pub fn newton_step(vars: &mut CodelVars) {
     let invsqrt = (vars.rec_inv_sqrt as u32) << REC_INV_SQRT_SHIFT;
+    vars.rec_inv_sqrt = (newton_step_q32(vars.count, invsqrt) >> REC_INV_SQRT_SHIFT) as u16;
+}
+
+/// The Newton step on a Q0.32 `1/sqrt(count)`: codel keeps the top 16 bits
+/// of the result, cake's COBALT (`cobalt_newton_step`) all 32.
+pub fn newton_step_q32(count: u32, invsqrt: u32) -> u32 {
     let invsqrt2 = ((invsqrt as u64 * invsqrt as u64) >> 32) as u32;
-    let mut val = (3u64 << 32).wrapping_sub(vars.count as u64 * invsqrt2 as u64);
+    let mut val = (3u64 << 32).wrapping_sub(count as u64 * invsqrt2 as u64);
     val >>= 2; // avoid overflow in the following multiply
     val = val.wrapping_mul(invsqrt as u64) >> (32 - 2 + 1);
-    vars.rec_inv_sqrt = (val >> REC_INV_SQRT_SHIFT) as u16;
+    val as u32
 }
 
 /// `codel_control_law`: `t + interval / sqrt(count)`.
 pub fn control_law(t: CodelTime, interval: CodelTime, rec_inv_sqrt: u16) -> CodelTime {
     let scale = (rec_inv_sqrt as u32) << REC_INV_SQRT_SHIFT;
     t.wrapping_add(((interval as u64 * scale as u64) >> 32) as u32)
+}
+
+/// The control law in nanoseconds with a Q0.32 `1/sqrt(count)`
+/// (`cobalt_control`: `reciprocal_scale` of the interval, which it takes
+/// as 32 bits).
+pub fn control_law_ns(t: i64, interval: u64, rec_inv_sqrt: u32) -> i64 {
+    t.wrapping_add(((interval as u32 as u64 * rec_inv_sqrt as u64) >> 32) as i64)
 }
 
 /// `codel_should_drop`: has the sojourn time been above target for an interval?

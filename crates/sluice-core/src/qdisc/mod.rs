@@ -16,6 +16,7 @@
 
 pub mod choke;
 pub mod cbq;
+pub mod cake;
 pub mod class_hash;
 pub mod codel;
 pub mod codel_law;
@@ -24,6 +25,7 @@ pub mod drr_core;
 pub mod ets;
 pub mod fifo;
 pub mod flow_hash;
+pub mod fq;
 pub mod fq_codel;
 pub mod hfsc;
 pub mod fq_pie;
@@ -184,6 +186,8 @@ pub enum QdiscOpts {
     Skbprio(skbprio::SkbprioOpts),
     Plug(plug::PlugOpts),
     Multiq(multiq::MultiqOpts),
+    Fq(fq::FqOpts),
+    Cake(cake::CakeOpts),
     Noqueue,
     Noop,
 }
@@ -216,6 +220,8 @@ impl QdiscOpts {
             QdiscOpts::Skbprio(_) => "skbprio",
             QdiscOpts::Plug(_) => "plug",
             QdiscOpts::Multiq(_) => "multiq",
+            QdiscOpts::Fq(_) => "fq",
+            QdiscOpts::Cake(_) => "cake",
             QdiscOpts::Noqueue => "noqueue",
             QdiscOpts::Noop => "noop",
         }
@@ -248,6 +254,8 @@ pub const KINDS: &[&str] = &[
     "ets",
     "skbprio",
     "plug",
+    "fq",
+    "cake",
 ];
 
 /// Build a qdisc of the kind `opts` names (`qdisc_create` + `init`).
@@ -283,6 +291,8 @@ pub fn create(opts: &QdiscOpts, dev: &DevInfo) -> TcResult<Box<dyn Qdisc>> {
         QdiscOpts::Skbprio(o) => Box::new(skbprio::Skbprio::new(o, dev)?),
         QdiscOpts::Plug(o) => Box::new(plug::Plug::new(o, dev)?),
         QdiscOpts::Multiq(o) => return Err(multiq::refuse(o, dev)),
+        QdiscOpts::Fq(o) => Box::new(fq::Fq::new(o, dev)?),
+        QdiscOpts::Cake(o) => Box::new(cake::Cake::new(o, dev)?),
         QdiscOpts::Noqueue => Box::new(noqueue::Noqueue::new(false)),
         QdiscOpts::Noop => Box::new(noqueue::Noqueue::new(true)),
     })
@@ -321,6 +331,12 @@ pub enum XStats {
     DrrClass(drr::DrrClassXstats),
     /// The class dumps queue counters only, no bytes or packets (skbprio's priorities).
     QueueOnly,
+    /// fq qdisc statistics.
+    Fq(fq::FqXstats),
+    /// cake qdisc statistics.
+    Cake(cake::CakeXstats),
+    /// cake class (queue) statistics.
+    CakeClass(cake::CakeClassXstats),
 }
 
 /// A queueing discipline. Implementations keep their own queues and state;

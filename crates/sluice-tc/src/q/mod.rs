@@ -3,10 +3,12 @@
 
 mod choke;
 mod cbq;
+mod cake;
 mod codel;
 mod drr;
 mod ets;
 mod fifo;
+mod fq;
 mod fq_codel;
 mod hfsc;
 mod fq_pie;
@@ -43,6 +45,8 @@ pub fn parse_qdisc(
         "netem" => return netem::parse(args, dev),
         "codel" => return codel::parse(args, dev),
         "fq_codel" => return fq_codel::parse(args, dev),
+        "fq" => return fq::parse(args, dev),
+        "cake" => return cake::parse(args),
         "sfq" => return sfq::parse(args, dev),
         "red" => return red::parse(args, dev),
         "choke" => return choke::parse(args, dev),
@@ -102,6 +106,8 @@ pub fn print_qdisc(opts: &QdiscOpts, out: &mut Out, details: bool) {
         QdiscOpts::Ets(o) => ets::print(o, out),
         QdiscOpts::Skbprio(o) => skbprio::print(o, out),
         QdiscOpts::Multiq(o) => multiq::print(o, out),
+        QdiscOpts::Fq(o) => fq::print(o, out, details),
+        QdiscOpts::Cake(o) => cake::print(o, out, details),
         _ => {}
     }
 }
@@ -150,6 +156,9 @@ pub fn print_xstats(x: &XStats, out: &mut Out) {
         XStats::FqPie(x) => fq_pie::print_xstats(x, out),
         XStats::DrrClass(x) => drr::print_xstats(x, out),
         XStats::None | XStats::Absent | XStats::QueueOnly => {}
+        XStats::Fq(x) => fq::print_xstats(x, out),
+        XStats::Cake(x) => cake::print_xstats(x, out),
+        XStats::CakeClass(x) => cake::print_class_xstats(x, out),
     }
 }
 
