@@ -168,8 +168,9 @@ impl Classifier for Basic {
         let acts = env
             .actions
             .prepare(&o.actions, o.police.as_ref(), ctx, true)?;
-        let ematches = o.ematches.clone().unwrap_or_default();
+        let mut ematches = o.ematches.clone().unwrap_or_default();
         ematches.validate()?;
+        ematches.kernel_order();
         let exts = env.actions.commit(acts, false, env.now)?;
         let f = BasicFilter {
             handle,

@@ -477,6 +477,20 @@ impl EmatchTree {
         Ok(())
     }
 
+    /// What the modules keep of their options: em_canid stores the EFF
+    /// rules first, then the SFF ones, and dumps them in that order.
+    pub fn kernel_order(&mut self) {
+        for m in &mut self.matches {
+            if let EmatchKind::Canid(c) = &mut m.kind {
+                let eff =
+                    |&(id, mask): &(u32, u32)| id & CAN_EFF_FLAG != 0 && mask & CAN_EFF_FLAG != 0;
+                let (mut e, s): (Vec<_>, Vec<_>) = c.rules.iter().partition(|r| eff(r));
+                e.extend(s);
+                c.rules = e;
+            }
+        }
+    }
+
     /// `__tcf_em_tree_match`: an empty tree matches everything.
     pub fn matches(&self, pkt: &Packet, rnd: &mut dyn FnMut() -> u32) -> bool {
         if self.matches.is_empty() {

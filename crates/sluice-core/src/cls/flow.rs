@@ -462,8 +462,9 @@ impl Classifier for Flow {
             _ => return Err(TcError::errno(Errno::EINVAL)),
         };
         let nkeys = check_opts(o)?;
-        let ematches = o.ematches.clone().unwrap_or_default();
+        let mut ematches = o.ematches.clone().unwrap_or_default();
         ematches.validate()?;
+        ematches.kernel_order();
         let ctx = InitCtx {
             bind: true,
             replace: !req.create,
