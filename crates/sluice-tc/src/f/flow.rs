@@ -256,4 +256,44 @@ mod tests {
         assert_eq!(r.code, 2, "{r:?}");
         assert!(r.stderr.contains("Invalid argument"), "{r:?}");
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// What `tc filter show` prints parses back to the same filter.
+        #[test]
+        fn printed_options_parse_back(
+            hash in proptest::bool::ANY,
+            keys in proptest::sample::subsequence(sluice_core::cls::flow::KEY_NAMES.to_vec(), 1..4),
+            and in proptest::option::of(proptest::num::u32::ANY),
+            or in proptest::option::of(proptest::num::u32::ANY),
+            rshift in 0u32..40,
+            addend in proptest::num::u32::ANY,
+            divisor in 0u32..5000,
+            base in 1u16..0xffff,
+        ) {
+            let mut net = dev();
+            assert_eq!(tc(&mut net, "qdisc add dev DEV root handle 1: htb").code, 0);
+            let mut cmd = "filter add dev DEV parent 1: handle 5 prio 1 protocol ip flow ".to_string();
+            if hash {
+                cmd += &format!("hash keys {} divisor {divisor} perturb 3 ", keys.join(","));
+            } else {
+                cmd += &format!("map key {} rshift {rshift} addend {addend} ", keys[0]);
+                if let Some(a) = and { cmd += &format!("and {a} "); }
+                if let Some(o) = or { cmd += &format!("or {o} "); }
+            }
+            cmd += &format!("baseclass 1:{base:x}");
+            let r = tc(&mut net, &cmd);
+            proptest::prop_assert_eq!(r.code, 0, "{} {:?}", cmd, r);
+            let shown = tc(&mut net, "filter get dev DEV parent 1: handle 5 prio 1 protocol ip flow").stdout;
+            let opts = shown.split(" handle 0x5 ").nth(1).unwrap().trim().to_string();
+            let mut net2 = dev();
+            assert_eq!(tc(&mut net2, "qdisc add dev DEV root handle 1: htb").code, 0);
+            // iproute2 prints `perturb 3sec` but reads only a number.
+            let input = format!("{opts} ").replace("sec ", " ");
+            let r = tc(&mut net2, &format!("filter add dev DEV parent 1: handle 5 prio 1 protocol ip flow {input}"));
+            proptest::prop_assert_eq!(r.code, 0, "{} {:?}", opts, r);
+            let again = tc(&mut net2, "filter get dev DEV parent 1: handle 5 prio 1 protocol ip flow").stdout;
+            proptest::prop_assert_eq!(shown, again);
+        }
+    }
 }
