@@ -527,8 +527,13 @@ impl Device {
     ) -> TcResult<()> {
         let (q, parent) = self.block_owner(parent)?;
         let Device {
-            root, ingress, cls, ..
+            root,
+            ingress,
+            cls,
+            info,
+            ..
         } = self;
+        cls.seed = info.seed;
         let node = match root.find_mut(q) {
             Some(n) => n,
             None => ingress

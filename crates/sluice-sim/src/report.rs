@@ -83,11 +83,30 @@ pub struct FlowResult {
     pub goodput_mbps: f64,
     /// Share of the total goodput of all flows in the run, 0..1.
     pub share: f64,
+    /// UDP: datagrams sent, and received over the whole run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub datagrams: Option<(u64, u64)>,
+    /// UDP: percent of the datagrams sent that never arrived (`iperf -u`'s
+    /// loss; datagrams still in flight at the end count as lost, so a
+    /// scenario stops its UDP senders a little before the end).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loss_pct: Option<f64>,
     /// `(seconds, Mbit/s)` per bin, for plots.
     pub series: Vec<(f64, f64)>,
 }
 
 impl FlowResult {
+    /// Record a UDP flow's datagram counts and its loss.
+    pub fn with_datagrams(mut self, sent: u64, received: u64) -> Self {
+        self.datagrams = Some((sent, received));
+        self.loss_pct = Some(if sent > 0 {
+            100.0 * sent.saturating_sub(received) as f64 / sent as f64
+        } else {
+            0.0
+        });
+        self
+    }
+
     /// A flow's result from its per-bin deliveries: goodput over `[from, to)`
     /// (whole bins), the series over the whole run.
     pub fn new(name: &str, kind: &str, bins: &BTreeMap<u64, u64>, from: Time, to: Time) -> Self {
@@ -105,6 +124,8 @@ impl FlowResult {
                 0.0
             },
             share: 0.0,
+            datagrams: None,
+            loss_pct: None,
             series: series(bins, b1),
         }
     }
@@ -222,12 +243,16 @@ pub fn table(scenario: &str, runs: &[RunResult]) -> String {
         }
         for f in &r.flows {
             out.push_str(&format!(
-                "  {} {:<13} goodput {:8.3} Mbit/s  share {:5.1}%\n",
+                "  {} {:<13} goodput {:8.3} Mbit/s  share {:5.1}%",
                 f.kind,
                 f.name,
                 f.goodput_mbps,
                 f.share * 100.0
             ));
+            if let (Some((sent, _)), Some(loss)) = (f.datagrams, f.loss_pct) {
+                out.push_str(&format!(", {sent} datagrams, {loss:.1}% loss"));
+            }
+            out.push('\n');
         }
         if !r.flows.is_empty() {
             out.push_str(&format!(
@@ -261,7 +286,8 @@ pub fn table(scenario: &str, runs: &[RunResult]) -> String {
 
 /// Read a metric from a run: `goodput_mbps`, `ping.avg_ms` (first ping
 /// workload) or `ping.NAME.avg_ms` (also `min_ms`, `median_ms`, `max_ms`,
-/// `loss_pct`), `flow.NAME.goodput_mbps`, `share.NAME`, `web.NAME.load_ms`
+/// `loss_pct`), `flow.NAME.goodput_mbps`, `flow.NAME.loss_pct` (UDP),
+/// `share.NAME`, `web.NAME.load_ms`
 /// (the mean; also `min_ms`, `max_ms`, `loads`) or `web.load_ms` (first web
 /// workload). A web workload without a finished load has no load times.
 pub fn metric(r: &RunResult, name: &str) -> Option<f64> {
@@ -289,6 +315,7 @@ pub fn metric(r: &RunResult, name: &str) -> Option<f64> {
         ["ping", f] => ping_field(r.pings.first()?, f),
         ["ping", n, f] => ping_field(r.pings.iter().find(|p| p.name == *n)?, f),
         ["flow", n, "goodput_mbps"] => Some(r.flows.iter().find(|x| x.name == *n)?.goodput_mbps),
+        ["flow", n, "loss_pct"] => r.flows.iter().find(|x| x.name == *n)?.loss_pct,
         ["share", n] => Some(r.flows.iter().find(|x| x.name == *n)?.share),
         _ => None,
     }

@@ -35,6 +35,8 @@ pub enum Measure {
     /// UDP received at `node` from (src, sport, dport).
     Udp {
         node: usize,
+        /// The sending node and its application index.
+        sender: (usize, usize),
         key: (Ipv4Addr, u16, u16),
         start: Time,
         stop: Time,
@@ -352,12 +354,14 @@ fn add_workload(
                 stop,
                 sent: 0,
             };
+            let app = world.nodes[from].host.apps.len();
             world.nodes[from].host.apps.push(App::Udp(u));
             let src = world.nodes[from].addr;
             Ok((
                 label,
                 Measure::Udp {
                     node: to,
+                    sender: (from, app),
                     key: (src, sport, dport),
                     start,
                     stop,
@@ -641,6 +645,7 @@ fn collect_flow(b: &Built, label: &str, m: &Measure, res: &mut RunResult) {
         Measure::Ping { .. } => {}
         Measure::Udp {
             node,
+            sender,
             key,
             start,
             stop,
@@ -651,14 +656,15 @@ fn collect_flow(b: &Built, label: &str, m: &Measure, res: &mut RunResult) {
                 .get(key)
                 .cloned()
                 .unwrap_or_default();
+            let sent = match &b.world.nodes[sender.0].host.apps[sender.1] {
+                App::Udp(u) => u.sent,
+                _ => 0,
+            };
             let from = (*start).max(b.warmup);
-            res.flows.push(FlowResult::new(
-                label,
-                "udp",
-                &flow.bins,
-                from,
-                (*stop).min(end),
-            ));
+            res.flows.push(
+                FlowResult::new(label, "udp", &flow.bins, from, (*stop).min(end))
+                    .with_datagrams(sent, flow.packets),
+            );
         }
         Measure::Tcp { node, key, start } => {
             let flow = b.world.nodes[*node]

@@ -145,6 +145,17 @@ fn queueing_delay_is_backlog_over_rate() {
         "udp {}",
         udp.goodput_mbps
     );
+    // iperf's loss: the link carries 1e6 / (1042 * 8) datagrams a second of
+    // the 2e6 / (1028 * 8) sent; the last ~50 still queued count as lost too.
+    let carried = (1e6 / (1042.0 * 8.0)) / (2e6 / (1028.0 * 8.0));
+    let loss = udp.loss_pct.unwrap();
+    let (sent, received) = udp.datagrams.unwrap();
+    assert!(
+        (loss - 100.0 * (1.0 - carried)).abs() < 2.5,
+        "loss {loss}% of {sent}, expected {}",
+        100.0 * (1.0 - carried)
+    );
+    assert!(received < sent && sent > 4500, "{sent} {received}");
 }
 
 #[test]

@@ -19,6 +19,10 @@ use std::time::{Duration, Instant};
 pub const BUNDLED: &[(&str, &str)] = &[
     ("dumbbell", include_str!("../../../examples/dumbbell.toml")),
     (
+        "seed001",
+        include_str!("../../../examples/seed001-hostfair.toml"),
+    ),
+    (
         "seed000",
         include_str!("../../../examples/seed000-netem-pageload.toml"),
     ),
@@ -71,6 +75,10 @@ pub struct SimArgs {
 
 /// Files bundled scenarios refer to (their scripts), by name.
 pub const BUNDLED_FILES: &[(&str, &str)] = &[
+    (
+        "seed001-hostfair.sh",
+        include_str!("../../../examples/seed001-hostfair.sh"),
+    ),
     (
         "seed003-htb.sh",
         include_str!("../../../examples/seed003-htb.sh"),

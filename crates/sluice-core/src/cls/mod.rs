@@ -42,6 +42,9 @@
 
 /// The action layer, also reachable as `cls::act`.
 pub use crate::act;
+pub mod basic;
+pub mod ematch;
+pub mod flow;
 pub mod fw;
 pub mod matchall;
 pub mod u32;
@@ -162,6 +165,8 @@ pub enum FilterOpts {
     U32(u32::U32Opts),
     Fw(fw::FwOpts),
     Matchall(matchall::MatchallOpts),
+    Flow(flow::FlowOpts),
+    Basic(basic::BasicOpts),
 }
 
 impl FilterOpts {
@@ -171,6 +176,8 @@ impl FilterOpts {
             FilterOpts::U32(_) => "u32",
             FilterOpts::Fw(_) => "fw",
             FilterOpts::Matchall(_) => "matchall",
+            FilterOpts::Flow(_) => "flow",
+            FilterOpts::Basic(_) => "basic",
         }
     }
 }
@@ -219,6 +226,11 @@ impl FilterCmd {
 #[derive(Debug, Default)]
 pub struct ClsShared {
     pub(crate) u32: u32::U32Registry,
+    /// The device's seed: classifiers that draw random numbers (flow's
+    /// hash key) seed their generators from it.
+    pub seed: u64,
+    /// Flow filters created so far (each seeds its generator differently).
+    pub(crate) flow_filters_created: u64,
 }
 
 /// What changing filters needs from outside the block.
@@ -261,6 +273,8 @@ pub enum FilterElemOpts {
     U32(u32::U32KnodeDump),
     Fw(fw::FwDump),
     Matchall(matchall::MatchallDump),
+    Flow(flow::FlowDump),
+    Basic(basic::BasicDump),
 }
 
 /// One element of a walk: its handle, options and filter-level statistics.
@@ -338,6 +352,8 @@ fn create_classifier(kind: &str, prio: u16, env: &mut ClsEnv<'_>) -> TcResult<Bo
         "u32" => Box::new(u32::U32::new(prio, env)?),
         "fw" => Box::new(fw::Fw::new(env.qdisc)),
         "matchall" => Box::new(matchall::Matchall::default()),
+        "flow" => Box::new(flow::Flow::default()),
+        "basic" => Box::new(basic::Basic::default()),
         _ => return Err(TcError::msg(Errno::ENOENT, "TC classifier not found")),
     })
 }

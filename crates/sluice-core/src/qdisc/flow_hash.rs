@@ -191,6 +191,16 @@ const IPPROTO_UDPLITE: u8 = 136;
 impl FlowKeys {
     /// Dissect `pkt` (whose `data` starts at the network header).
     pub fn dissect(pkt: &Packet) -> FlowKeys {
+        Self::dissect_with(pkt, true)
+    }
+
+    /// Dissect `pkt` without stopping at an IPv6 flow label (the kernel's
+    /// `skb_flow_dissect_flow_keys(skb, keys, 0)`, which cls_flow uses).
+    pub fn dissect_all(pkt: &Packet) -> FlowKeys {
+        Self::dissect_with(pkt, false)
+    }
+
+    fn dissect_with(pkt: &Packet, stop_at_flow_label: bool) -> FlowKeys {
         let mut k = FlowKeys {
             n_proto: pkt.protocol,
             ..Default::default()
@@ -198,7 +208,7 @@ impl FlowKeys {
         let d = &pkt.data;
         let l4 = match pkt.protocol {
             ETH_P_IP => k.dissect_v4(d),
-            ETH_P_IPV6 => k.dissect_v6(d),
+            ETH_P_IPV6 => k.dissect_v6(d, stop_at_flow_label),
             _ => None,
         };
         if let Some(off) = l4 {
@@ -232,7 +242,7 @@ impl FlowKeys {
     }
 
     /// IPv6 header and extension headers.
-    fn dissect_v6(&mut self, d: &[u8]) -> Option<usize> {
+    fn dissect_v6(&mut self, d: &[u8], stop_at_flow_label: bool) -> Option<usize> {
         if d.len() < 40 || d[0] >> 4 != 6 {
             return None;
         }
@@ -245,7 +255,9 @@ impl FlowKeys {
         let label = u32::from_be_bytes([0, d[1] & 0x0f, d[2], d[3]]);
         if label != 0 {
             self.flow_label = label;
-            return None;
+            if stop_at_flow_label {
+                return None;
+            }
         }
         let (mut next, mut off) = (d[6], 40usize);
         loop {

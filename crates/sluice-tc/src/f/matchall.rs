@@ -23,7 +23,7 @@ NOTE: CLASSID is parsed as hexadecimal input.";
 
 /// C `strtol(s, NULL, 0)`: the leading number, 0 if none; `None` when it
 /// saturates (`LONG_MIN`/`LONG_MAX`).
-fn strtol(s: &str) -> Option<i64> {
+pub(super) fn strtol(s: &str) -> Option<i64> {
     let t = s.trim_start();
     let neg = t.starts_with('-');
     let Some((v, _)) = sluice_core::units::strtoul(t.trim_start_matches(['-', '+']), 0) else {

@@ -1,12 +1,16 @@
 //! Per-classifier syntax: parsing a filter's options from tc's words and
 //! printing a dumped element back, as iproute2's `f_<kind>.c` do. One file
-//! per kind sluice has ([`u32`], [`fw`], [`matchall`]).
+//! per kind sluice has ([`u32`], [`fw`], [`matchall`], [`flow`], [`basic`]),
+//! and the ematch expressions flow and basic share ([`ematch`]).
 //!
-//! Kinds iproute2 knows but sluice does not (flower, basic, bpf, ...) have
+//! Kinds iproute2 knows but sluice does not (flower, bpf, ...) have
 //! their options skipped: the kernel's answer, "TC classifier not found", is
 //! what a kernel without those modules gives. Kinds iproute2 does not know
 //! accept no options (`parse_nofopt`).
 
+pub(crate) mod basic;
+pub(crate) mod ematch;
+pub(crate) mod flow;
 pub(crate) mod fw;
 pub(crate) mod matchall;
 pub(crate) mod u32;
@@ -35,18 +39,7 @@ pub(crate) struct FPrintCx {
 }
 
 /// Classifiers compiled into iproute2 6.1 that sluice does not have.
-const FOREIGN: [&str; 8] = [
-    "basic", "bpf", "cgroup", "flow", "flower", "route", "rsvp", "tcindex",
-];
-
-const BASIC_USAGE: &str = "Usage: ... basic [ match EMATCH_TREE ]
-                 [ action ACTION_SPEC ] [ classid CLASSID ]
-
-Where:\tSELECTOR := SAMPLE SAMPLE ...
-\tFILTERID := X:Y:Z
-\tACTION_SPEC := ... look at individual actions
-
-NOTE: CLASSID is parsed as hexadecimal input.";
+const FOREIGN: [&str; 6] = ["bpf", "cgroup", "flower", "route", "rsvp", "tcindex"];
 
 /// `q->parse_fopt` for `kind`, the words after the kind.
 pub(crate) fn parse(kind: &str, handle: Option<&str>, a: &mut Args) -> CmdResult<Parsed> {
@@ -54,10 +47,9 @@ pub(crate) fn parse(kind: &str, handle: Option<&str>, a: &mut Args) -> CmdResult
         "u32" => u32::parse(handle, a),
         "fw" => fw::parse(handle, a),
         "matchall" => matchall::parse(handle, a),
+        "flow" => flow::parse(handle, a),
+        "basic" => basic::parse(handle, a),
         k if FOREIGN.contains(&k) => {
-            if k == "basic" && a.peek() == Some("help") {
-                return Err(Fail::new(1, BASIC_USAGE));
-            }
             // Accepted unread: the kernel refuses the kind.
             while a.next().is_some() {}
             Ok(Parsed::default())
@@ -89,5 +81,40 @@ pub(crate) fn print(opts: &FilterElemOpts, handle: u32, cx: &FPrintCx, out: &mut
         FilterElemOpts::U32(k) => u32::print(k, handle, cx, out),
         FilterElemOpts::Fw(f) => fw::print(f, handle, cx, out),
         FilterElemOpts::Matchall(m) => matchall::print(m, handle, cx, out),
+        FilterElemOpts::Flow(f) => flow::print(f, handle, cx, out),
+        FilterElemOpts::Basic(b) => basic::print(b, handle, cx, out),
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod testutil {
+    use crate::net::Net;
+    use crate::{ip, tc, Outcome};
+
+    fn words(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    /// A namespace with the veth pair DEV/PEER, as the golden captures start.
+    pub(crate) fn dev() -> Net {
+        let mut net = Net::new();
+        for c in [
+            "link add dev DEV type veth peer name PEER",
+            "link set dev DEV up",
+        ] {
+            assert_eq!(ip::run(&mut net, &words(c)).code, 0, "{c}");
+        }
+        net
+    }
+
+    /// `tc WORDS...`, split at spaces.
+    pub(crate) fn tc(net: &mut Net, line: &str) -> Outcome {
+        tc_words(net, &words(line))
+    }
+
+    /// `tc` with the words as given (quoted arguments keep their spaces).
+    pub(crate) fn tc_words(net: &mut Net, w: &[String]) -> Outcome {
+        let (opts, rest) = tc::parse_global(w).expect("options");
+        tc::run(net, &opts, &rest)
     }
 }
