@@ -440,6 +440,37 @@ impl Table {
         }
     }
 
+    /// `-E OLD NEW`: rename a user chain; jumps to it follow.
+    pub fn rename_chain(&mut self, old: &str, new: &str) -> Result<(), NfError> {
+        let i = self.chain_ix(old)?;
+        if self.chains[i].hook.is_some() {
+            return Err(NfError::Invalid);
+        }
+        if self.chain(new).is_some() {
+            return Err(NfError::ChainExists);
+        }
+        let mut c = self.chains.remove(i);
+        c.name = new.to_string();
+        for r in self
+            .chains
+            .iter_mut()
+            .flat_map(|c| c.rules.iter_mut())
+            .chain(c.rules.iter_mut())
+        {
+            if matches!(&r.spec.target, Target::Jump(t) if t == old) {
+                r.spec.target = Target::Jump(new.to_string());
+            }
+        }
+        let builtins = self.id.hooks().len();
+        let at = builtins
+            + self.chains[builtins..]
+                .iter()
+                .take_while(|x| x.name.as_bytes() < new.as_bytes())
+                .count();
+        self.chains.insert(at, c);
+        Ok(())
+    }
+
     /// `-P CHAIN ACCEPT|DROP`.
     pub fn set_policy(&mut self, chain: &str, policy: &str) -> Result<(), NfError> {
         let i = self.chain_ix(chain)?;
