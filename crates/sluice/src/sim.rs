@@ -34,6 +34,10 @@ pub const BUNDLED: &[(&str, &str)] = &[
         "seed004",
         include_str!("../../../examples/seed004-lan-bufferbloat.toml"),
     ),
+    (
+        "seed004-gateway",
+        include_str!("../../../examples/seed004-home-gateway.toml"),
+    ),
 ];
 
 /// `sluice sim` options.
@@ -70,10 +74,16 @@ pub struct SimArgs {
 }
 
 /// Files bundled scenarios refer to (their scripts), by name.
-pub const BUNDLED_FILES: &[(&str, &str)] = &[(
-    "seed003-htb.sh",
-    include_str!("../../../examples/seed003-htb.sh"),
-)];
+pub const BUNDLED_FILES: &[(&str, &str)] = &[
+    (
+        "seed003-htb.sh",
+        include_str!("../../../examples/seed003-htb.sh"),
+    ),
+    (
+        "seed004-gateway.sh",
+        include_str!("../../../examples/seed004-gateway.sh"),
+    ),
+];
 
 /// Runs node scripts with bash, this binary's `tc`/`ip`/`iptables` links first on PATH,
 /// against a state directory holding the node's namespace.
