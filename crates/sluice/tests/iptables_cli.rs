@@ -28,14 +28,34 @@ fn iptables_link_keeps_rules_per_namespace() {
     let link = bin.join("iptables");
     std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_sluice"), &link).unwrap();
     let add = [
-        "-t", "mangle", "-A", "OUTPUT", "-o", "eth0", "-p", "tcp", "--sport", "80", "-j", "MARK",
-        "--set-mark", "80",
+        "-t",
+        "mangle",
+        "-A",
+        "OUTPUT",
+        "-o",
+        "eth0",
+        "-p",
+        "tcp",
+        "--sport",
+        "80",
+        "-j",
+        "MARK",
+        "--set-mark",
+        "80",
     ];
     assert_eq!(run(&link, &state, "a", &add).2, 0);
     // A refused command (exit 2, iptables' message) leaves the table as it was.
-    let (_, err, code) = run(&link, &state, "a", &["-t", "mangle", "-A", "OUTPUT", "-j", "MARK"]);
+    let (_, err, code) = run(
+        &link,
+        &state,
+        "a",
+        &["-t", "mangle", "-A", "OUTPUT", "-j", "MARK"],
+    );
     assert_eq!(code, 2);
-    assert!(err.starts_with("iptables v1.8.9 (legacy): MARK: One of the"), "{err}");
+    assert!(
+        err.starts_with("iptables v1.8.9 (legacy): MARK: One of the"),
+        "{err}"
+    );
     let (out, _, code) = run(&link, &state, "a", &["-t", "mangle", "-S", "OUTPUT"]);
     assert_eq!(code, 0);
     assert_eq!(
@@ -58,5 +78,8 @@ fn iptables_link_keeps_rules_per_namespace() {
     // Tables sluice does not model are refused, saying so.
     let (_, err, code) = run(&link, &state, "a", &["-t", "nat", "-L"]);
     assert_eq!(code, 3);
-    assert!(err.contains("table `nat' is not supported by sluice"), "{err}");
+    assert!(
+        err.contains("table `nat' is not supported by sluice"),
+        "{err}"
+    );
 }
