@@ -13,6 +13,7 @@ use sluice_core::port::{Port, PortConfig, TxBuffer};
 use sluice_core::time::{Duration, Time};
 use sluice_tc::net::Net;
 use sluice_tc::{ip, iptables, tc};
+use std::collections::BTreeMap;
 
 /// Run one seed command line (`tc ...`, `iptables ...`, `ip ...`) and insist it succeeds.
 fn run(net: &mut Net, line: &str) -> String {
@@ -210,4 +211,67 @@ fn seed004_ssh_connmark_policy_marks_the_whole_connection() {
          -A POSTROUTING -o eth0 -p tcp -m tcp --dport 22 --tcp-flags SYN SYN -j CONNMARK --set-xmark 0x12c/0xffffffff\n\
          -A POSTROUTING -j CONNMARK --restore-mark --nfmask 0xffffffff --ctmask 0xffffffff\n"
     );
+}
+
+/// A router whose node lines are iptables commands: the filter table drops
+/// forwarded ICMP (so every ping is lost, counted as a netfilter drop), and
+/// mangle's CLASSIFY sends the UDP flow to a 100 kbit/s HTB class, which
+/// then carries what that rate allows. The expectations are the rule's
+/// meaning and the class rate, not a previous run.
+#[test]
+fn inline_iptables_lines_filter_and_classify_forwarded_traffic() {
+    let sc = sluice_sim::scenario::Scenario::parse(
+        r#"
+        name = "nf"
+        duration = "10s"
+        seed = 1
+        [[node]]
+        name = "a"
+        addr = "10.0.0.1"
+        [[node]]
+        name = "r"
+        addr = "10.0.0.254"
+        router = true
+        tc = [
+          "tc qdisc add dev eth1 root handle 1: htb default 20",
+          "tc class add dev eth1 parent 1: classid 1:10 htb rate 100kbit ceil 100kbit",
+          "tc class add dev eth1 parent 1: classid 1:20 htb rate 10mbit",
+          "iptables -A FORWARD -p icmp -j DROP",
+          "iptables -t mangle -A POSTROUTING -o eth1 -p udp --dport 5000 -j CLASSIFY --set-class 1:10",
+        ]
+        [[node]]
+        name = "b"
+        addr = "10.0.1.1"
+        [[link]]
+        a = "a:eth0"
+        b = "r:eth0"
+        rate = "100mbit"
+        [[link]]
+        a = "r:eth1"
+        b = "b:eth0"
+        rate = "100mbit"
+        [[workload]]
+        type = "ping"
+        from = "a"
+        to = "b"
+        interval = "500ms"
+        [[workload]]
+        type = "udp"
+        name = "cbr"
+        from = "a"
+        to = "b"
+        port = 5000
+        rate = "1mbit"
+        size = 1000
+        "#,
+    )
+    .unwrap();
+    let b = sluice_sim::run::build(&sc, &sc.vars_for(None, &BTreeMap::new())).unwrap();
+    let r = sluice_sim::run::run(b, "default", false);
+    assert_eq!(r.pings[0].loss_pct, 100.0);
+    assert!(r.losses.netfilter >= 19, "{:?}", r.losses);
+    // 1000-byte payloads are 1042 bytes on the wire; HTB holds the class to
+    // 100 kbit/s, so the receiver gets 100 x 1000/1042 ~ 96 kbit/s of payload.
+    let kbit = r.flows[0].goodput_mbps * 1000.0;
+    assert!((85.0..105.0).contains(&kbit), "cbr {kbit} kbit/s");
 }
