@@ -8,9 +8,12 @@
 //! - [`packet_parser`]: bytes as an IPv4 packet, through the simulator's
 //!   parsers and the seed 003 u32 filters.
 //! - [`scenario_parser`]: text as a scenario file, built and run for 1 ms.
+//! - [`iptables_parser`]: iptables commands, every listing, packets through the hooks.
 
+pub mod iptables_body;
 pub mod sim_bodies;
 pub mod tc_bodies;
 
 pub use sim_bodies::{packet_parser, scenario_parser};
+pub use iptables_body::iptables_parser;
 pub use tc_bodies::{ip_parser, tc_parser};

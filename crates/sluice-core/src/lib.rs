@@ -11,6 +11,7 @@
 //! - [`qdisc`]: the [`qdisc::Qdisc`] trait, the stats-keeping [`qdisc::QdiscNode`], one file per qdisc.
 //! - [`act`]: actions (police, gact) and the per-namespace action table.
 //! - [`cls`]: classifiers and the filter blocks qdiscs hold.
+//! - [`netfilter`]: iptables mangle/filter tables and the connection table (marks for fw, CLASSIFY).
 //! - [`device`]: a device's qdisc tree and the kernel's rules for changing it.
 //! - [`port`]: a device drained into a transmit ring, a wire of some rate, a delay.
 //! - [`error`]: refusals shaped like the kernel's netlink answers.
@@ -25,6 +26,7 @@ pub mod cls;
 pub mod device;
 pub mod error;
 pub mod handle;
+pub mod netfilter;
 pub mod packet;
 pub mod port;
 pub mod qdisc;

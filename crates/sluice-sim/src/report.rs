@@ -277,8 +277,16 @@ pub fn table(scenario: &str, runs: &[RunResult]) -> String {
         }
         let l = &r.losses;
         out.push_str(&format!(
-            "  drops: egress {} ingress {} wire {} unroutable {}\n",
-            l.egress, l.ingress, l.wire, l.unroutable
+            "  drops: egress {} ingress {} wire {} unroutable {}{}\n",
+            l.egress,
+            l.ingress,
+            l.wire,
+            l.unroutable,
+            if l.netfilter > 0 {
+                format!(" netfilter {}", l.netfilter)
+            } else {
+                String::new()
+            }
         ));
     }
     out

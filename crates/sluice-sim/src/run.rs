@@ -200,7 +200,13 @@ pub fn build_with(
                     Err(o) => o,
                 },
                 Some("ip") => ip::run(net, &words[1..]),
-                _ => return Err(format!("node {}: not a tc/ip command: {line:?}", n.name)),
+                Some("iptables") => sluice_tc::iptables::run(net, &words[1..]),
+                _ => {
+                    return Err(format!(
+                        "node {}: not a tc/ip/iptables command: {line:?}",
+                        n.name
+                    ))
+                }
             };
             if o.code != 0 {
                 return Err(format!(

@@ -15,7 +15,7 @@
 //! addr = "10.0.0.254"
 //! router = true
 //! tc = ["tc qdisc replace dev eth1 root ${qdisc}"]   # run in-process, in order
-//! script = "path/or/inline bash"                     # run with bash, tc/ip links on PATH
+//! script = "path/or/inline bash"                     # run with bash, tc/ip/iptables links on PATH
 //! [[link]]
 //! a = "sender:eth0"          # node:device (created by the link)
 //! b = "router:eth0"
@@ -96,7 +96,7 @@ pub struct NodeSpec {
     #[serde(default)]
     pub tc: Vec<String>,
     /// A shell script (inline text or a path relative to the scenario), run
-    /// with bash, sluice's tc/ip links first on PATH, against this node.
+    /// with bash, sluice's tc/ip/iptables links first on PATH, against this node.
     #[serde(default)]
     pub script: Option<String>,
 }

@@ -7,13 +7,23 @@
 //! on the peer interface (whose ingress qdisc may police it), and is either
 //! for that node or forwarded by a router along a static shortest-path route.
 //! Hosts answer pings and hand TCP/UDP to their applications
-//! ([`crate::host`]). Everything is driven by one [`EventQueue`].
+//! ([`crate::host`]).
+//!
+//! Each node's iptables tables ([`sluice_core::netfilter`]) run where Linux
+//! runs them: OUTPUT and POSTROUTING for what a node sends (after routing
+//! has chosen the interface, before its qdiscs), PREROUTING and INPUT for
+//! what it receives, PREROUTING, FORWARD and POSTROUTING for what a router
+//! forwards. So marks and CLASSIFY set there reach the egress qdiscs, and
+//! a DROP is a loss counted as `netfilter`. A packet arriving on a node starts
+//! as a new skb: mark 0, priority from its TOS. Everything is driven by one [`EventQueue`].
 
 use crate::engine::EventQueue;
 use crate::host::{Host, HostEvent};
-use crate::ip::{ipv4_info, Ipv4Info};
+use crate::ip::ipv4_info;
+use sluice_core::netfilter::{Hook, Ifaces, Verdict};
 use sluice_core::packet::Packet;
 use sluice_core::port::{Port, PortConfig};
+use sluice_core::qdisc::pfifo_fast::tos_to_priority;
 use sluice_core::time::Time;
 use sluice_tc::net::Net;
 use std::collections::{BTreeMap, VecDeque};
@@ -103,6 +113,13 @@ pub struct LossCounters {
     pub wire: u64,
     /// No route.
     pub unroutable: u64,
+    /// Dropped by an iptables rule or chain policy.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub netfilter: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The whole simulated network.
@@ -220,14 +237,41 @@ impl World {
         }
     }
 
-    /// Send a packet from `node` (locally generated or forwarded) towards its destination.
-    pub fn transmit(&mut self, node: usize, pkt: Packet) {
-        let now = self.queue.now();
-        let Some(info) = ipv4_info(&pkt) else { return };
-        let Some(&iface) = self.nodes[node].routes.get(&info.dst) else {
-            self.losses.unroutable += 1;
+    /// Send a packet `node` generated: routing picks the interface, then
+    /// the OUTPUT and POSTROUTING hooks run (marks, CLASSIFY, drops), then
+    /// the interface's qdiscs.
+    pub fn transmit(&mut self, node: usize, mut pkt: Packet) {
+        let Some(iface) = self.route(node, &pkt) else {
             return;
         };
+        let now = self.queue.now();
+        let n = &mut self.nodes[node];
+        let oif = n.net.devices[n.ifaces[iface].dev].info.name.clone();
+        let hooks = [Hook::Output, Hook::Postrouting];
+        let ifaces = Ifaces {
+            iif: None,
+            oif: Some(&oif),
+        };
+        if n.net.netfilter.traverse(&hooks, &mut pkt, ifaces, now) == Verdict::Drop {
+            self.losses.netfilter += 1;
+            return;
+        }
+        self.enqueue(node, iface, pkt);
+    }
+
+    /// The interface towards the packet's destination (counts unroutable packets).
+    fn route(&mut self, node: usize, pkt: &Packet) -> Option<usize> {
+        let info = ipv4_info(pkt)?;
+        let iface = self.nodes[node].routes.get(&info.dst).copied();
+        if iface.is_none() {
+            self.losses.unroutable += 1;
+        }
+        iface
+    }
+
+    /// Hand a packet to an interface's qdiscs and transmitter.
+    fn enqueue(&mut self, node: usize, iface: usize, pkt: Packet) {
+        let now = self.queue.now();
         self.entered += 1;
         let n = &mut self.nodes[node];
         let ifc = &mut n.ifaces[iface];
@@ -298,23 +342,52 @@ impl World {
         self.arrived += 1;
         let n = &mut self.nodes[node];
         let dev = n.ifaces[iface].dev;
-        let Some(pkt) = n.net.devices[dev].receive(pkt, now) else {
+        let Some(mut pkt) = n.net.devices[dev].receive(pkt, now) else {
             self.losses.ingress += 1;
             return;
         };
         let Some(info) = ipv4_info(&pkt) else { return };
+        // A new skb on this host: no mark; the priority the IP stack derives
+        // from the TOS (ip_forward and local delivery both start from it).
+        pkt.mark = 0;
+        pkt.priority = tos_to_priority(info.tos);
+        let iif = self.nodes[node].net.devices[dev].info.name.clone();
         if info.dst == self.nodes[node].addr {
+            let hooks = [Hook::Prerouting, Hook::Input];
+            let ifaces = Ifaces {
+                iif: Some(&iif),
+                oif: None,
+            };
+            let nf = &mut self.nodes[node].net.netfilter;
+            if nf.traverse(&hooks, &mut pkt, ifaces, now) == Verdict::Drop {
+                self.losses.netfilter += 1;
+                return;
+            }
             let out = self.nodes[node].host.receive(pkt, &info, now);
             self.host_output(node, out);
         } else if self.nodes[node].router {
-            self.forward(node, pkt, &info);
+            self.forward(node, &iif, pkt, now);
         }
     }
 
-    fn forward(&mut self, node: usize, mut pkt: Packet, _info: &Ipv4Info) {
-        // A forwarded packet keeps its bytes; Linux resets skb->priority from the TOS.
-        pkt.mark = 0;
-        self.transmit(node, pkt);
+    /// Route a packet through: PREROUTING, FORWARD and POSTROUTING, then
+    /// the outgoing interface's qdiscs.
+    fn forward(&mut self, node: usize, iif: &str, mut pkt: Packet, now: Time) {
+        let Some(out) = self.route(node, &pkt) else {
+            return;
+        };
+        let n = &mut self.nodes[node];
+        let oif = n.net.devices[n.ifaces[out].dev].info.name.clone();
+        let hooks = [Hook::Prerouting, Hook::Forward, Hook::Postrouting];
+        let ifaces = Ifaces {
+            iif: Some(iif),
+            oif: Some(&oif),
+        };
+        if n.net.netfilter.traverse(&hooks, &mut pkt, ifaces, now) == Verdict::Drop {
+            self.losses.netfilter += 1;
+            return;
+        }
+        self.enqueue(node, out, pkt);
     }
 
     fn host_output(&mut self, node: usize, out: crate::host::Output) {

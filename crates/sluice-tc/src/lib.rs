@@ -1,4 +1,4 @@
-//! sluice-tc: the `tc` and `ip` command languages over sluice-core.
+//! sluice-tc: the `tc`, `ip` and `iptables` command languages over sluice-core.
 //!
 //! # Layout
 //!
@@ -8,6 +8,7 @@
 //! - [`tc`]: `tc qdisc|class ...`: parse, apply to a device, print.
 //! - [`filter`]: `tc filter` and `tc chain`; [`action`]: `tc actions`.
 //! - [`ip`]: the `ip link` subset that sets up devices.
+//! - [`iptables`]: `iptables` for the mangle and filter tables (marks for fw, CLASSIFY).
 //! - [`state`]: the state directory: commands persist between invocations.
 //! - [`tc_core`]: iproute2's byte/time/tick conversions.
 //! - `q/`: per-kind option syntax, one file per qdisc kind.
@@ -21,6 +22,7 @@ pub mod args;
 mod f;
 pub mod filter;
 pub mod ip;
+pub mod iptables;
 mod m;
 pub mod net;
 pub mod out;

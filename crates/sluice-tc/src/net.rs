@@ -1,9 +1,10 @@
-//! A network namespace as sluice keeps it: its devices and the counters the
-//! kernel keeps per namespace (next interface index, next automatic qdisc handle).
+//! A network namespace as sluice keeps it: its devices, its iptables tables,
+//! and the counters the kernel keeps per namespace (next interface index, next automatic qdisc handle).
 
 use sluice_core::act::ActionTable;
 use sluice_core::device::{DevKind, Device};
 use sluice_core::handle::Handle;
+use sluice_core::netfilter::Netfilter;
 use sluice_core::qdisc::DevInfo;
 
 /// The devices of one namespace.
@@ -18,6 +19,8 @@ pub struct Net {
     pub seed: u64,
     /// The namespace's actions (`tc actions`, and those filters create).
     pub actions: ActionTable,
+    /// The namespace's iptables tables and connection table.
+    pub netfilter: Netfilter,
 }
 
 impl Default for Net {
@@ -35,6 +38,7 @@ impl Net {
             autohandle: 0x8000_0000,
             seed: 0,
             actions: ActionTable::new(0),
+            netfilter: Netfilter::default(),
         };
         let info = DevInfo {
             name: "lo".into(),

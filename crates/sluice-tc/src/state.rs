@@ -17,7 +17,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Which tool a logged command belongs to.
-pub const TOOLS: [&str; 2] = ["tc", "ip"];
+pub const TOOLS: [&str; 3] = ["tc", "ip", "iptables"];
 
 /// The state directory: `$SLUICE_STATE_DIR`, else a per-user directory.
 pub fn state_dir() -> PathBuf {
@@ -56,6 +56,9 @@ pub fn replay(net: &mut Net, words: &[String]) {
         }
         Some("ip") => {
             let _ = crate::ip::run(net, &words[1..]);
+        }
+        Some("iptables") => {
+            let _ = crate::iptables::run(net, &words[1..]);
         }
         _ => {}
     }

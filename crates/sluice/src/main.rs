@@ -1,9 +1,9 @@
-//! The `sluice` binary: `sluice tc ...`, `sluice ip ...`; invoked through a
-//! link named `tc` or `ip` it behaves as that tool, so existing scripts run
+//! The `sluice` binary: `sluice tc ...`, `sluice ip ...`, `sluice iptables
+//! ...`; invoked through a link named `tc`, `ip` or `iptables` it behaves as that tool, so existing scripts run
 //! unchanged with the links first on PATH.
 
 use sluice_tc::state::{netns_or_env, replay, state_dir, Session};
-use sluice_tc::{ip, tc, Outcome};
+use sluice_tc::{ip, iptables, tc, Outcome};
 use std::io::Write;
 
 mod bench;
@@ -128,13 +128,26 @@ fn run_ip(argv: &[String]) -> Outcome {
     o
 }
 
-const USAGE: &str = "usage: sluice { tc | ip | sim } ARGS...
+/// `iptables ...`: the namespace comes from `$SLUICE_NETNS` (iptables has no
+/// `-n NAME`; its `-n` means numeric output).
+fn run_iptables(argv: &[String]) -> Outcome {
+    let mut s = match open(netns_or_env(None).as_deref()) {
+        Ok(s) => s,
+        Err(o) => return o,
+    };
+    let o = iptables::run(&mut s.net, argv);
+    let changed = iptables::mutates(argv);
+    keep(&mut s, "iptables", argv.to_vec(), changed, o)
+}
+
+const USAGE: &str = "usage: sluice { tc | ip | iptables | sim } ARGS...
   sluice sim NAME|FILE  run a network scenario in virtual time (--list, --help)
   sluice replay ...     run a capture through a tc script's qdiscs (--help)
   sluice bench [...]    measure qdisc and simulator speed
   sluice tc ...   the tc command language (iproute2 6.x syntax and output)
   sluice ip ...   the ip link subset that creates and configures devices
-Invoked through a link named tc or ip, sluice behaves as that tool.
+  sluice iptables ...  iptables (mangle and filter tables; -h for the subset)
+Invoked through a link named tc, ip or iptables, sluice behaves as that tool.
 State lives in $SLUICE_STATE_DIR (default: a per-user directory).
 ";
 
@@ -149,9 +162,11 @@ fn main() -> ExitCode {
     let o = match prog.as_str() {
         "tc" => run_tc(&argv[1..]),
         "ip" => run_ip(&argv[1..]),
+        "iptables" => run_iptables(&argv[1..]),
         _ => match argv.get(1).map(String::as_str) {
             Some("tc") => run_tc(&argv[2..]),
             Some("ip") => run_ip(&argv[2..]),
+            Some("iptables") => run_iptables(&argv[2..]),
             Some("sim") => return ExitCode::from(sim::main(&argv[2..]) as u8),
             Some("bench") => return ExitCode::from(bench::main(&argv[2..]) as u8),
             Some("replay") => return ExitCode::from(replay::main(&argv[2..]) as u8),

@@ -38,6 +38,10 @@ pub const BUNDLED: &[(&str, &str)] = &[
         "seed004",
         include_str!("../../../examples/seed004-lan-bufferbloat.toml"),
     ),
+    (
+        "seed004-gateway",
+        include_str!("../../../examples/seed004-home-gateway.toml"),
+    ),
 ];
 
 /// `sluice sim` options.
@@ -87,9 +91,13 @@ pub const BUNDLED_FILES: &[(&str, &str)] = &[
         "seed003-cbq.sh",
         include_str!("../../../examples/seed003-cbq.sh"),
     ),
+    (
+        "seed004-gateway.sh",
+        include_str!("../../../examples/seed004-gateway.sh"),
+    ),
 ];
 
-/// Runs node scripts with bash, this binary's `tc`/`ip` links first on PATH,
+/// Runs node scripts with bash, this binary's `tc`/`ip`/`iptables` links first on PATH,
 /// against a state directory holding the node's namespace.
 struct BashRunner {
     exe: PathBuf,
@@ -125,7 +133,7 @@ impl ScriptRunner for BashRunner {
         let (links, state) = (tmp.path().join("bin"), tmp.path().join("state"));
         let io = |e: std::io::Error| format!("node {node}: {e}");
         std::fs::create_dir_all(&links).map_err(io)?;
-        for tool in ["tc", "ip"] {
+        for tool in ["tc", "ip", "iptables"] {
             std::os::unix::fs::symlink(&self.exe, links.join(tool)).map_err(io)?;
         }
         write_log(&state, node, setup).map_err(io)?;
