@@ -268,6 +268,7 @@ pub fn remove_leftovers(dir: &Path, spec: &LinkSpec) {
         crate::shell::remove_nat(&spec.name);
     }
     let _ = fs::remove_file(socket_path(dir, &spec.name));
+    let _ = fs::remove_file(log_path(dir, &spec.name));
     let _ = fs::remove_file(record_path(dir, &spec.name));
 }
 

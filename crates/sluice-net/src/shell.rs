@@ -77,7 +77,11 @@ pub fn remove_nat(name: &str) {
             return;
         };
         for line in String::from_utf8_lossy(&out.stdout).lines() {
-            let words: Vec<&str> = line.split_whitespace().collect();
+            // `-S` quotes the comment: `--comment "sluice:NAME"`.
+            let words: Vec<&str> = line
+                .split_whitespace()
+                .map(|w| w.trim_matches('"'))
+                .collect();
             if words.first() != Some(&"-A") || !words.contains(&tag.as_str()) {
                 continue;
             }
