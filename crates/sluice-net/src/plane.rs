@@ -273,3 +273,143 @@ impl Plane {
         &self.dirs[dir as usize].port
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::{deliver, read_batch, IoStats, Loopback, BATCH};
+    use sluice_core::time::Duration;
+
+    /// An IPv4/UDP packet of `total` bytes from 10.0.0.1 to 10.0.0.2.
+    fn ipv4(total: usize) -> Vec<u8> {
+        let mut p = vec![0u8; total];
+        p[0] = 0x45;
+        p[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+        p[8] = 64;
+        p[9] = 17;
+        p[12..16].copy_from_slice(&[10, 0, 0, 1]);
+        p[16..20].copy_from_slice(&[10, 0, 0, 2]);
+        p
+    }
+
+    fn wire(rate_bps: u64, delay_ms: u64) -> PortConfig {
+        PortConfig {
+            rate_bps,
+            delay: Duration::from_millis(delay_ms),
+            ..Default::default()
+        }
+    }
+
+    /// Run the plane from `from` to `until` in virtual time, returning (time, dir) of each delivery.
+    fn run(plane: &mut Plane, until: Time) -> Vec<(Time, Dir, usize)> {
+        let mut got = vec![];
+        while let Some(t) = plane.next_wake() {
+            if t > until {
+                break;
+            }
+            plane.poll(t, &mut |d, p| got.push((t, d, p.len())));
+        }
+        got
+    }
+
+    #[test]
+    fn garbage_is_counted_and_dropped_never_forwarded() {
+        let mut plane = Plane::new(wire(0, 0), wire(0, 0), 1500);
+        let garbage: [&[u8]; 6] = [
+            &[],
+            &[0xff; 100],
+            &[0x45, 0, 0],
+            &[0x45; 30],         // total length 0x4545 > 30 bytes
+            &[0x60, 0, 0, 0, 0], // truncated IPv6
+            &[0x41; 40],         // IHL 1
+        ];
+        for g in garbage {
+            plane.input(Dir::AB, g, Time(0));
+        }
+        plane.input(Dir::AB, &ipv4(100), Time(0));
+        let got = run(&mut plane, Time(1_000_000));
+        assert_eq!(got, vec![(Time(0), Dir::AB, 100)]);
+        let s = plane.stats(Dir::AB);
+        assert_eq!((s.rx_packets, s.malformed, s.delivered), (7, 6, 1));
+    }
+
+    #[test]
+    fn the_wire_delays_each_direction_and_never_delivers_early() {
+        let mut plane = Plane::new(wire(0, 10), wire(0, 30), 1500);
+        plane.input(Dir::AB, &ipv4(84), Time(0));
+        plane.input(Dir::BA, &ipv4(84), Time(0));
+        let got = run(&mut plane, Time(1_000_000_000));
+        assert_eq!(
+            got,
+            vec![
+                (Time(10_000_000), Dir::AB, 84),
+                (Time(30_000_000), Dir::BA, 84)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_burst_leaves_at_the_wire_rate() {
+        // 10 Mbit/s: a 1500-byte packet takes 1.2 ms; the default qdisc holds the burst.
+        let mut plane = Plane::new(wire(10_000_000, 0), wire(0, 0), 1500);
+        for _ in 0..100 {
+            plane.input(Dir::AB, &ipv4(1500), Time(0));
+        }
+        let got = run(&mut plane, Time(1_000_000_000));
+        assert_eq!(got.len(), 100);
+        for (i, (t, _, _)) in got.iter().enumerate() {
+            assert_eq!(t.0, (i as u64 + 1) * 1_200_000);
+        }
+    }
+
+    #[test]
+    fn a_live_netem_change_delays_the_next_packets() {
+        let mut plane = Plane::new(wire(0, 0), wire(0, 0), 1500);
+        let words: Vec<String> = "qdisc add dev a0 root netem delay 50ms"
+            .split(' ')
+            .map(String::from)
+            .collect();
+        let o = sluice_tc::tc::run(&mut plane.net, &Default::default(), &words);
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        plane.kick(Time(5_000_000));
+        plane.input(Dir::AB, &ipv4(84), Time(5_000_000));
+        plane.input(Dir::BA, &ipv4(84), Time(5_000_000));
+        let got = run(&mut plane, Time(1_000_000_000));
+        assert_eq!(
+            got,
+            vec![
+                (Time(5_000_000), Dir::BA, 84),
+                (Time(55_000_000), Dir::AB, 84)
+            ]
+        );
+    }
+
+    #[test]
+    fn the_default_qdisc_bounds_the_queue_at_txqueuelen() {
+        // A 1 Mbit/s wire cannot drain 2000 packets at once: pfifo_fast keeps
+        // 1000 (txqueuelen), one is on the wire and one in the 1-packet ring.
+        let mut plane = Plane::new(wire(1_000_000, 0), wire(0, 0), 1500);
+        for _ in 0..2000 {
+            plane.input(Dir::AB, &ipv4(1500), Time(0));
+        }
+        assert_eq!(plane.stats(Dir::AB).qdisc_drops, 2000 - 1002);
+    }
+
+    #[test]
+    fn loopback_sides_are_read_in_batches_and_written_in_order() {
+        let mut plane = Plane::new(wire(0, 1), wire(0, 1), 1500);
+        let (mut a, mut b) = (Loopback::default(), Loopback::default());
+        for n in 0..(BATCH + 10) {
+            a.rx.push_back(ipv4(100 + n));
+        }
+        let mut buf = vec![0u8; 2048];
+        let mut io = IoStats::default();
+        let n = read_batch(&mut plane, Dir::AB, &mut a, &mut buf, Time(0), &mut io);
+        assert_eq!((n, a.rx.len()), (BATCH, 10));
+        deliver(&mut plane, Time(999_999), &mut a, &mut b, &mut io);
+        assert!(b.tx.is_empty());
+        deliver(&mut plane, Time(1_000_000), &mut a, &mut b, &mut io);
+        let lens: Vec<usize> = b.tx.iter().map(Vec::len).collect();
+        assert_eq!(lens, (0..BATCH).map(|n| 100 + n).collect::<Vec<_>>());
+    }
+}
