@@ -189,9 +189,17 @@ pub fn proc_starttime(pid: i32) -> Option<u64> {
     rest.split_whitespace().nth(19)?.parse().ok()
 }
 
-/// Is the daemon of this record still running?
+/// Is the daemon of this record still running? (A killed daemon whose
+/// parent has not reaped it yet is a zombie: gone.)
 pub fn alive(rec: &Record) -> bool {
-    proc_starttime(rec.pid) == Some(rec.starttime)
+    let Ok(stat) = fs::read_to_string(format!("/proc/{}/stat", rec.pid)) else {
+        return false;
+    };
+    let state = stat
+        .rfind(')')
+        .and_then(|i| stat[i + 1..].split_whitespace().next())
+        .unwrap_or("X");
+    !matches!(state, "Z" | "X" | "x") && proc_starttime(rec.pid) == Some(rec.starttime)
 }
 
 /// Read a record.
@@ -284,10 +292,12 @@ pub fn reap(dir: &Path) -> Vec<String> {
     gone
 }
 
-/// The lowest 10.77.X.0/24 subnet no running link uses.
+/// The lowest 10.77.X.0/24 subnet no running link uses (in this links
+/// directory, nor a shell's host device `sluiceX` of another one).
 pub fn free_subnet(dir: &Path) -> Option<u8> {
     let used: Vec<u8> = records(dir).iter().filter_map(|r| r.spec.subnet).collect();
-    (1..=254u8).find(|x| !used.contains(x))
+    (1..=254u8)
+        .find(|x| !used.contains(x) && !Path::new(&format!("/sys/class/net/sluice{x}")).exists())
 }
 
 /// Start a link's daemon and wait until it carries traffic.
