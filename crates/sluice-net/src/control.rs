@@ -177,8 +177,12 @@ fn run_batch(plane: &mut Plane, opts: &tc::Opts, file: &str, text: &str) -> Outc
 pub fn status(plane: &Plane, io: &IoStats) -> String {
     let dir = |d: Dir| {
         let p = plane.port(d).stats;
+        let st = plane.stats(d);
         serde_json::json!({
-            "plane": plane.stats(d),
+            "plane": st,
+            "lateness_us": {"p50": st.lateness_quantile(0.5) as f64 / 1e3,
+                            "p99": st.lateness_quantile(0.99) as f64 / 1e3,
+                            "max": st.lateness_quantile(1.0) as f64 / 1e3},
             "wire": {"tx_packets": p.tx_packets, "tx_bytes": p.tx_bytes,
                      "ring_drops": p.ring_drops, "wire_losses": p.wire_losses},
         })

@@ -90,7 +90,7 @@ pub fn parse_ip(bytes: &[u8]) -> Result<Packet, Malformed> {
 }
 
 /// Counters of one direction beyond the qdiscs' and the port's own.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct DirStats {
     /// Packets read from the sending side.
     pub rx_packets: u64,
@@ -104,6 +104,41 @@ pub struct DirStats {
     pub ingress_drops: u64,
     /// Packets handed to the receiving side.
     pub delivered: u64,
+    /// How late packets were handed over: counts per power-of-two bucket
+    /// of nanoseconds after their due time (bucket i: below 2^i ns).
+    #[serde(skip)]
+    pub lateness: [u64; 40],
+}
+
+impl DirStats {
+    /// The lateness below which a fraction `q` of deliveries fell, in ns
+    /// (an upper bound: the bucket's top).
+    pub fn lateness_quantile(&self, q: f64) -> u64 {
+        let total: u64 = self.lateness.iter().sum();
+        let want = (total as f64 * q).ceil() as u64;
+        let mut seen = 0;
+        for (i, n) in self.lateness.iter().enumerate() {
+            seen += n;
+            if seen >= want && seen > 0 {
+                return 1u64 << i;
+            }
+        }
+        0
+    }
+}
+
+impl Default for DirStats {
+    fn default() -> Self {
+        DirStats {
+            rx_packets: 0,
+            malformed: 0,
+            qdisc_drops: 0,
+            delay_line_drops: 0,
+            ingress_drops: 0,
+            delivered: 0,
+            lateness: [0; 40],
+        }
+    }
 }
 
 struct Direction {
@@ -231,8 +266,10 @@ impl Plane {
         }
         // Arrivals: the wire delivers in order (constant delay), so the head is the earliest.
         while st.in_flight.front().is_some_and(|(at, _)| *at <= now) {
-            let (_, pkt) = st.in_flight.pop_front().expect("checked");
+            let (at, pkt) = st.in_flight.pop_front().expect("checked");
             st.in_flight_bytes -= pkt.len as u64;
+            let late = now.0.saturating_sub(at.0);
+            st.stats.lateness[(64 - late.leading_zeros() as usize).min(39)] += 1;
             match ingress.receive(pkt, now) {
                 Some(p) => {
                     st.stats.delivered += 1;

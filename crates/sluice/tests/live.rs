@@ -305,6 +305,61 @@ fn bulk_tcp_through_a_10mbit_tbf_runs_at_the_rate_less_headers() {
 }
 
 #[test]
+fn bulk_tcp_through_an_htb_class_behind_a_faster_wire_runs_at_the_class_rate() {
+    require!();
+    let l = Link::new("h");
+    // The wire (20 Mbit/s) is faster than the class, so the class shapes.
+    l.up(&["--rate", "20mbit"]);
+    for cmd in [
+        "qdisc add dev a0 root handle 1: htb default 10",
+        "class add dev a0 parent 1: classid 1:10 htb rate 5mbit ceil 5mbit",
+    ] {
+        let mut args = vec!["tc", "-n", &l.name];
+        args.extend(cmd.split(' '));
+        l.ok(&args);
+    }
+    let goodput = bulk_tcp(&l, 4.0);
+    let expect = 5e6 * 1448.0 / 1500.0;
+    let ratio = goodput / expect;
+    eprintln!(
+        "htb 5mbit: goodput {:.3} Mbit/s ({:.1}% of {:.3})",
+        goodput / 1e6,
+        ratio * 100.0,
+        expect / 1e6
+    );
+    assert!(
+        (0.97..=1.01).contains(&ratio),
+        "goodput {goodput} vs {expect}"
+    );
+    let stats = l.ok(&["tc", "-s", "-n", &l.name, "class", "show", "dev", "a0"]);
+    assert!(
+        stats.contains("class htb 1:10 root prio 0 rate 5Mbit ceil 5Mbit"),
+        "{stats}"
+    );
+}
+
+#[test]
+fn bulk_tcp_through_a_10mbit_wire_runs_at_the_wire_rate() {
+    require!();
+    let l = Link::new("w");
+    // A 100-packet modem buffer after the default qdisc.
+    l.up(&["--rate", "10mbit", "--buffer", "100p"]);
+    let goodput = bulk_tcp(&l, 4.0);
+    let expect = 10e6 * 1448.0 / 1500.0;
+    let ratio = goodput / expect;
+    eprintln!(
+        "wire 10mbit: goodput {:.3} Mbit/s ({:.1}% of {:.3})",
+        goodput / 1e6,
+        ratio * 100.0,
+        expect / 1e6
+    );
+    assert!(
+        (0.97..=1.01).contains(&ratio),
+        "goodput {goodput} vs {expect}"
+    );
+}
+
+#[test]
 fn a_taken_name_is_refused_and_down_removes_everything() {
     require!();
     let l = Link::new("r");
