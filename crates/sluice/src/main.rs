@@ -7,6 +7,7 @@ use sluice_tc::{ip, iptables, tc, Outcome};
 use std::io::Write;
 
 mod bench;
+mod live;
 mod replay;
 mod sim;
 use std::process::ExitCode;
@@ -50,7 +51,12 @@ fn run_tc(argv: &[String]) -> Outcome {
         Ok(x) => x,
         Err(o) => return o,
     };
-    let mut s = match open(netns_or_env(opts.netns.clone()).as_deref()) {
+    let netns = netns_or_env(opts.netns.clone());
+    // A running `sluice link` of that name takes the command live (sluice-net's control.rs says why).
+    if let Some(o) = sluice_net::control::forward_tc(netns.as_deref(), argv) {
+        return o;
+    }
+    let mut s = match open(netns.as_deref()) {
         Ok(s) => s,
         Err(o) => return o,
     };
@@ -144,6 +150,8 @@ const USAGE: &str = "usage: sluice { tc | ip | iptables | sim } ARGS...
   sluice sim NAME|FILE  run a network scenario in virtual time (--list, --help)
   sluice replay ...     run a capture through a tc script's qdiscs (--help)
   sluice bench [...]    measure qdisc and simulator speed
+  sluice link up|down|list ...  namespaces joined through qdiscs, live (--help)
+  sluice shell [...] [-- CMD]   a command behind a shaped link, NAT to the host (--help)
   sluice tc ...   the tc command language (iproute2 6.x syntax and output)
   sluice ip ...   the ip link subset that creates and configures devices
   sluice iptables ...  iptables (mangle and filter tables; -h for the subset)
@@ -170,6 +178,8 @@ fn main() -> ExitCode {
             Some("sim") => return ExitCode::from(sim::main(&argv[2..]) as u8),
             Some("bench") => return ExitCode::from(bench::main(&argv[2..]) as u8),
             Some("replay") => return ExitCode::from(replay::main(&argv[2..]) as u8),
+            Some("link") => return ExitCode::from(live::link_main(&argv[2..]) as u8),
+            Some("shell") => return ExitCode::from(live::shell_main(&argv[2..]) as u8),
             _ => Outcome {
                 stderr: USAGE.into(),
                 code: if argv.len() > 1 { 255 } else { 0 },

@@ -1,0 +1,260 @@
+//! The control socket: `sluice tc -n LINK ...` against a running link.
+//!
+//! # How `-n` fits the state directory
+//!
+//! Offline, `sluice tc -n NAME` replays and appends to the log
+//! `$SLUICE_STATE_DIR/netns/NAME.log`. A running link is different: its
+//! qdiscs hold queued packets and live counters, which no log can replay,
+//! and two writers (a log and a daemon) would drift apart. So while link
+//! NAME runs, its daemon's in-memory namespace is the only truth: `-n NAME`
+//! is sent to the daemon, which runs it with sluice-tc's own `tc::run` (same
+//! parser, same errors, same printer, `-s` showing the live counters) and
+//! answers with the command's stdout, stderr and exit status. Nothing is
+//! written to the log; when the link goes down its policy goes with it, as a
+//! deleted network namespace's does. With no link of that name running,
+//! `-n NAME` is the ordinary offline namespace, untouched.
+//!
+//! # Protocol
+//!
+//! One request per connection: a JSON [`Request`] on one line, answered by
+//! a JSON [`Response`] on one line. The socket is created with mode 0600 in
+//! the owner-only links directory, and the daemon also checks the peer's
+//! uid (`SO_PEERCRED`): only its owner and root may talk to it. A client
+//! has 200 ms to send its request, so a stuck client cannot stall the data
+//! path for long.
+
+use crate::io::IoStats;
+use crate::link;
+use crate::plane::{Dir, Plane};
+use serde::{Deserialize, Serialize};
+use sluice_core::time::Time;
+use sluice_tc::{tc, Outcome};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::Path;
+
+/// A control request.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Request {
+    /// A tc command line (global options included, `-n` ignored); for
+    /// `-b FILE` the client sends the file's text along.
+    Tc {
+        /// The words after `tc`.
+        argv: Vec<String>,
+        /// The batch file's contents, for `-b`.
+        batch: Option<String>,
+    },
+    /// The link's own counters (TUN I/O, wires, delay lines).
+    Status,
+}
+
+/// A control answer: what the command printed and its exit status.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct Response {
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+    /// Exit status.
+    pub code: i32,
+}
+
+impl From<Outcome> for Response {
+    fn from(o: Outcome) -> Self {
+        Response {
+            stdout: o.stdout,
+            stderr: o.stderr,
+            code: o.code,
+        }
+    }
+}
+
+/// Bind the control socket owner-only (mode 0600 from the start, through the umask).
+pub fn listen(path: &Path) -> std::io::Result<UnixListener> {
+    use nix::sys::stat::{umask, Mode};
+    let _ = std::fs::remove_file(path);
+    let old = umask(Mode::from_bits_truncate(0o177));
+    let l = UnixListener::bind(path);
+    umask(old);
+    let l = l?;
+    l.set_nonblocking(true)?;
+    Ok(l)
+}
+
+/// Answer every pending connection.
+pub fn serve(listener: &UnixListener, plane: &mut Plane, io: &IoStats, now: Time) {
+    while let Ok((stream, _)) = listener.accept() {
+        let _ = answer(stream, plane, io, now);
+    }
+}
+
+fn peer_allowed(stream: &UnixStream) -> bool {
+    use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+    match getsockopt(stream, PeerCredentials) {
+        Ok(c) => c.uid() == 0 || c.uid() == nix::unistd::geteuid().as_raw(),
+        Err(_) => false,
+    }
+}
+
+fn answer(stream: UnixStream, plane: &mut Plane, io: &IoStats, now: Time) -> std::io::Result<()> {
+    stream.set_nonblocking(false)?;
+    stream.set_read_timeout(Some(std::time::Duration::from_millis(200)))?;
+    stream.set_write_timeout(Some(std::time::Duration::from_millis(200)))?;
+    let resp = if !peer_allowed(&stream) {
+        Response {
+            stderr: "sluice: permission denied\n".into(),
+            code: 1,
+            ..Default::default()
+        }
+    } else {
+        let mut line = String::new();
+        // At most 16 MiB of request (a big batch file).
+        let mut r = BufReader::new(std::io::Read::take(&stream, 16 << 20));
+        r.read_line(&mut line)?;
+        match serde_json::from_str::<Request>(&line) {
+            Ok(req) => handle(req, plane, io, now),
+            Err(e) => Response {
+                stderr: format!("sluice: bad control request: {e}\n"),
+                code: 1,
+                ..Default::default()
+            },
+        }
+    };
+    let mut w = &stream;
+    w.write_all(serde_json::to_string(&resp).unwrap_or_default().as_bytes())?;
+    w.write_all(b"\n")
+}
+
+/// Run one request against the plane.
+pub fn handle(req: Request, plane: &mut Plane, io: &IoStats, now: Time) -> Response {
+    match req {
+        Request::Tc { argv, batch } => {
+            let (opts, words) = match tc::parse_global(&argv) {
+                Ok(x) => x,
+                Err(o) => return o.into(),
+            };
+            let o = match (&opts.batch, batch) {
+                (Some(file), Some(text)) => run_batch(plane, &opts, file, &text),
+                _ => tc::run(&mut plane.net, &opts, &words),
+            };
+            // A new qdisc may hold packets, or no longer be throttled.
+            plane.kick(now);
+            o.into()
+        }
+        Request::Status => Response {
+            stdout: status(plane, io),
+            ..Default::default()
+        },
+    }
+}
+
+/// `tc -b`: one command per line; stop at the first failure unless `-force`
+/// (as `sluice tc -b` does offline).
+fn run_batch(plane: &mut Plane, opts: &tc::Opts, file: &str, text: &str) -> Outcome {
+    let mut all = Outcome::default();
+    for (lineno, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("");
+        let words: Vec<String> = line.split_whitespace().map(String::from).collect();
+        if words.is_empty() {
+            continue;
+        }
+        let o = tc::run(&mut plane.net, opts, &words);
+        all.stdout.push_str(&o.stdout);
+        all.stderr.push_str(&o.stderr);
+        if o.code != 0 {
+            all.stderr
+                .push_str(&format!("Command failed {}:{}\n", file, lineno + 1));
+            all.code = 1;
+            if !opts.force {
+                break;
+            }
+        }
+    }
+    all
+}
+
+/// The link's own counters as JSON.
+pub fn status(plane: &Plane, io: &IoStats) -> String {
+    let dir = |d: Dir| {
+        let p = plane.port(d).stats;
+        let st = plane.stats(d);
+        serde_json::json!({
+            "plane": st,
+            "lateness_us": {"p50": st.lateness_quantile(0.5) as f64 / 1e3,
+                            "p99": st.lateness_quantile(0.99) as f64 / 1e3,
+                            "max": st.lateness_quantile(1.0) as f64 / 1e3},
+            "wire": {"tx_packets": p.tx_packets, "tx_bytes": p.tx_bytes,
+                     "ring_drops": p.ring_drops, "wire_losses": p.wire_losses},
+        })
+    };
+    let v = serde_json::json!({"a_to_b": dir(Dir::AB), "b_to_a": dir(Dir::BA), "io": io});
+    format!("{}\n", serde_json::to_string_pretty(&v).unwrap_or_default())
+}
+
+/// Send a request to link `name`'s daemon.
+pub fn request(name: &str, req: &Request) -> Result<Response, String> {
+    let dir = sluice_tc::state::state_dir().join("links");
+    let path = link::socket_path(&dir, name);
+    let mut s = UnixStream::connect(&path)
+        .map_err(|e| format!("cannot reach link {name} at {}: {e}", path.display()))?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .map_err(|e| e.to_string())?;
+    let mut text = serde_json::to_string(req).map_err(|e| e.to_string())?;
+    text.push('\n');
+    s.write_all(text.as_bytes()).map_err(|e| e.to_string())?;
+    let mut line = String::new();
+    BufReader::new(&s)
+        .read_line(&mut line)
+        .map_err(|e| format!("link {name}: {e}"))?;
+    serde_json::from_str(&line).map_err(|e| format!("link {name}: bad answer: {e}"))
+}
+
+/// If `netns` names a running link, run the tc command line `argv` there
+/// and return what it printed; `None` when no link of that name runs (the
+/// command then goes to the offline state directory).
+pub fn forward_tc(netns: Option<&str>, argv: &[String]) -> Option<Outcome> {
+    let name = netns?;
+    let dir = sluice_tc::state::state_dir().join("links");
+    let rec = link::read_record(&dir, name)?;
+    let fail = |msg: String| Outcome {
+        stderr: format!("sluice: {msg}\n"),
+        code: 1,
+        ..Default::default()
+    };
+    if !link::alive(&rec) {
+        return Some(fail(format!(
+            "link {name}'s daemon is gone; `sluice link down {name}` removes its leftovers"
+        )));
+    }
+    let batch = match tc::parse_global(argv) {
+        Ok((opts, _)) => match opts.batch.as_deref() {
+            Some("-") => Some(std::io::read_to_string(std::io::stdin()).unwrap_or_default()),
+            Some(file) => match std::fs::read_to_string(file) {
+                Ok(t) => Some(t),
+                Err(_) => {
+                    return Some(Outcome {
+                        stderr: format!(
+                            "Cannot open file \"{file}\" for reading: No such file or directory\n"
+                        ),
+                        code: 1,
+                        ..Default::default()
+                    })
+                }
+            },
+            None => None,
+        },
+        Err(o) => return Some(o),
+    };
+    let req = Request::Tc {
+        argv: argv.to_vec(),
+        batch,
+    };
+    Some(match request(name, &req) {
+        Ok(r) => Outcome {
+            stdout: r.stdout,
+            stderr: r.stderr,
+            code: r.code,
+        },
+        Err(e) => fail(e),
+    })
+}

@@ -1,0 +1,266 @@
+//! The link daemon: makes a link's namespaces and TUN devices, then carries
+//! packets between them until SIGINT, SIGTERM or SIGHUP, and removes
+//! everything on the way out.
+//!
+//! One thread, one epoll set: the two TUN devices, the timer, a signalfd
+//! and the control socket. Each turn polls the [`Plane`] at the clock's
+//! `now` (everything due is delivered), reads up to [`crate::io::BATCH`]
+//! packets from each readable side, answers control requests, and sleeps
+//! until the plane's next wake-up less [`crate::clock::SPIN`], busy-waiting
+//! the last stretch. Signals are blocked and read from the signalfd, so a
+//! signal never interrupts a half-done operation.
+
+use crate::clock::{self, Timer, SPIN};
+use crate::control;
+use crate::io::{deliver, read_batch, IoStats, MAX_PACKET};
+use crate::link::{self, LinkSpec, Record, Side};
+use crate::plane::{Dir, Plane};
+use crate::tun::Tun;
+use nix::poll::PollTimeout;
+use nix::sched::{setns, CloneFlags};
+use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
+use nix::sys::signal::{SigSet, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use sluice_core::time::Time;
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::net::UnixListener;
+use std::path::Path;
+
+const TOK_A: u64 = 0;
+const TOK_B: u64 = 1;
+const TOK_TIMER: u64 = 2;
+const TOK_SIGNAL: u64 = 3;
+const TOK_CONTROL: u64 = 4;
+
+/// What a made link runs on.
+pub struct Running {
+    /// Side a's TUN.
+    pub a: Tun,
+    /// Side b's TUN.
+    pub b: Tun,
+    /// The forwarding engine.
+    pub plane: Plane,
+    /// The control socket.
+    pub listener: UnixListener,
+    /// Counters of the TUN I/O.
+    pub io: IoStats,
+}
+
+/// `sluice link __daemon SPEC-JSON`: run a link; the exit status of the process.
+pub fn main(json: &str) -> i32 {
+    let spec: LinkSpec = match serde_json::from_str(json) {
+        Ok(s) => s,
+        Err(e) => {
+            println!("error: bad link description: {e}");
+            return 2;
+        }
+    };
+    let mut mask = SigSet::empty();
+    for s in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        mask.add(s);
+    }
+    // SAFETY: ignoring SIGPIPE installs no handler code.
+    unsafe {
+        let _ = nix::sys::signal::signal(Signal::SIGPIPE, nix::sys::signal::SigHandler::SigIgn);
+    }
+    let signals = mask
+        .thread_block()
+        .and_then(|_| SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC));
+    let signals = match signals {
+        Ok(s) => s,
+        Err(e) => {
+            println!("error: signalfd: {e}");
+            return 1;
+        }
+    };
+    let dir = match link::links_dir() {
+        Ok(d) => d,
+        Err(e) => {
+            println!("error: links directory: {e}");
+            return 1;
+        }
+    };
+    let pid = std::process::id() as i32;
+    let rec = Record {
+        spec: spec.clone(),
+        pid,
+        starttime: link::proc_starttime(pid).unwrap_or(0),
+    };
+    if let Err(e) = link::write_record(&dir, &rec) {
+        println!("error: cannot write {}: {e}", dir.display());
+        return 1;
+    }
+    let mut running = match setup(&spec, &dir) {
+        Ok(r) => r,
+        Err(msg) => {
+            println!("error: {msg}");
+            link::remove_leftovers(&dir, &spec);
+            return 1;
+        }
+    };
+    println!("ready");
+    let _ = std::io::stdout().flush();
+    // Nobody reads our stdout any more.
+    if let Ok(null) = File::options().write(true).open("/dev/null") {
+        let _ = nix::unistd::dup2_stdout(&null);
+    }
+    let code = match run_loop(&mut running, &signals) {
+        Ok(sig) => {
+            eprintln!("sluice link {}: {sig}, cleaning up", spec.name);
+            0
+        }
+        Err(e) => {
+            eprintln!("sluice link {}: {e}, cleaning up", spec.name);
+            1
+        }
+    };
+    drop(running);
+    link::remove_leftovers(&dir, &spec);
+    code
+}
+
+/// Make the namespaces, TUN devices, addresses, NAT, initial policy and control socket.
+pub fn setup(spec: &LinkSpec, dir: &Path) -> Result<Running, String> {
+    for side in [&spec.a, &spec.b] {
+        if let Some(ns) = &side.netns {
+            link::run("ip", &["netns", "add", ns])?;
+        }
+    }
+    let home = File::open("/proc/thread-self/ns/net").map_err(|e| format!("own namespace: {e}"))?;
+    let a = open_tun(&spec.a, &home)?;
+    let b = open_tun(&spec.b, &home)?;
+    for side in [&spec.a, &spec.b] {
+        configure(side, spec.mtu)?;
+    }
+    if let (Some(subnet), Some(host)) = (
+        &spec.nat_subnet,
+        [&spec.a, &spec.b].iter().find(|s| s.netns.is_none()),
+    ) {
+        crate::shell::add_nat(&spec.name, subnet, &host.ifname)?;
+    }
+    let seed = std::process::id() as u64;
+    let mut plane = Plane::new(
+        spec.ab.port_config(seed),
+        spec.ba.port_config(seed ^ 0x5eed),
+        spec.mtu,
+    );
+    for words in &spec.tc {
+        let o = sluice_tc::tc::run(&mut plane.net, &Default::default(), words);
+        if o.code != 0 {
+            return Err(format!("tc {}: {}", words.join(" "), o.stderr.trim()));
+        }
+    }
+    let listener = control::listen(&link::socket_path(dir, &spec.name))
+        .map_err(|e| format!("control socket: {e}"))?;
+    Ok(Running {
+        a,
+        b,
+        plane,
+        listener,
+        io: IoStats::default(),
+    })
+}
+
+fn open_tun(side: &Side, home: &File) -> Result<Tun, String> {
+    let Some(ns) = &side.netns else {
+        return Tun::create(&side.ifname).map_err(|e| format!("TUN {}: {e}", side.ifname));
+    };
+    let target =
+        File::open(Path::new("/run/netns").join(ns)).map_err(|e| format!("namespace {ns}: {e}"))?;
+    setns(&target, CloneFlags::CLONE_NEWNET).map_err(|e| format!("setns {ns}: {e}"))?;
+    let tun = Tun::create(&side.ifname).map_err(|e| format!("TUN {} in {ns}: {e}", side.ifname));
+    setns(home, CloneFlags::CLONE_NEWNET).map_err(|e| format!("setns back: {e}"))?;
+    tun
+}
+
+fn configure(side: &Side, mtu: u32) -> Result<(), String> {
+    let mut pre: Vec<&str> = vec![];
+    if let Some(ns) = &side.netns {
+        pre.extend(["-n", ns.as_str()]);
+        link::run("ip", &[&pre[..], &["link", "set", "lo", "up"]].concat())?;
+    }
+    let mtu = mtu.to_string();
+    let dev = side.ifname.as_str();
+    link::run(
+        "ip",
+        &[&pre[..], &["link", "set", "dev", dev, "mtu", &mtu, "up"]].concat(),
+    )?;
+    link::run(
+        "ip",
+        &[&pre[..], &["addr", "add", &side.addr, "dev", dev]].concat(),
+    )?;
+    if let Some(gw) = &side.default_via {
+        link::run(
+            "ip",
+            &[
+                &pre[..],
+                &["route", "add", "default", "via", gw, "dev", dev],
+            ]
+            .concat(),
+        )?;
+    }
+    Ok(())
+}
+
+/// Carry packets until a signal; returns the signal's name.
+pub fn run_loop(r: &mut Running, signals: &SignalFd) -> Result<String, String> {
+    let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).map_err(|e| format!("epoll: {e}"))?;
+    let mut timer = Timer::new().map_err(|e| format!("timerfd: {e}"))?;
+    let add = |fd: std::os::fd::BorrowedFd<'_>, tok| {
+        epoll
+            .add(fd, EpollEvent::new(EpollFlags::EPOLLIN, tok))
+            .map_err(|e| format!("epoll add: {e}"))
+    };
+    use std::os::fd::AsFd;
+    add(r.a.as_fd(), TOK_A)?;
+    add(r.b.as_fd(), TOK_B)?;
+    add(timer.as_fd(), TOK_TIMER)?;
+    add(signals.as_fd(), TOK_SIGNAL)?;
+    add(r.listener.as_fd(), TOK_CONTROL)?;
+    let mut buf = vec![0u8; MAX_PACKET];
+    let mut events = [EpollEvent::empty(); 8];
+    loop {
+        let now = clock::now();
+        deliver(&mut r.plane, now, &mut r.a, &mut r.b, &mut r.io);
+        let timeout = match r.plane.next_wake() {
+            None => PollTimeout::NONE,
+            Some(t) if t.0 <= now.0 + SPIN.0 => PollTimeout::ZERO,
+            Some(t) => {
+                timer
+                    .arm(Time(t.0 - SPIN.0))
+                    .map_err(|e| format!("timerfd: {e}"))?;
+                PollTimeout::NONE
+            }
+        };
+        let n = match epoll.wait(&mut events, timeout) {
+            Ok(n) => n,
+            Err(nix::errno::Errno::EINTR) => 0,
+            Err(e) => return Err(format!("epoll: {e}")),
+        };
+        let now = clock::now();
+        // Everything due before `now` goes first, so the plane's clock never runs backwards.
+        deliver(&mut r.plane, now, &mut r.a, &mut r.b, &mut r.io);
+        for ev in &events[..n] {
+            match ev.data() {
+                TOK_A => {
+                    read_batch(&mut r.plane, Dir::AB, &mut r.a, &mut buf, now, &mut r.io);
+                }
+                TOK_B => {
+                    read_batch(&mut r.plane, Dir::BA, &mut r.b, &mut buf, now, &mut r.io);
+                }
+                TOK_TIMER => timer.ack(),
+                TOK_SIGNAL => {
+                    if let Ok(Some(si)) = signals.read_signal() {
+                        let name = Signal::try_from(si.ssi_signo as i32)
+                            .map(|s| s.as_str().to_string())
+                            .unwrap_or_else(|_| format!("signal {}", si.ssi_signo));
+                        return Ok(name);
+                    }
+                }
+                TOK_CONTROL => control::serve(&r.listener, &mut r.plane, &r.io, now),
+                _ => {}
+            }
+        }
+    }
+}

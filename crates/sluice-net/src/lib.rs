@@ -1,0 +1,30 @@
+//! sluice-net: the live data plane. Real packets of real programs run
+//! through sluice-core devices between network namespaces joined by TUN
+//! devices (the Mahimahi model), with live `sluice tc` changes.
+//!
+//! # Layout
+//!
+//! - [`plane`]: the forwarding engine without I/O: two directions, each an
+//!   egress `Device`, a `Port` wire and a delay line, then the far side's
+//!   ingress. Driven by any clock; unit-tested in virtual time.
+//! - [`io`]: the packet I/O trait, with an in-memory loopback for tests.
+//! - [`tun`]: TUN devices (Linux), the real [`io::PacketIo`].
+//! - [`clock`]: the monotonic clock and a precise timer (timerfd plus a
+//!   short busy-wait tail).
+//! - [`link`]: `sluice link up/down/list`: namespaces, addresses, the
+//!   links directory, leftovers of killed daemons.
+//! - [`daemon`]: the event loop that carries a link's packets.
+//! - [`control`]: the owner-only Unix control socket: `sluice tc -n LINK`.
+//! - [`shell`]: `sluice shell`: a command in a namespace behind a link, NAT to the host.
+//!
+//! Everything here except `plane` and `io` is Linux-only I/O at the edge.
+#![warn(missing_docs)]
+
+pub mod clock;
+pub mod control;
+pub mod daemon;
+pub mod io;
+pub mod link;
+pub mod plane;
+pub mod shell;
+pub mod tun;

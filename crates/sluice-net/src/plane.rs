@@ -1,0 +1,452 @@
+//! The forwarding engine of a link, without I/O: packets in from either
+//! side, through that direction's egress device and wire, through the far
+//! side's ingress, and out when they are due.
+//!
+//! A link has two directions, a→b and b→a. Each is: the sending side's
+//! egress qdisc tree (`dev a0` for a→b, `dev b0` for b→a, in one [`Net`] so
+//! `sluice tc -n LINK` sees both), a [`Port`] (transmit buffer, wire rate,
+//! propagation delay, loss), a delay line holding packets in flight on the
+//! wire, and the receiving side's ingress (`Device::receive`). Like the core,
+//! the plane never reads a clock: the daemon passes a monotonic `now`, tests
+//! pass virtual time, and [`Plane::next_wake`] says when to come back.
+//!
+//! Every queue is bounded: the qdiscs by their limits, the port by its
+//! buffer, and the delay line by [`DELAY_LINE_MAX_BYTES`] (the wire itself
+//! holds at most rate × delay; the cap only matters for an unlimited rate
+//! with a long delay, and drops counted as `delay_line_drops`).
+
+use sluice_core::device::Device;
+use sluice_core::packet::{Packet, ETH_P_IP, ETH_P_IPV6};
+use sluice_core::port::{Port, PortConfig};
+use sluice_core::qdisc::DevInfo;
+use sluice_core::time::Time;
+use sluice_tc::net::Net;
+use std::collections::VecDeque;
+
+/// Bytes a direction's delay line may hold (packets on the emulated wire).
+pub const DELAY_LINE_MAX_BYTES: u64 = 128 << 20;
+
+/// One of the two directions of a link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dir {
+    /// From side a to side b (`dev a0`'s egress).
+    AB = 0,
+    /// From side b to side a (`dev b0`'s egress).
+    BA = 1,
+}
+
+impl Dir {
+    /// Both directions.
+    pub const BOTH: [Dir; 2] = [Dir::AB, Dir::BA];
+}
+
+/// Why a packet read from a side was not IP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Malformed {
+    /// Shorter than the IP header it claims.
+    #[error("truncated IP header")]
+    Truncated,
+    /// The version nibble is neither 4 nor 6.
+    #[error("not IPv4 or IPv6")]
+    NotIp,
+    /// The header's length fields disagree with the bytes read.
+    #[error("bad IP length fields")]
+    BadLength,
+}
+
+/// Read an IP packet as the TUN device handed it over (no packet-info
+/// header): check the header enough that classifiers can index it, and
+/// account its length as the kernel does on a TUN device (no link-layer
+/// header, so `qdisc_pkt_len` is the IP length).
+pub fn parse_ip(bytes: &[u8]) -> Result<Packet, Malformed> {
+    let Some(&first) = bytes.first() else {
+        return Err(Malformed::Truncated);
+    };
+    let protocol = match first >> 4 {
+        4 => {
+            if bytes.len() < 20 {
+                return Err(Malformed::Truncated);
+            }
+            let ihl = (first & 0xf) as usize * 4;
+            let total = u16::from_be_bytes([bytes[2], bytes[3]]) as usize;
+            if ihl < 20 || total < ihl || total > bytes.len() {
+                return Err(Malformed::BadLength);
+            }
+            ETH_P_IP
+        }
+        6 => {
+            if bytes.len() < 40 {
+                return Err(Malformed::Truncated);
+            }
+            let payload = u16::from_be_bytes([bytes[4], bytes[5]]) as usize;
+            if 40 + payload > bytes.len() {
+                return Err(Malformed::BadLength);
+            }
+            ETH_P_IPV6
+        }
+        _ => return Err(Malformed::NotIp),
+    };
+    Ok(Packet::new(bytes.to_vec(), bytes.len() as u32, protocol))
+}
+
+/// Counters of one direction beyond the qdiscs' and the port's own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct DirStats {
+    /// Packets read from the sending side.
+    pub rx_packets: u64,
+    /// Packets that were not well-formed IP (dropped, never forwarded).
+    pub malformed: u64,
+    /// Packets the egress qdisc tree refused.
+    pub qdisc_drops: u64,
+    /// Packets dropped because the delay line was full.
+    pub delay_line_drops: u64,
+    /// Packets the receiving side's ingress dropped.
+    pub ingress_drops: u64,
+    /// Packets handed to the receiving side.
+    pub delivered: u64,
+    /// How late packets were handed over: counts per power-of-two bucket
+    /// of nanoseconds after their due time (bucket i: below 2^i ns).
+    #[serde(skip)]
+    pub lateness: [u64; 40],
+}
+
+impl DirStats {
+    /// The lateness below which a fraction `q` of deliveries fell, in ns
+    /// (an upper bound: the bucket's top).
+    pub fn lateness_quantile(&self, q: f64) -> u64 {
+        let total: u64 = self.lateness.iter().sum();
+        let want = (total as f64 * q).ceil() as u64;
+        let mut seen = 0;
+        for (i, n) in self.lateness.iter().enumerate() {
+            seen += n;
+            if seen >= want && seen > 0 {
+                return 1u64 << i;
+            }
+        }
+        0
+    }
+}
+
+impl Default for DirStats {
+    fn default() -> Self {
+        DirStats {
+            rx_packets: 0,
+            malformed: 0,
+            qdisc_drops: 0,
+            delay_line_drops: 0,
+            ingress_drops: 0,
+            delivered: 0,
+            lateness: [0; 40],
+        }
+    }
+}
+
+struct Direction {
+    port: Port,
+    in_flight: VecDeque<(Time, Packet)>,
+    in_flight_bytes: u64,
+    scratch: Vec<(Time, Packet)>,
+    stats: DirStats,
+}
+
+/// The devices (index into `Net::devices`) of the two sides.
+const DEV_A: usize = 1;
+const DEV_B: usize = 2;
+
+impl Direction {
+    /// Move what left the wire's far end into the delay line (bounded).
+    fn take_departures(&mut self) {
+        for (at, pkt) in self.scratch.drain(..) {
+            if self.in_flight_bytes + pkt.len as u64 > DELAY_LINE_MAX_BYTES {
+                self.stats.delay_line_drops += 1;
+                continue;
+            }
+            self.in_flight_bytes += pkt.len as u64;
+            self.in_flight.push_back((at, pkt));
+        }
+    }
+}
+
+/// The (egress, ingress) devices of a direction.
+fn sides(devices: &mut [Device], dir: Dir) -> (&mut Device, &mut Device) {
+    let (lo, hi) = devices.split_at_mut(DEV_B);
+    match dir {
+        Dir::AB => (&mut lo[DEV_A], &mut hi[0]),
+        Dir::BA => (&mut hi[0], &mut lo[DEV_A]),
+    }
+}
+
+/// A link's two directions and the namespace of their devices.
+pub struct Plane {
+    /// The link's devices (`lo`, `a0`, `b0`), as `sluice tc -n LINK` sees them.
+    pub net: Net,
+    dirs: [Direction; 2],
+    next_id: u64,
+}
+
+impl Plane {
+    /// A link whose devices are up with the kernel's default qdisc
+    /// (pfifo_fast, txqueuelen 1000) and whose wires are `ab` and `ba`.
+    pub fn new(ab: PortConfig, ba: PortConfig, mtu: u32) -> Plane {
+        let mut net = Net::new();
+        for name in ["a0", "b0"] {
+            let info = DevInfo {
+                name: name.into(),
+                mtu,
+                txqueuelen: 1000,
+                hard_header_len: 0,
+                seed: 0,
+            };
+            let idx = net.add_device(info, sluice_core::device::DevKind::Ether);
+            if let Some(d) = net.devices.iter_mut().find(|d| d.ifindex == idx) {
+                d.set_up(true);
+            }
+        }
+        if let Some(lo) = net.dev_mut("lo") {
+            lo.set_up(true);
+        }
+        let dir = |cfg| Direction {
+            port: Port::new(cfg),
+            in_flight: VecDeque::new(),
+            in_flight_bytes: 0,
+            scratch: Vec::new(),
+            stats: DirStats::default(),
+        };
+        Plane {
+            net,
+            dirs: [dir(ab), dir(ba)],
+            next_id: 0,
+        }
+    }
+
+    /// A packet read from the sending side of `dir` at `now` (after
+    /// [`Plane::poll`] at the same `now`).
+    pub fn input(&mut self, dir: Dir, bytes: &[u8], now: Time) {
+        let d = dir as usize;
+        self.dirs[d].stats.rx_packets += 1;
+        let mut pkt = match parse_ip(bytes) {
+            Ok(p) => p,
+            Err(_) => {
+                self.dirs[d].stats.malformed += 1;
+                return;
+            }
+        };
+        pkt.id = self.next_id;
+        self.next_id += 1;
+        let (egress, _) = sides(&mut self.net.devices, dir);
+        if self.dirs[d].port.send(egress, pkt, now).is_err() {
+            self.dirs[d].stats.qdisc_drops += 1;
+        }
+    }
+
+    /// Do everything due at `now`; `out` receives each packet to hand to
+    /// the receiving side of its direction.
+    pub fn poll(&mut self, now: Time, out: &mut dyn FnMut(Dir, &[u8])) {
+        for dir in Dir::BOTH {
+            self.poll_dir(dir, now, out);
+        }
+    }
+
+    fn poll_dir(&mut self, dir: Dir, now: Time, out: &mut dyn FnMut(Dir, &[u8])) {
+        let d = dir as usize;
+        let (egress, ingress) = sides(&mut self.net.devices, dir);
+        let st = &mut self.dirs[d];
+        // The port: wire completions and throttled qdiscs, each at the time
+        // it was due (not when the loop woke), so a late wake-up does not
+        // slow the wire down. Callers poll before they input packets read at
+        // `now`, so the times the port sees never go backwards.
+        let mut guard = 0;
+        while let Some(t) = st.port.next_event() {
+            if t > now || guard > 1_000_000 {
+                break;
+            }
+            guard += 1;
+            st.port.advance(egress, t, &mut st.scratch);
+            st.take_departures();
+        }
+        // Arrivals: the wire delivers in order (constant delay), so the head is the earliest.
+        while st.in_flight.front().is_some_and(|(at, _)| *at <= now) {
+            let (at, pkt) = st.in_flight.pop_front().expect("checked");
+            st.in_flight_bytes -= pkt.len as u64;
+            let late = now.0.saturating_sub(at.0);
+            st.stats.lateness[(64 - late.leading_zeros() as usize).min(39)] += 1;
+            match ingress.receive(pkt, now) {
+                Some(p) => {
+                    st.stats.delivered += 1;
+                    out(dir, &p.data);
+                }
+                None => st.stats.ingress_drops += 1,
+            }
+        }
+    }
+
+    /// When [`Plane::poll`] next has something to do.
+    pub fn next_wake(&self) -> Option<Time> {
+        self.dirs
+            .iter()
+            .flat_map(|d| [d.port.next_event(), d.in_flight.front().map(|(t, _)| *t)])
+            .flatten()
+            .min()
+    }
+
+    /// Restart both ports after a policy change (a new qdisc may hold packets
+    /// or no longer be throttled).
+    pub fn kick(&mut self, now: Time) {
+        for dir in Dir::BOTH {
+            let (egress, _) = sides(&mut self.net.devices, dir);
+            let st = &mut self.dirs[dir as usize];
+            st.port.advance(egress, now, &mut st.scratch);
+            st.take_departures();
+        }
+    }
+
+    /// Counters of one direction.
+    pub fn stats(&self, dir: Dir) -> DirStats {
+        self.dirs[dir as usize].stats
+    }
+
+    /// The port (wire) of one direction.
+    pub fn port(&self, dir: Dir) -> &Port {
+        &self.dirs[dir as usize].port
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::{deliver, read_batch, IoStats, Loopback, BATCH};
+    use sluice_core::time::Duration;
+
+    /// An IPv4/UDP packet of `total` bytes from 10.0.0.1 to 10.0.0.2.
+    fn ipv4(total: usize) -> Vec<u8> {
+        let mut p = vec![0u8; total];
+        p[0] = 0x45;
+        p[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+        p[8] = 64;
+        p[9] = 17;
+        p[12..16].copy_from_slice(&[10, 0, 0, 1]);
+        p[16..20].copy_from_slice(&[10, 0, 0, 2]);
+        p
+    }
+
+    fn wire(rate_bps: u64, delay_ms: u64) -> PortConfig {
+        PortConfig {
+            rate_bps,
+            delay: Duration::from_millis(delay_ms),
+            ..Default::default()
+        }
+    }
+
+    /// Run the plane from `from` to `until` in virtual time, returning (time, dir) of each delivery.
+    fn run(plane: &mut Plane, until: Time) -> Vec<(Time, Dir, usize)> {
+        let mut got = vec![];
+        while let Some(t) = plane.next_wake() {
+            if t > until {
+                break;
+            }
+            plane.poll(t, &mut |d, p| got.push((t, d, p.len())));
+        }
+        got
+    }
+
+    #[test]
+    fn garbage_is_counted_and_dropped_never_forwarded() {
+        let mut plane = Plane::new(wire(0, 0), wire(0, 0), 1500);
+        let garbage: [&[u8]; 6] = [
+            &[],
+            &[0xff; 100],
+            &[0x45, 0, 0],
+            &[0x45; 30],         // total length 0x4545 > 30 bytes
+            &[0x60, 0, 0, 0, 0], // truncated IPv6
+            &[0x41; 40],         // IHL 1
+        ];
+        for g in garbage {
+            plane.input(Dir::AB, g, Time(0));
+        }
+        plane.input(Dir::AB, &ipv4(100), Time(0));
+        let got = run(&mut plane, Time(1_000_000));
+        assert_eq!(got, vec![(Time(0), Dir::AB, 100)]);
+        let s = plane.stats(Dir::AB);
+        assert_eq!((s.rx_packets, s.malformed, s.delivered), (7, 6, 1));
+    }
+
+    #[test]
+    fn the_wire_delays_each_direction_and_never_delivers_early() {
+        let mut plane = Plane::new(wire(0, 10), wire(0, 30), 1500);
+        plane.input(Dir::AB, &ipv4(84), Time(0));
+        plane.input(Dir::BA, &ipv4(84), Time(0));
+        let got = run(&mut plane, Time(1_000_000_000));
+        assert_eq!(
+            got,
+            vec![
+                (Time(10_000_000), Dir::AB, 84),
+                (Time(30_000_000), Dir::BA, 84)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_burst_leaves_at_the_wire_rate() {
+        // 10 Mbit/s: a 1500-byte packet takes 1.2 ms; the default qdisc holds the burst.
+        let mut plane = Plane::new(wire(10_000_000, 0), wire(0, 0), 1500);
+        for _ in 0..100 {
+            plane.input(Dir::AB, &ipv4(1500), Time(0));
+        }
+        let got = run(&mut plane, Time(1_000_000_000));
+        assert_eq!(got.len(), 100);
+        for (i, (t, _, _)) in got.iter().enumerate() {
+            assert_eq!(t.0, (i as u64 + 1) * 1_200_000);
+        }
+    }
+
+    #[test]
+    fn a_live_netem_change_delays_the_next_packets() {
+        let mut plane = Plane::new(wire(0, 0), wire(0, 0), 1500);
+        let words: Vec<String> = "qdisc add dev a0 root netem delay 50ms"
+            .split(' ')
+            .map(String::from)
+            .collect();
+        let o = sluice_tc::tc::run(&mut plane.net, &Default::default(), &words);
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        plane.kick(Time(5_000_000));
+        plane.input(Dir::AB, &ipv4(84), Time(5_000_000));
+        plane.input(Dir::BA, &ipv4(84), Time(5_000_000));
+        let got = run(&mut plane, Time(1_000_000_000));
+        assert_eq!(
+            got,
+            vec![
+                (Time(5_000_000), Dir::BA, 84),
+                (Time(55_000_000), Dir::AB, 84)
+            ]
+        );
+    }
+
+    #[test]
+    fn the_default_qdisc_bounds_the_queue_at_txqueuelen() {
+        // A 1 Mbit/s wire cannot drain 2000 packets at once: pfifo_fast keeps
+        // 1000 (txqueuelen), one is on the wire and one in the 1-packet ring.
+        let mut plane = Plane::new(wire(1_000_000, 0), wire(0, 0), 1500);
+        for _ in 0..2000 {
+            plane.input(Dir::AB, &ipv4(1500), Time(0));
+        }
+        assert_eq!(plane.stats(Dir::AB).qdisc_drops, 2000 - 1002);
+    }
+
+    #[test]
+    fn loopback_sides_are_read_in_batches_and_written_in_order() {
+        let mut plane = Plane::new(wire(0, 1), wire(0, 1), 1500);
+        let (mut a, mut b) = (Loopback::default(), Loopback::default());
+        for n in 0..(BATCH + 10) {
+            a.rx.push_back(ipv4(100 + n));
+        }
+        let mut buf = vec![0u8; 2048];
+        let mut io = IoStats::default();
+        let n = read_batch(&mut plane, Dir::AB, &mut a, &mut buf, Time(0), &mut io);
+        assert_eq!((n, a.rx.len()), (BATCH, 10));
+        deliver(&mut plane, Time(999_999), &mut a, &mut b, &mut io);
+        assert!(b.tx.is_empty());
+        deliver(&mut plane, Time(1_000_000), &mut a, &mut b, &mut io);
+        let lens: Vec<usize> = b.tx.iter().map(Vec::len).collect();
+        assert_eq!(lens, (0..BATCH).map(|n| 100 + n).collect::<Vec<_>>());
+    }
+}

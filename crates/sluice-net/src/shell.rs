@@ -1,0 +1,161 @@
+//! `sluice shell`: a command in a fresh namespace whose traffic to
+//! everything outside goes through a link, Mahimahi-style.
+//!
+//! The link's side a is the new namespace (`a0`, 10.77.X.2, default route
+//! via the host end); side b is a TUN device `sluiceX` (10.77.X.1) in the
+//! host's namespace. `dev a0`'s egress is the uplink, `dev b0`'s the
+//! downlink. The host masquerades the subnet out of its other interfaces
+//! (iptables rules tagged with the comment `sluice:NAME`, so that the
+//! leftovers of a killed daemon are found and removed), and
+//! `net.ipv4.ip_forward` is turned on (and left on: other shells may still
+//! need it). When the command exits the link goes down and everything it
+//! made is removed; the daemon also stops if `sluice shell` itself is
+//! killed (`PR_SET_PDEATHSIG`).
+
+use crate::link::{self, LinkSpec, Side, Wire};
+use std::path::Path;
+use std::process::Command;
+
+/// What `sluice shell` was asked for.
+#[derive(Debug, Default, Clone)]
+pub struct ShellOpts {
+    /// tc commands (words after `tc`) for the link, `dev a0` uplink, `dev b0` downlink.
+    pub tc: Vec<Vec<String>>,
+    /// The uplink (namespace → host) wire.
+    pub up: Wire,
+    /// The downlink (host → namespace) wire.
+    pub down: Wire,
+    /// The command and its arguments (empty: `$SHELL`).
+    pub command: Vec<String>,
+}
+
+/// Masquerade `subnet` out of every interface but `host_if`, and forward its traffic.
+pub fn add_nat(name: &str, subnet: &str, host_if: &str) -> Result<(), String> {
+    std::fs::write("/proc/sys/net/ipv4/ip_forward", "1")
+        .map_err(|e| format!("cannot enable IPv4 forwarding: {e}"))?;
+    let tag = format!("sluice:{name}");
+    let rules: [&[&str]; 3] = [
+        &[
+            "-t",
+            "nat",
+            "-A",
+            "POSTROUTING",
+            "-s",
+            subnet,
+            "!",
+            "-o",
+            host_if,
+            "-j",
+            "MASQUERADE",
+        ],
+        &[
+            "-t", "filter", "-I", "FORWARD", "-i", host_if, "-j", "ACCEPT",
+        ],
+        &[
+            "-t", "filter", "-I", "FORWARD", "-o", host_if, "-j", "ACCEPT",
+        ],
+    ];
+    for r in rules {
+        let args = [r, &["-m", "comment", "--comment", &tag]].concat();
+        link::run("iptables", &args).map_err(|e| {
+            if e.contains("No such file") {
+                "iptables not found: sluice shell needs it for NAT (apt-get install iptables)"
+                    .into()
+            } else {
+                e
+            }
+        })?;
+    }
+    Ok(())
+}
+
+/// Remove every iptables rule tagged `sluice:NAME`.
+pub fn remove_nat(name: &str) {
+    let tag = format!("sluice:{name}");
+    for table in ["nat", "filter"] {
+        let Ok(out) = Command::new("iptables").args(["-t", table, "-S"]).output() else {
+            return;
+        };
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            // `-S` quotes the comment: `--comment "sluice:NAME"`.
+            let words: Vec<&str> = line
+                .split_whitespace()
+                .map(|w| w.trim_matches('"'))
+                .collect();
+            if words.first() != Some(&"-A") || !words.contains(&tag.as_str()) {
+                continue;
+            }
+            let mut args = vec!["-t", table, "-D"];
+            args.extend(&words[1..]);
+            let _ = link::run("iptables", &args);
+        }
+    }
+}
+
+/// The link description of a shell with this name.
+pub fn spec(name: &str, o: &ShellOpts) -> LinkSpec {
+    LinkSpec {
+        name: name.into(),
+        a: Side {
+            netns: Some(format!("{name}-a")),
+            ifname: "a0".into(),
+            addr: "10.77.{X}.2/24".into(),
+            default_via: Some("10.77.{X}.1".into()),
+        },
+        b: Side {
+            netns: None,
+            ifname: "sluice{X}".into(),
+            addr: "10.77.{X}.1/24".into(),
+            default_via: None,
+        },
+        ab: o.up,
+        ba: o.down,
+        tc: o.tc.clone(),
+        nat_subnet: Some("10.77.{X}.0/24".into()),
+        mtu: 1500,
+        subnet: None,
+    }
+}
+
+/// Run the shell; the command's exit status (or 1 when the link could not be made).
+pub fn run(exe: &Path, o: &ShellOpts) -> i32 {
+    let name = format!("shell{}", std::process::id());
+    let rec = match link::up_tied(exe, spec(&name, o), true) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("sluice shell: {e}");
+            return 1;
+        }
+    };
+    let ns = rec.spec.a.netns.clone().unwrap_or_default();
+    eprintln!(
+        "sluice shell: link {name} ({}); change it live with `sluice tc -n {name} ...` (dev a0: uplink, dev b0: downlink)",
+        link::describe(&rec)
+    );
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", &ns]);
+    if o.command.is_empty() {
+        cmd.arg(std::env::var("SHELL").unwrap_or_else(|_| "/bin/sh".into()));
+    } else {
+        cmd.args(&o.command);
+    }
+    cmd.env("SLUICE_LINK", &name);
+    // The terminal's ^C is for the command; we wait and clean up.
+    // SAFETY: ignoring signals installs no handler code.
+    unsafe {
+        use nix::sys::signal::{signal, SigHandler, Signal};
+        let _ = signal(Signal::SIGINT, SigHandler::SigIgn);
+        let _ = signal(Signal::SIGQUIT, SigHandler::SigIgn);
+    }
+    let code = match cmd.status() {
+        Ok(s) => s.code().unwrap_or(128 + 2),
+        Err(e) => {
+            eprintln!("sluice shell: cannot run the command: {e}");
+            127
+        }
+    };
+    if let Err(e) = link::down(&name) {
+        eprintln!("sluice shell: {e}");
+    }
+    code
+}

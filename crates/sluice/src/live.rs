@@ -1,0 +1,332 @@
+//! `sluice link ...` and `sluice shell ...`: the command lines of the live
+//! data plane (crates/sluice-net).
+
+use clap::{Args, Parser, Subcommand};
+use sluice_net::link::{self, LinkSpec, Side, Wire};
+use sluice_net::shell::{self, ShellOpts};
+
+#[derive(Parser)]
+#[command(
+    name = "sluice link",
+    about = "Two network namespaces joined through sluice's qdiscs"
+)]
+struct LinkCli {
+    #[command(subcommand)]
+    cmd: LinkCmd,
+}
+
+#[derive(Subcommand)]
+enum LinkCmd {
+    /// Create namespaces NAME-a and NAME-b joined by TUN devices a0 and b0, and start the daemon.
+    Up(UpArgs),
+    /// Stop link NAME and remove everything it made.
+    Down {
+        /// The link.
+        name: String,
+    },
+    /// Show the running links (and remove the leftovers of dead ones).
+    List,
+    /// The link's own counters (TUN I/O, malformed packets, wires), as JSON.
+    Status {
+        /// The link.
+        name: String,
+    },
+    #[command(name = "__daemon", hide = true)]
+    Daemon { spec: String },
+}
+
+/// One direction's wire, both directions unless the -ab/-ba form is given.
+#[derive(Args, Default)]
+struct WireArgs {
+    /// Wire rate (tc units: 10mbit, 1gbit, 500kbit); default unlimited.
+    #[arg(long)]
+    rate: Option<String>,
+    /// Wire rate a->b.
+    #[arg(long)]
+    rate_ab: Option<String>,
+    /// Wire rate b->a.
+    #[arg(long)]
+    rate_ba: Option<String>,
+    /// One-way propagation delay (tc units: 50ms, 200us).
+    #[arg(long)]
+    delay: Option<String>,
+    /// Delay a->b.
+    #[arg(long)]
+    delay_ab: Option<String>,
+    /// Delay b->a.
+    #[arg(long)]
+    delay_ba: Option<String>,
+    /// Transmit buffer after the qdisc: N packets (100p) or bytes (64000b); default 1p.
+    #[arg(long)]
+    buffer: Option<String>,
+    /// Buffer a->b.
+    #[arg(long)]
+    buffer_ab: Option<String>,
+    /// Buffer b->a.
+    #[arg(long)]
+    buffer_ba: Option<String>,
+    /// Random loss on the wire, percent (1 or 1%).
+    #[arg(long)]
+    loss: Option<String>,
+    /// Loss a->b.
+    #[arg(long)]
+    loss_ab: Option<String>,
+    /// Loss b->a.
+    #[arg(long)]
+    loss_ba: Option<String>,
+}
+
+#[derive(Args)]
+struct UpArgs {
+    /// The link's name (namespaces NAME-a and NAME-b; `sluice tc -n NAME`).
+    name: String,
+    #[command(flatten)]
+    wire: WireArgs,
+    /// Side a's address (default 10.77.X.1/24, X a free subnet).
+    #[arg(long)]
+    addr_a: Option<String>,
+    /// Side b's address (default 10.77.X.2/24).
+    #[arg(long)]
+    addr_b: Option<String>,
+    /// MTU of a0 and b0.
+    #[arg(long, default_value_t = 1500)]
+    mtu: u32,
+    /// A tc command for the link before it carries traffic, e.g. 'qdisc add dev a0 root netem delay 50ms' (repeatable).
+    #[arg(long = "tc")]
+    tc: Vec<String>,
+}
+
+fn one_wire(
+    rate: &Option<String>,
+    delay: &Option<String>,
+    buffer: &Option<String>,
+    loss: &Option<String>,
+) -> Result<Wire, String> {
+    let mut w = Wire::default();
+    if let Some(r) = rate {
+        w.rate_bps = sluice_core::units::parse_rate(r)
+            .map_err(|_| format!("invalid rate {r:?}"))?
+            .saturating_mul(8);
+    }
+    if let Some(d) = delay {
+        let ns =
+            sluice_core::units::parse_time_ns(d).map_err(|_| format!("invalid delay {d:?}"))?;
+        w.delay_ns = u64::try_from(ns).map_err(|_| format!("invalid delay {d:?}"))?;
+    }
+    if let Some(b) = buffer {
+        let bad = || format!("invalid buffer {b:?}: N packets (100p) or bytes (64000b)");
+        if let Some(p) = b.strip_suffix('p') {
+            w.buffer_packets = Some(p.parse().map_err(|_| bad())?);
+        } else {
+            let n = sluice_core::units::parse_size(b.strip_suffix('b').unwrap_or(b))
+                .map_err(|_| bad())?;
+            w.buffer_packets = None;
+            w.buffer_bytes = Some(n as u64);
+        }
+    }
+    if let Some(l) = loss {
+        let p: f64 = l
+            .trim_end_matches('%')
+            .parse()
+            .map_err(|_| format!("invalid loss {l:?}"))?;
+        if !(0.0..=100.0).contains(&p) {
+            return Err(format!("invalid loss {l:?}: a percentage 0..100"));
+        }
+        w.loss = p / 100.0;
+    }
+    Ok(w)
+}
+
+impl WireArgs {
+    /// The a->b and b->a wires.
+    fn wires(&self) -> Result<(Wire, Wire), String> {
+        let pick = |d: &Option<String>, both: &Option<String>| d.clone().or_else(|| both.clone());
+        let ab = one_wire(
+            &pick(&self.rate_ab, &self.rate),
+            &pick(&self.delay_ab, &self.delay),
+            &pick(&self.buffer_ab, &self.buffer),
+            &pick(&self.loss_ab, &self.loss),
+        )?;
+        let ba = one_wire(
+            &pick(&self.rate_ba, &self.rate),
+            &pick(&self.delay_ba, &self.delay),
+            &pick(&self.buffer_ba, &self.buffer),
+            &pick(&self.loss_ba, &self.loss),
+        )?;
+        Ok((ab, ba))
+    }
+}
+
+fn tc_words(cmd: &str) -> Vec<String> {
+    let mut w: Vec<String> = cmd.split_whitespace().map(String::from).collect();
+    if w.first().map(String::as_str) == Some("tc") {
+        w.remove(0);
+    }
+    w
+}
+
+fn exe() -> std::path::PathBuf {
+    std::env::current_exe().unwrap_or_else(|_| "sluice".into())
+}
+
+/// `sluice link ...`
+pub fn link_main(args: &[String]) -> i32 {
+    let cli = match LinkCli::try_parse_from(
+        std::iter::once("sluice link".to_string()).chain(args.iter().cloned()),
+    ) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { 2 } else { 0 };
+        }
+    };
+    match cli.cmd {
+        LinkCmd::Daemon { spec } => sluice_net::daemon::main(&spec),
+        LinkCmd::Up(a) => {
+            let (ab, ba) = match a.wire.wires() {
+                Ok(w) => w,
+                Err(e) => {
+                    eprintln!("sluice link: {e}");
+                    return 2;
+                }
+            };
+            let spec = LinkSpec {
+                a: Side {
+                    netns: Some(format!("{}-a", a.name)),
+                    ifname: "a0".into(),
+                    addr: a.addr_a.unwrap_or_else(|| "10.77.{X}.1/24".into()),
+                    default_via: None,
+                },
+                b: Side {
+                    netns: Some(format!("{}-b", a.name)),
+                    ifname: "b0".into(),
+                    addr: a.addr_b.unwrap_or_else(|| "10.77.{X}.2/24".into()),
+                    default_via: None,
+                },
+                name: a.name,
+                ab,
+                ba,
+                tc: a.tc.iter().map(|c| tc_words(c)).collect(),
+                nat_subnet: None,
+                mtu: a.mtu,
+                subnet: None,
+            };
+            match link::up(&exe(), spec) {
+                Ok(rec) => {
+                    println!("{}", link::describe(&rec));
+                    0
+                }
+                Err(e) => {
+                    eprintln!("sluice link: {e}");
+                    1
+                }
+            }
+        }
+        LinkCmd::Down { name } => match link::down(&name) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("sluice link: {e}");
+                1
+            }
+        },
+        LinkCmd::List => match link::list() {
+            Ok(recs) => {
+                for r in recs {
+                    println!("{}", link::describe(&r));
+                }
+                0
+            }
+            Err(e) => {
+                eprintln!("sluice link: {e}");
+                1
+            }
+        },
+        LinkCmd::Status { name } => {
+            match sluice_net::control::request(&name, &sluice_net::control::Request::Status) {
+                Ok(r) => {
+                    print!("{}", r.stdout);
+                    eprint!("{}", r.stderr);
+                    r.code
+                }
+                Err(e) => {
+                    eprintln!("sluice link: {e}");
+                    1
+                }
+            }
+        }
+    }
+}
+
+#[derive(Parser)]
+#[command(
+    name = "sluice shell",
+    about = "Run a command in a fresh namespace whose traffic goes through sluice's qdiscs (NAT to the host)"
+)]
+struct ShellCli {
+    /// The uplink's root qdisc, e.g. 'tbf rate 1mbit burst 10k latency 50ms' (dev a0).
+    #[arg(long)]
+    uplink: Option<String>,
+    /// The downlink's root qdisc (dev b0).
+    #[arg(long)]
+    downlink: Option<String>,
+    /// A file of tc commands for the link (dev a0: uplink, dev b0: downlink), one per line.
+    #[arg(long)]
+    script: Option<String>,
+    #[command(flatten)]
+    wire: WireArgs,
+    /// The command (default: $SHELL).
+    #[arg(last = true)]
+    command: Vec<String>,
+}
+
+/// `sluice shell ...`
+pub fn shell_main(args: &[String]) -> i32 {
+    let cli = match ShellCli::try_parse_from(
+        std::iter::once("sluice shell".to_string()).chain(args.iter().cloned()),
+    ) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { 2 } else { 0 };
+        }
+    };
+    // --rate-ab is the uplink (namespace -> host), --rate-ba the downlink.
+    let (up, down) = match cli.wire.wires() {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("sluice shell: {e}");
+            return 2;
+        }
+    };
+    let mut tc = vec![];
+    for (dev, spec) in [("a0", &cli.uplink), ("b0", &cli.downlink)] {
+        if let Some(s) = spec {
+            let mut w: Vec<String> = ["qdisc", "replace", "dev", dev, "root"]
+                .map(String::from)
+                .to_vec();
+            w.extend(s.split_whitespace().map(String::from));
+            tc.push(w);
+        }
+    }
+    if let Some(f) = &cli.script {
+        match std::fs::read_to_string(f) {
+            Ok(text) => tc.extend(
+                text.lines()
+                    .map(|l| l.split('#').next().unwrap_or(""))
+                    .filter(|l| !l.trim().is_empty())
+                    .map(tc_words),
+            ),
+            Err(e) => {
+                eprintln!("sluice shell: {f}: {e}");
+                return 2;
+            }
+        }
+    }
+    let opts = ShellOpts {
+        tc,
+        up,
+        down,
+        command: cli.command,
+    };
+    shell::run(&exe(), &opts)
+}

@@ -1,0 +1,532 @@
+//! Live data plane tests: real packets of real programs through `sluice link`
+//! and `sluice shell`. They need root (namespaces, TUN devices, iptables), as
+//! CI has; where the machine lacks a capability they say so and skip.
+//!
+//! Each test uses its own link name (`lv<pid><letter>`) and its own state
+//! directory, so they run in parallel and leave nothing behind.
+//!
+//! Tolerances are physical: the emulated delays are lower bounds that must
+//! hold for every packet (the plane never delivers early), and the upper
+//! bounds allow for this shared 2-core machine, where a process can wait
+//! milliseconds for a core (load averages above 10 are common while eight
+//! builds run); the medians are what is compared.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+const EXE: &str = env!("CARGO_BIN_EXE_sluice");
+
+/// Why the live tests cannot run here, if they cannot.
+fn lacking() -> Option<String> {
+    if std::fs::metadata("/proc/self")
+        .map(|m| m.uid())
+        .unwrap_or(1)
+        != 0
+    {
+        return Some("not root (network namespaces and TUN devices need CAP_NET_ADMIN)".into());
+    }
+    if !Path::new("/dev/net/tun").exists() {
+        return Some("no /dev/net/tun".into());
+    }
+    if !have("ip") {
+        return Some("no ip (iproute2)".into());
+    }
+    None
+}
+
+fn have(cmd: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {cmd}")])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+macro_rules! require {
+    ($($extra:expr),*) => {
+        if let Some(why) = lacking() {
+            eprintln!("SKIPPED: {why}");
+            return;
+        }
+        $(if !have($extra) {
+            eprintln!("SKIPPED: {} is not installed (.ci/run installs it)", $extra);
+            return;
+        })*
+    };
+}
+
+/// A link for one test: its name and state directory; taken down when dropped.
+struct Link {
+    name: String,
+    state: tempfile::TempDir,
+}
+
+impl Link {
+    fn new(letter: &str) -> Link {
+        Link {
+            name: format!("lv{}{letter}", std::process::id()),
+            state: tempfile::tempdir().expect("tempdir"),
+        }
+    }
+
+    fn sluice(&self, args: &[&str]) -> Output {
+        Command::new(EXE)
+            .args(args)
+            .env("SLUICE_STATE_DIR", self.state.path())
+            .output()
+            .expect("run sluice")
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let o = self.sluice(args);
+        assert!(
+            o.status.success(),
+            "sluice {args:?} failed: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    fn up(&self, extra: &[&str]) {
+        let mut args = vec!["link", "up", &self.name];
+        args.extend(extra);
+        self.ok(&args);
+    }
+
+    fn ns(&self, side: char) -> String {
+        format!("{}-{side}", self.name)
+    }
+
+    fn record(&self) -> PathBuf {
+        self.state
+            .path()
+            .join("links")
+            .join(format!("{}.json", self.name))
+    }
+
+    fn pid(&self) -> i32 {
+        let text = std::fs::read_to_string(self.record()).expect("record");
+        let v: serde_json::Value = serde_json::from_str(&text).expect("json");
+        v["pid"].as_i64().expect("pid") as i32
+    }
+
+    /// The address of side b (10.77.X.2).
+    fn addr_b(&self) -> String {
+        let text = std::fs::read_to_string(self.record()).expect("record");
+        let v: serde_json::Value = serde_json::from_str(&text).expect("json");
+        let a = v["spec"]["b"]["addr"].as_str().expect("addr");
+        a.split('/').next().unwrap_or(a).to_string()
+    }
+
+    /// RTTs in ms of `count` pings from side a to side b, `interval` s apart.
+    fn ping(&self, count: u32, interval: &str) -> Vec<f64> {
+        let o = Command::new("ip")
+            .args(["netns", "exec", &self.ns('a'), "ping", "-n", "-c"])
+            .arg(count.to_string())
+            .args(["-i", interval, "-W", "2", &self.addr_b()])
+            .output()
+            .expect("ping");
+        rtts(&String::from_utf8_lossy(&o.stdout))
+    }
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        let _ = self.sluice(&["link", "down", &self.name]);
+    }
+}
+
+fn rtts(ping_output: &str) -> Vec<f64> {
+    ping_output
+        .lines()
+        .filter_map(|l| l.split("time=").nth(1))
+        .filter_map(|t| t.split_whitespace().next()?.parse().ok())
+        .collect()
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn netns_exists(name: &str) -> bool {
+    Path::new("/run/netns").join(name).exists()
+}
+
+fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    f()
+}
+
+#[test]
+fn ping_through_live_netem_delay_adds_exactly_the_delay() {
+    require!("ping");
+    let l = Link::new("p");
+    l.up(&[]);
+    let base = l.ping(20, "0.02");
+    assert!(base.len() >= 18, "unshaped pings lost: {base:?}");
+    let base_median = median(&base);
+    l.ok(&[
+        "tc", "-n", &l.name, "qdisc", "add", "dev", "a0", "root", "netem", "delay", "50ms",
+    ]);
+    let shaped = l.ping(30, "0.02");
+    assert!(shaped.len() >= 28, "shaped pings lost: {shaped:?}");
+    // Physics: no echo can come back sooner than the 50 ms netem holds it.
+    let min = shaped.iter().cloned().fold(f64::INFINITY, f64::min);
+    assert!(min >= 50.0, "an RTT below the 50 ms delay: {shaped:?}");
+    // The median is 50 ms plus the unshaped RTT, within 3 ms of scheduling
+    // on this loaded machine (the plane itself releases packets within
+    // microseconds: see the timer in sluice-net's clock.rs).
+    let m = median(&shaped);
+    assert!(
+        m <= 50.0 + base_median + 3.0,
+        "median {m} ms vs 50 + {base_median} ms: {shaped:?}"
+    );
+    // -s shows the live counters of the running qdisc.
+    let stats = l.ok(&["tc", "-s", "-n", &l.name, "qdisc", "show", "dev", "a0"]);
+    assert!(stats.contains("qdisc netem 8001: root"), "{stats}");
+    let sent: u64 = stats
+        .split("pkt")
+        .next()
+        .and_then(|s| s.split_whitespace().last())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(sent >= 28, "netem counted {sent} packets: {stats}");
+}
+
+#[test]
+fn the_wire_delay_applies_to_each_direction() {
+    require!("ping");
+    let l = Link::new("d");
+    l.up(&["--delay-ab", "20ms", "--delay-ba", "5ms"]);
+    let r = l.ping(15, "0.05");
+    assert!(r.len() >= 14, "pings lost: {r:?}");
+    assert!(
+        r.iter().all(|&t| t >= 25.0),
+        "an RTT below 20 + 5 ms: {r:?}"
+    );
+    assert!(
+        median(&r) <= 25.0 + 4.0,
+        "median too far above 25 ms: {r:?}"
+    );
+}
+
+/// Send bulk TCP from side a to side b for `secs` seconds; returns the
+/// goodput in bit/s measured at the receiver after a one-second warm-up.
+fn bulk_tcp(l: &Link, secs: f64) -> f64 {
+    use std::io::{Read, Write};
+    let addr = format!("{}:5201", l.addr_b());
+    let ns_b = l.ns('b');
+    let (tx, rx) = std::sync::mpsc::channel();
+    let receiver = std::thread::spawn(move || {
+        enter(&ns_b);
+        let listener = std::net::TcpListener::bind("0.0.0.0:5201").expect("bind");
+        tx.send(()).expect("ready");
+        let (mut s, _) = listener.accept().expect("accept");
+        let mut buf = vec![0u8; 1 << 16];
+        let start = Instant::now();
+        let warm = Duration::from_secs(1);
+        let (mut bytes, mut from) = (0u64, None);
+        loop {
+            let n = s.read(&mut buf).unwrap_or(0);
+            if n == 0 {
+                break;
+            }
+            if start.elapsed() >= warm {
+                from.get_or_insert_with(Instant::now);
+                bytes += n as u64;
+            }
+        }
+        let dt = from.map(|f| f.elapsed().as_secs_f64()).unwrap_or(1.0);
+        bytes as f64 * 8.0 / dt
+    });
+    rx.recv().expect("receiver ready");
+    let ns_a = l.ns('a');
+    let sender = std::thread::spawn(move || {
+        enter(&ns_a);
+        let mut s = std::net::TcpStream::connect(&addr).expect("connect");
+        let buf = vec![0x5au8; 1 << 16];
+        let start = Instant::now();
+        while start.elapsed().as_secs_f64() < secs {
+            if s.write_all(&buf).is_err() {
+                break;
+            }
+        }
+    });
+    sender.join().expect("sender");
+    receiver.join().expect("receiver")
+}
+
+/// Move this thread into network namespace `ns`.
+fn enter(ns: &str) {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::File::open(Path::new("/run/netns").join(ns)).expect("open netns");
+    // SAFETY: setns on an open namespace file affects only the calling thread.
+    let r = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
+    assert_eq!(r, 0, "setns {ns}: {}", std::io::Error::last_os_error());
+}
+
+#[test]
+fn bulk_tcp_through_a_10mbit_tbf_runs_at_the_rate_less_headers() {
+    require!();
+    let l = Link::new("t");
+    l.up(&[]);
+    l.ok(&[
+        "tc", "-n", &l.name, "qdisc", "add", "dev", "a0", "root", "tbf", "rate", "10mbit", "burst",
+        "10kb", "latency", "50ms",
+    ]);
+    let goodput = bulk_tcp(&l, 4.0);
+    // tbf counts IP bytes on a TUN device (no link-layer header); each
+    // 1500-byte packet carries 1448 bytes of data (20 IP + 32 TCP with
+    // timestamps), so goodput is 10 Mbit/s x 1448/1500 = 9.653 Mbit/s. The
+    // burst (10 kB over 3 s) adds under 0.3 %.
+    let expect = 10e6 * 1448.0 / 1500.0;
+    let ratio = goodput / expect;
+    eprintln!(
+        "tbf 10mbit: goodput {:.3} Mbit/s ({:.1}% of {:.3})",
+        goodput / 1e6,
+        ratio * 100.0,
+        expect / 1e6
+    );
+    assert!(
+        (0.97..=1.01).contains(&ratio),
+        "goodput {goodput} vs {expect}"
+    );
+}
+
+#[test]
+fn bulk_tcp_through_an_htb_class_behind_a_faster_wire_runs_at_the_class_rate() {
+    require!();
+    let l = Link::new("h");
+    // The wire (20 Mbit/s) is faster than the class, so the class shapes.
+    l.up(&["--rate", "20mbit"]);
+    for cmd in [
+        "qdisc add dev a0 root handle 1: htb default 10",
+        "class add dev a0 parent 1: classid 1:10 htb rate 5mbit ceil 5mbit",
+    ] {
+        let mut args = vec!["tc", "-n", &l.name];
+        args.extend(cmd.split(' '));
+        l.ok(&args);
+    }
+    let goodput = bulk_tcp(&l, 4.0);
+    let expect = 5e6 * 1448.0 / 1500.0;
+    let ratio = goodput / expect;
+    eprintln!(
+        "htb 5mbit: goodput {:.3} Mbit/s ({:.1}% of {:.3})",
+        goodput / 1e6,
+        ratio * 100.0,
+        expect / 1e6
+    );
+    assert!(
+        (0.97..=1.01).contains(&ratio),
+        "goodput {goodput} vs {expect}"
+    );
+    let stats = l.ok(&["tc", "-s", "-n", &l.name, "class", "show", "dev", "a0"]);
+    assert!(
+        stats.contains("class htb 1:10 root prio 0 rate 5Mbit ceil 5Mbit"),
+        "{stats}"
+    );
+}
+
+#[test]
+fn bulk_tcp_through_a_10mbit_wire_runs_at_the_wire_rate() {
+    require!();
+    let l = Link::new("w");
+    // A 100-packet modem buffer after the default qdisc.
+    l.up(&["--rate", "10mbit", "--buffer", "100p"]);
+    let goodput = bulk_tcp(&l, 4.0);
+    let expect = 10e6 * 1448.0 / 1500.0;
+    let ratio = goodput / expect;
+    eprintln!(
+        "wire 10mbit: goodput {:.3} Mbit/s ({:.1}% of {:.3})",
+        goodput / 1e6,
+        ratio * 100.0,
+        expect / 1e6
+    );
+    assert!(
+        (0.97..=1.01).contains(&ratio),
+        "goodput {goodput} vs {expect}"
+    );
+}
+
+#[test]
+fn a_taken_name_is_refused_and_down_removes_everything() {
+    require!();
+    let l = Link::new("r");
+    l.up(&[]);
+    let o = l.sluice(&["link", "up", &l.name]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("already up"), "{err}");
+    assert!(l.ok(&["link", "list"]).contains(&l.name));
+    l.ok(&["link", "down", &l.name]);
+    assert!(!netns_exists(&l.ns('a')) && !netns_exists(&l.ns('b')));
+    assert!(!l.record().exists());
+    assert!(!l.ok(&["link", "list"]).contains(&l.name));
+    // Down again: a clear error.
+    let o = l.sluice(&["link", "down", &l.name]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no link named"));
+}
+
+#[test]
+fn sigterm_makes_the_daemon_clean_up_and_kill_9_leftovers_are_reaped() {
+    require!();
+    // SIGTERM: the daemon removes everything itself.
+    let l = Link::new("k");
+    l.up(&[]);
+    let pid = l.pid();
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    assert!(
+        wait_until(Duration::from_secs(5), || !l.record().exists()
+            && !netns_exists(&l.ns('a'))),
+        "SIGTERM left {} behind",
+        l.name
+    );
+    assert!(!netns_exists(&l.ns('b')));
+    // SIGKILL: the next `list` finds and removes the leftovers.
+    l.up(&[]);
+    let pid = l.pid();
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    assert!(wait_until(Duration::from_secs(5), || !Path::new(&format!(
+        "/proc/{pid}"
+    ))
+    .exists()
+        || std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| s.contains(") Z"))
+            .unwrap_or(true)));
+    assert!(
+        netns_exists(&l.ns('a')),
+        "the namespaces outlive a killed daemon"
+    );
+    let o = l.sluice(&["link", "list"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("removed the leftovers"));
+    assert!(!netns_exists(&l.ns('a')) && !netns_exists(&l.ns('b')) && !l.record().exists());
+    // And the name is free again.
+    l.up(&[]);
+}
+
+#[test]
+fn garbage_written_into_the_tun_is_counted_and_traffic_goes_on() {
+    require!("ping");
+    let l = Link::new("g");
+    l.up(&[]);
+    let ns_a = l.ns('a');
+    // AF_PACKET frames on a0 reach the daemon's TUN read exactly as written.
+    let sent = std::thread::spawn(move || {
+        enter(&ns_a);
+        inject_garbage("a0", 2000)
+    })
+    .join()
+    .expect("injector");
+    assert_eq!(sent, 2000);
+    let r = l.ping(5, "0.05");
+    assert_eq!(r.len(), 5, "traffic stopped after garbage");
+    let status = l.ok(&["link", "status", &l.name]);
+    let v: serde_json::Value = serde_json::from_str(&status).expect("status json");
+    let ab = &v["a_to_b"]["plane"];
+    let (malformed, rx, delivered) = (
+        ab["malformed"].as_u64().unwrap_or(0),
+        ab["rx_packets"].as_u64().unwrap_or(0),
+        ab["delivered"].as_u64().unwrap_or(0),
+    );
+    // The kernel's own queue in front of the TUN drops part of a flood
+    // (txqueuelen 500); whatever reached the daemon was counted, and only the
+    // pings (and the kernel's own IP packets) were forwarded.
+    assert!(malformed >= 100, "{status}");
+    assert_eq!(rx, malformed + delivered, "{status}");
+}
+
+/// Write `n` non-IP frames of assorted sizes out of `ifname` with a packet socket.
+fn inject_garbage(ifname: &str, n: usize) -> usize {
+    // SAFETY: plain socket calls on a socket this function owns.
+    unsafe {
+        let fd = libc::socket(
+            libc::AF_PACKET,
+            libc::SOCK_DGRAM,
+            (libc::ETH_P_IP as u16).to_be() as i32,
+        );
+        assert!(
+            fd >= 0,
+            "packet socket: {}",
+            std::io::Error::last_os_error()
+        );
+        let name = std::ffi::CString::new(ifname).expect("name");
+        let mut sll: libc::sockaddr_ll = std::mem::zeroed();
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_protocol = (libc::ETH_P_IP as u16).to_be();
+        sll.sll_ifindex = libc::if_nametoindex(name.as_ptr()) as i32;
+        let mut sent = 0;
+        for i in 0..n {
+            // First nibble 0xf..0x0 but never 4 or 6; sizes 1..1400.
+            let mut buf = vec![(i % 256) as u8; 1 + (i * 7919) % 1400];
+            buf[0] = [0x00, 0x15, 0x2a, 0x75, 0x80, 0xff][i % 6];
+            let r = libc::sendto(
+                fd,
+                buf.as_ptr().cast(),
+                buf.len(),
+                0,
+                (&sll as *const libc::sockaddr_ll).cast(),
+                std::mem::size_of::<libc::sockaddr_ll>() as u32,
+            );
+            if r >= 0 {
+                sent += 1;
+            }
+        }
+        libc::close(fd);
+        sent
+    }
+}
+
+#[test]
+fn shell_runs_a_command_behind_the_link_and_removes_everything() {
+    require!("ping", "iptables");
+    let state = tempfile::tempdir().expect("tempdir");
+    let o = Command::new(EXE)
+        .args(["shell", "--delay", "10ms", "--", "sh", "-c"])
+        .arg("ping -n -c 5 -i 0.05 $(ip route | awk '/default/ {print $3}') && echo link=$SLUICE_LINK")
+        .env("SLUICE_STATE_DIR", state.path())
+        .output()
+        .expect("sluice shell");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r = rtts(&out);
+    assert_eq!(r.len(), 5, "{out}");
+    assert!(
+        r.iter().all(|&t| t >= 20.0),
+        "an RTT below 2 x 10 ms: {r:?}"
+    );
+    let name = out
+        .split("link=")
+        .nth(1)
+        .expect("link name")
+        .trim()
+        .to_string();
+    assert!(!netns_exists(&format!("{name}-a")));
+    let rules = Command::new("iptables")
+        .args(["-t", "nat", "-S"])
+        .output()
+        .expect("iptables");
+    assert!(!String::from_utf8_lossy(&rules.stdout).contains(&format!("sluice:{name}")));
+    // The command's exit status is the shell's.
+    let o = Command::new(EXE)
+        .args(["shell", "--", "sh", "-c", "exit 7"])
+        .env("SLUICE_STATE_DIR", state.path())
+        .output()
+        .expect("sluice shell");
+    assert_eq!(o.status.code(), Some(7));
+}
