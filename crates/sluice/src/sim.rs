@@ -19,12 +19,12 @@ use std::time::{Duration, Instant};
 pub const BUNDLED: &[(&str, &str)] = &[
     ("dumbbell", include_str!("../../../examples/dumbbell.toml")),
     (
-        "seed001",
-        include_str!("../../../examples/seed001-hostfair.toml"),
-    ),
-    (
         "seed000",
         include_str!("../../../examples/seed000-netem-pageload.toml"),
+    ),
+    (
+        "seed001",
+        include_str!("../../../examples/seed001-hostfair.toml"),
     ),
     (
         "seed002",

@@ -13,7 +13,9 @@
 //! end also holds the kernel's two safety rules: a packet redirected more than
 //! [`MIRRED_NEST_LIMIT`] times in a row is dropped, and one sent to a device
 //! that is missing or down is dropped (the kernel then counts an overlimit on
-//! the action; sluice's action does not learn of it).
+//! the action; sluice's action does not learn of it). The outbox is bounded
+//! ([`OUTBOX_LIMIT`]): when a front end leaves it full, the action takes the
+//! kernel's "cannot do" path — an overlimit, and a redirect becomes a drop.
 //!
 //! The target is kept by interface index, as the kernel keeps a device
 //! reference; a target deleted later shows as `*` in dumps.
@@ -28,6 +30,10 @@ use std::sync::{Arc, Mutex};
 
 /// How many redirects in a row a packet may take (`MIRRED_NEST_LIMIT`).
 pub const MIRRED_NEST_LIMIT: u32 = 4;
+
+/// Packets the outbox holds for a front end that does not take them; more
+/// are dropped (a front end that delivers takes them after every packet).
+pub const OUTBOX_LIMIT: usize = 1024;
 
 /// `tc_mirred.eaction`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -117,11 +123,16 @@ impl MirredParams {
 pub struct Mirred {
     p: MirredParams,
     outbox: MirredOutbox,
+    overlimits: u64,
 }
 
 impl Mirred {
     pub(crate) fn new(p: MirredParams, outbox: MirredOutbox) -> Self {
-        Mirred { p, outbox }
+        Mirred {
+            p,
+            outbox,
+            overlimits: 0,
+        }
     }
 
     pub(crate) fn change(&mut self, p: MirredParams) {
@@ -141,15 +152,21 @@ impl Action for Mirred {
     }
 
     fn act(&mut self, pkt: &mut Packet, _now: Time) -> Verdict {
-        let sent = Mirrored {
+        let mut outbox = self.outbox.lock().unwrap_or_else(|e| e.into_inner());
+        if outbox.len() >= OUTBOX_LIMIT {
+            // The kernel's "can't do" path: a redirect becomes a drop.
+            self.overlimits += 1;
+            return if self.p.mode.redirect() {
+                Verdict::Shot
+            } else {
+                self.p.action
+            };
+        }
+        outbox.push(Mirrored {
             ifindex: self.p.ifindex,
             ingress: self.p.mode.ingress(),
             pkt: pkt.clone(),
-        };
-        self.outbox
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(sent);
+        });
         // A redirect whose verdict lets the packet go on (pipe, continue...)
         // sends a copy, as the kernel does when it cannot hand the packet over.
         self.p.action
@@ -157,6 +174,10 @@ impl Action for Mirred {
 
     fn drops(&self) -> u64 {
         0
+    }
+
+    fn overlimits(&self) -> u64 {
+        self.overlimits
     }
 
     fn dump(&self) -> ActionOpts {
@@ -233,5 +254,23 @@ mod tests {
             .map(|s| (s.ifindex, s.ingress, s.pkt.id))
             .collect();
         assert_eq!(got, [(7, true, 9), (8, false, 9)]);
+    }
+
+    #[test]
+    fn a_full_outbox_turns_redirects_into_drops() {
+        let outbox = MirredOutbox::default();
+        let p = MirredParams::validate(
+            &opts(Some(MirredMode::EgressRedirect), 7, Verdict::Stolen),
+            true,
+            true,
+        )
+        .unwrap();
+        let mut m = Mirred::new(p, outbox.clone());
+        let mut pkt = Packet::default();
+        for _ in 0..OUTBOX_LIMIT {
+            assert_eq!(m.act(&mut pkt, Time(0)), Verdict::Stolen);
+        }
+        assert_eq!(m.act(&mut pkt, Time(0)), Verdict::Shot);
+        assert_eq!((m.overlimits(), outbox.lock().unwrap().len()), (1, OUTBOX_LIMIT));
     }
 }
