@@ -194,11 +194,6 @@ const UNSUPPORTED_TARGETS: &[&str] = &[
     "ULOG",
 ];
 
-/// Is `name` a target extension iptables has that sluice does not model?
-pub fn is_known_target(name: &str) -> bool {
-    UNSUPPORTED_TARGETS.contains(&name)
-}
-
 fn unsupported(what: &str, name: &str) -> Fail {
     Fail {
         stderr: format!(
