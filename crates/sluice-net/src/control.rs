@@ -258,3 +258,74 @@ pub fn forward_tc(netns: Option<&str>, argv: &[String]) -> Option<Outcome> {
         Err(e) => fail(e),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_core::port::PortConfig;
+
+    fn tc(plane: &mut Plane, line: &str, batch: Option<&str>) -> Response {
+        let req = Request::Tc {
+            argv: line.split_whitespace().map(String::from).collect(),
+            batch: batch.map(String::from),
+        };
+        // Through JSON, as on the socket.
+        let req: Request = serde_json::from_str(&serde_json::to_string(&req).unwrap()).unwrap();
+        handle(req, plane, &IoStats::default(), Time(0))
+    }
+
+    #[test]
+    fn tc_commands_change_and_show_the_live_devices_with_tc_errors() {
+        let mut plane = Plane::new(PortConfig::default(), PortConfig::default(), 1500);
+        let r = tc(
+            &mut plane,
+            "-n x qdisc add dev a0 root netem delay 50ms",
+            None,
+        );
+        assert_eq!((r.code, r.stderr.as_str()), (0, ""));
+        let r = tc(&mut plane, "-n x qdisc show dev a0", None);
+        assert_eq!(
+            r.stdout,
+            "qdisc netem 8001: root refcnt 2 limit 1000 delay 50ms\n"
+        );
+        let r = tc(&mut plane, "-n x qdisc add dev c0 root pfifo", None);
+        assert_eq!(r.code, 1);
+        assert!(
+            r.stderr.contains("Cannot find device \"c0\""),
+            "{}",
+            r.stderr
+        );
+        let r = tc(&mut plane, "-s qdisc show dev b0", None);
+        assert!(r.stdout.contains("Sent 0 bytes 0 pkt"), "{}", r.stdout);
+    }
+
+    #[test]
+    fn batches_stop_at_the_first_failure_unless_forced() {
+        let mut plane = Plane::new(PortConfig::default(), PortConfig::default(), 1500);
+        let text = "qdisc add dev a0 root foo\nqdisc add dev b0 root pfifo\n";
+        let r = tc(&mut plane, "-b f.tc", Some(text));
+        assert_eq!(r.code, 1);
+        assert!(
+            r.stderr.ends_with("Command failed f.tc:1\n"),
+            "{}",
+            r.stderr
+        );
+        assert!(!tc(&mut plane, "qdisc show dev b0", None)
+            .stdout
+            .contains("pfifo "));
+        let r = tc(&mut plane, "-force -b f.tc", Some(text));
+        assert_eq!(r.code, 1);
+        assert!(tc(&mut plane, "qdisc show dev b0", None)
+            .stdout
+            .contains("qdisc pfifo 8001: root"));
+    }
+
+    #[test]
+    fn status_is_json_with_both_directions() {
+        let plane = Plane::new(PortConfig::default(), PortConfig::default(), 1500);
+        let v: serde_json::Value =
+            serde_json::from_str(&status(&plane, &IoStats::default())).unwrap();
+        assert_eq!(v["a_to_b"]["plane"]["malformed"], 0);
+        assert_eq!(v["b_to_a"]["wire"]["tx_packets"], 0);
+    }
+}
