@@ -294,8 +294,10 @@ mod tests {
     fn opts() -> impl Strategy<Value = CodelOpts> {
         (
             proptest::option::of(1..5000u32),
-            proptest::option::of(1..2_000_000u32),
-            proptest::option::of(1..5_000_000u32),
+            // Times of 2 µs or more: a 1 µs one is 0 in the kernel's 1024 ns
+            // clock, prints as 0us, and tc sends no 0 target or interval.
+            proptest::option::of(2..2_000_000u32),
+            proptest::option::of(2..5_000_000u32),
             proptest::option::of(any::<bool>()),
             proptest::option::of(0..3_000_000u32),
         )
