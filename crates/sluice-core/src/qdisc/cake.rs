@@ -439,7 +439,7 @@ struct Queued {
 }
 
 /// `struct cake_flow`.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Flow {
     q: VecDeque<Queued>,
     deficit: i32,
@@ -449,6 +449,45 @@ struct Flow {
     dsthost: u16,
     set: Set,
     chain: Chain,
+    /// Neighbours on the list (`flowchain`), [`NIL`] at the ends.
+    prev: u16,
+    next: u16,
+}
+
+/// No queue: the end of a list.
+const NIL: u16 = u16::MAX;
+
+/// A tin's list of queues (`struct list_head`), linked through the queues.
+#[derive(Clone, Copy, Debug)]
+struct List {
+    head: u16,
+    tail: u16,
+}
+
+impl Default for List {
+    fn default() -> Self {
+        List {
+            head: NIL,
+            tail: NIL,
+        }
+    }
+}
+
+impl Default for Flow {
+    fn default() -> Self {
+        Flow {
+            q: VecDeque::new(),
+            deficit: 0,
+            dropped: 0,
+            cvars: CobaltVars::default(),
+            srchost: 0,
+            dsthost: 0,
+            set: Set::None,
+            chain: Chain::None,
+            prev: NIL,
+            next: NIL,
+        }
+    }
 }
 
 /// `struct cake_host`.
@@ -475,9 +514,9 @@ struct Tin {
     decaying_flow_count: u16,
     unresponsive_flow_count: u16,
     max_skblen: u32,
-    new_flows: VecDeque<u16>,
-    old_flows: VecDeque<u16>,
-    decaying_flows: VecDeque<u16>,
+    new_flows: List,
+    old_flows: List,
+    decaying_flows: List,
     time_next_packet: i64,
     tin_rate_ns: u64,
     tin_rate_bps: u64,
@@ -514,9 +553,9 @@ impl Tin {
             decaying_flow_count: 0,
             unresponsive_flow_count: 0,
             max_skblen: 0,
-            new_flows: VecDeque::new(),
-            old_flows: VecDeque::new(),
-            decaying_flows: VecDeque::new(),
+            new_flows: List::default(),
+            old_flows: List::default(),
+            decaying_flows: List::default(),
             time_next_packet: 0,
             tin_rate_ns: 0,
             tin_rate_bps: 0,
@@ -539,7 +578,7 @@ impl Tin {
         }
     }
 
-    fn list(&mut self, c: Chain) -> &mut VecDeque<u16> {
+    fn list(&mut self, c: Chain) -> &mut List {
         match c {
             Chain::New => &mut self.new_flows,
             Chain::Old => &mut self.old_flows,
@@ -547,13 +586,65 @@ impl Tin {
         }
     }
 
-    /// `list_move_tail` of the head of list `from` (the flow being served).
-    fn move_head(&mut self, from: Chain, to: Chain) {
-        if let Some(i) = self.list(from).pop_front() {
-            self.flows[i as usize].chain = to;
-            if to != Chain::None {
-                self.list(to).push_back(i);
-            }
+    /// The first queue on list `c`.
+    fn front(&mut self, c: Chain) -> Option<usize> {
+        let h = self.list(c).head;
+        (h != NIL).then_some(h as usize)
+    }
+
+    fn is_empty(&self, c: Chain) -> bool {
+        match c {
+            Chain::New => self.new_flows.head == NIL,
+            Chain::Old => self.old_flows.head == NIL,
+            _ => self.decaying_flows.head == NIL,
+        }
+    }
+
+    /// `list_add_tail`: put queue `i` (on no list) at the tail of `c`.
+    fn push_back(&mut self, c: Chain, i: usize) {
+        let tail = self.list(c).tail;
+        let fl = &mut self.flows[i];
+        fl.chain = c;
+        fl.prev = tail;
+        fl.next = NIL;
+        if tail == NIL {
+            self.list(c).head = i as u16;
+        } else {
+            self.flows[tail as usize].next = i as u16;
+        }
+        self.list(c).tail = i as u16;
+    }
+
+    /// `list_del_init`: take queue `i` off whatever list it is on.
+    fn unlink(&mut self, i: usize) {
+        let (c, prev, next) = {
+            let fl = &self.flows[i];
+            (fl.chain, fl.prev, fl.next)
+        };
+        if c == Chain::None {
+            return;
+        }
+        if prev == NIL {
+            self.list(c).head = next;
+        } else {
+            self.flows[prev as usize].next = next;
+        }
+        if next == NIL {
+            self.list(c).tail = prev;
+        } else {
+            self.flows[next as usize].prev = prev;
+        }
+        let fl = &mut self.flows[i];
+        fl.chain = Chain::None;
+        fl.prev = NIL;
+        fl.next = NIL;
+    }
+
+    /// `list_move_tail` of queue `i` to list `to` (or off every list).
+    fn move_to(&mut self, i: usize, to: Chain) {
+        self.unlink(i);
+        if to != Chain::None {
+            self.push_back(to, i);
         }
     }
 
@@ -1388,18 +1479,18 @@ impl Cake {
             'retry: loop {
                 let tin = self.cur_tin;
                 let b = &mut self.tins[tin];
-                let head = if first_flow && !b.decaying_flows.is_empty() {
+                let head = if first_flow && !b.is_empty(Chain::Decaying) {
                     Chain::Decaying
-                } else if !b.new_flows.is_empty() {
+                } else if !b.is_empty(Chain::New) {
                     Chain::New
-                } else if !b.old_flows.is_empty() {
+                } else if !b.is_empty(Chain::Old) {
                     Chain::Old
-                } else if !b.decaying_flows.is_empty() {
+                } else if !b.is_empty(Chain::Decaying) {
                     Chain::Decaying
                 } else {
                     continue 'begin;
                 };
-                let f = *b.list(head).front().expect("non-empty list") as usize;
+                let f = b.front(head).expect("non-empty list");
                 self.cur_flow = f;
                 first_flow = false;
                 // Flow isolation (DRR++).
@@ -1423,7 +1514,7 @@ impl Cake {
                     let add =
                         (b.flow_quantum as u32 * self.quantum_div[load] as u32 + dither) >> 16;
                     b.flows[f].deficit = b.flows[f].deficit.wrapping_add(add as i32);
-                    b.move_head(head, Chain::Old);
+                    b.move_to(f, Chain::Old);
                     continue 'retry;
                 }
                 // Take a packet through the AQM.
@@ -1444,7 +1535,7 @@ impl Cake {
                         let set = fl.set;
                         if !rest {
                             // Keep it until its state has decayed.
-                            b.move_head(head, Chain::Decaying);
+                            b.move_to(f, Chain::Decaying);
                             match set {
                                 Set::Bulk => {
                                     b.bulk_flow_count -= 1;
@@ -1459,7 +1550,7 @@ impl Cake {
                             }
                             self.tins[tin].flows[f].set = Set::Decaying;
                         } else {
-                            b.move_head(head, Chain::None);
+                            b.move_to(f, Chain::None);
                             match set {
                                 Set::Sparse | Set::SparseWait => b.sparse_flow_count -= 1,
                                 Set::Bulk => {
@@ -1852,16 +1943,10 @@ impl Qdisc for Cake {
         let set = self.tins[tin].flows[f].set;
         if set == Set::None || set == Set::Decaying {
             let b = &mut self.tins[tin];
-            if set == Set::None {
-                b.new_flows.push_back(f as u16);
-            } else {
+            if set == Set::Decaying {
                 b.decaying_flow_count -= 1;
-                if let Some(pos) = b.decaying_flows.iter().position(|&x| x as usize == f) {
-                    b.decaying_flows.remove(pos);
-                }
-                b.new_flows.push_back(f as u16);
             }
-            b.flows[f].chain = Chain::New;
+            b.move_to(f, Chain::New);
             b.flows[f].set = Set::Sparse;
             b.sparse_flow_count += 1;
             let load = self.host_load(tin, f);
