@@ -326,6 +326,15 @@ struct ErrCx<'w> {
 }
 
 impl ErrCx<'_> {
+    /// `em_parse_error` without a module call to show (its `args` is NULL).
+    fn fail_usage(&self, msg: &str, usage: &str) -> Fail {
+        let mut f = self.fail(msg, None);
+        let cut = f.stderr.len() - EXPR_USAGE.len();
+        f.stderr.truncate(cut);
+        f.stderr += usage;
+        f
+    }
+
     /// `em_parse_error`: the message, the words read with the last marked,
     /// the module call with `carg` marked, and the usage.
     fn fail(&self, msg: &str, module: Option<(&str, &[Bstr], Option<usize>, &str)>) -> Fail {
@@ -626,7 +635,7 @@ fn u32_match(args: &[Bstr], cx: &ErrCx) -> CmdResult<EmatchKind> {
 const NBYTE_USAGE: &str = "Usage: nbyte(NEEDLE at OFFSET [layer LAYER])
 where: NEEDLE := { string | \"c-escape-sequence\" }
        OFFSET := int
-       LAYER := { link | network | transport | 0..2 }
+       LAYER  := { link | network | transport | 0..2 }
 
 Example: nbyte(\"ababa\" at 12 layer 1)
 ";
@@ -820,7 +829,12 @@ fn scan_hex(s: &str) -> Option<(u32, &str)> {
 }
 
 fn canid(args: &[Bstr], cx: &ErrCx) -> CmdResult<EmatchKind> {
-    let err = |i: Option<usize>, m: &str| cx.fail(m, Some(("canid", args, i, CANID_USAGE)));
+    // em_canid walks its own `args` pointer, so its error shows the call
+    // from the current word on (and no call once past the end).
+    let err = |i: Option<usize>, m: &str| match i {
+        Some(i) => cx.fail(m, Some(("canid", &args[i..], Some(0), CANID_USAGE))),
+        None => cx.fail_usage(m, CANID_USAGE),
+    };
     if args.is_empty() {
         return Err(err(None, "canid: missing arguments"));
     }
@@ -952,7 +966,8 @@ fn module_text(k: &EmatchKind) -> String {
                     }
                 })
                 .collect();
-            format!("\"{}\" at {} layer {}", text, b.off, b.layer)
+            let hex: String = b.needle.iter().map(|c| format!("{c:02x} ")).collect();
+            format!("{hex}\"{}\" at {} layer {}", text, b.off, b.layer)
         }
         EmatchKind::Meta(m) => {
             let mut s = meta_side(&m.left);
@@ -1137,6 +1152,19 @@ mod tests {
         let w = words(&["u32(u16 0xaabb 0xf0f0 at nexthdr+0)", "x"]);
         let t = parse(&mut Args::new(&w)).unwrap();
         assert_eq!(text(&t), "\n  u32(a0b00000/f0f00000 at nexthdr+0)\n");
+        // em_canid shows the call from the faulty word on, or none past the end.
+        let e = parse(&mut Args::new(&words(&["canid(sff 1 sff zz)", "x"]))).unwrap_err();
+        assert!(e.stderr.starts_with(
+            "canid: Improperly formed CAN ID & mask\n\n... >>canid(sff 1 sff zz)<< ...\n... canid(>>zz<<)...\nUsage: canid(IDLIST)\n"
+        ), "{}", e.stderr);
+        let e = parse(&mut Args::new(&words(&["canid(sff)", "x"]))).unwrap_err();
+        assert_eq!(
+            e.stderr,
+            "canid: missing argument\n... >>canid(sff)<< ...\n".to_string() + CANID_USAGE
+        );
+        let w = words(&["nbyte(abc at 2 layer 2)", "x"]);
+        let t = parse(&mut Args::new(&w)).unwrap();
+        assert_eq!(text(&t), "\n  nbyte(61 62 63 \"abc\" at 2 layer 2)\n");
         let w = words(&["canid(sff 0xaabb:0x00ff eff 1)", "x"]);
         let t = parse(&mut Args::new(&w)).unwrap();
         assert_eq!(text(&t), "\n  canid(sff 0x2BB:0xFF eff 0x1)\n");
