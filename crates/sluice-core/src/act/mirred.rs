@@ -271,6 +271,9 @@ mod tests {
             assert_eq!(m.act(&mut pkt, Time(0)), Verdict::Stolen);
         }
         assert_eq!(m.act(&mut pkt, Time(0)), Verdict::Shot);
-        assert_eq!((m.overlimits(), outbox.lock().unwrap().len()), (1, OUTBOX_LIMIT));
+        assert_eq!(
+            (m.overlimits(), outbox.lock().unwrap().len()),
+            (1, OUTBOX_LIMIT)
+        );
     }
 }

@@ -14,9 +14,9 @@
 //! node on the way up subtracts them from its backlog and counts them as
 //! drops, which is what the kernel's `qdisc_tree_reduce_backlog` does.
 
-pub mod choke;
-pub mod cbq;
 pub mod cake;
+pub mod cbq;
+pub mod choke;
 pub mod class_hash;
 pub mod codel;
 pub mod codel_law;
@@ -27,8 +27,8 @@ pub mod fifo;
 pub mod flow_hash;
 pub mod fq;
 pub mod fq_codel;
-pub mod hfsc;
 pub mod fq_pie;
+pub mod hfsc;
 pub mod htb;
 pub mod ingress;
 pub mod multiq;

@@ -1,17 +1,17 @@
 //! Per-kind syntax: parsing a qdisc's options from tc's words and printing
 //! them back as iproute2's `q_<kind>.c` does. One file per kind.
 
-mod choke;
-mod cbq;
 mod cake;
+mod cbq;
+mod choke;
 mod codel;
 mod drr;
 mod ets;
 mod fifo;
 mod fq;
 mod fq_codel;
-mod hfsc;
 mod fq_pie;
+mod hfsc;
 mod htb;
 mod multiq;
 mod netem;

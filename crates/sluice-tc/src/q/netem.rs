@@ -1198,7 +1198,8 @@ mod tests {
         // correlation (q_netem.c), and prints no zero one: when the print
         // shows no other, reading it back loses the duplicate's — in
         // iproute2 too.
-        let shown = |p: Option<NetemProb>| p.map_or(0, |p| (p.probability != 0) as u32 * p.correlation);
+        let shown =
+            |p: Option<NetemProb>| p.map_or(0, |p| (p.probability != 0) as u32 * p.correlation);
         if let Some(c) = &mut o.corr {
             let loss_shown = (o.loss != 0) as u32 * c.loss_corr;
             let jitter_shown = (o.jitter_ticks != 0) as u32 * c.delay_corr;
