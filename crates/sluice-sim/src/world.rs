@@ -246,15 +246,18 @@ impl World {
         };
         let now = self.queue.now();
         let n = &mut self.nodes[node];
-        let oif = n.net.devices[n.ifaces[iface].dev].info.name.clone();
-        let hooks = [Hook::Output, Hook::Postrouting];
-        let ifaces = Ifaces {
-            iif: None,
-            oif: Some(&oif),
-        };
-        if n.net.netfilter.traverse(&hooks, &mut pkt, ifaces, now) == Verdict::Drop {
-            self.losses.netfilter += 1;
-            return;
+        // Without rules there is nothing to run (and no name to copy per packet).
+        if !n.net.netfilter.is_idle() {
+            let oif = n.net.devices[n.ifaces[iface].dev].info.name.clone();
+            let hooks = [Hook::Output, Hook::Postrouting];
+            let ifaces = Ifaces {
+                iif: None,
+                oif: Some(&oif),
+            };
+            if n.net.netfilter.traverse(&hooks, &mut pkt, ifaces, now) == Verdict::Drop {
+                self.losses.netfilter += 1;
+                return;
+            }
         }
         self.enqueue(node, iface, pkt);
     }
@@ -351,41 +354,46 @@ impl World {
         // from the TOS (ip_forward and local delivery both start from it).
         pkt.mark = 0;
         pkt.priority = tos_to_priority(info.tos);
-        let iif = self.nodes[node].net.devices[dev].info.name.clone();
         if info.dst == self.nodes[node].addr {
-            let hooks = [Hook::Prerouting, Hook::Input];
-            let ifaces = Ifaces {
-                iif: Some(&iif),
-                oif: None,
-            };
-            let nf = &mut self.nodes[node].net.netfilter;
-            if nf.traverse(&hooks, &mut pkt, ifaces, now) == Verdict::Drop {
-                self.losses.netfilter += 1;
-                return;
+            let net = &mut self.nodes[node].net;
+            if !net.netfilter.is_idle() {
+                let iif = net.devices[dev].info.name.clone();
+                let hooks = [Hook::Prerouting, Hook::Input];
+                let ifaces = Ifaces {
+                    iif: Some(&iif),
+                    oif: None,
+                };
+                if net.netfilter.traverse(&hooks, &mut pkt, ifaces, now) == Verdict::Drop {
+                    self.losses.netfilter += 1;
+                    return;
+                }
             }
             let out = self.nodes[node].host.receive(pkt, &info, now);
             self.host_output(node, out);
         } else if self.nodes[node].router {
-            self.forward(node, &iif, pkt, now);
+            self.forward(node, dev, pkt, now);
         }
     }
 
     /// Route a packet through: PREROUTING, FORWARD and POSTROUTING, then
     /// the outgoing interface's qdiscs.
-    fn forward(&mut self, node: usize, iif: &str, mut pkt: Packet, now: Time) {
+    fn forward(&mut self, node: usize, in_dev: usize, mut pkt: Packet, now: Time) {
         let Some(out) = self.route(node, &pkt) else {
             return;
         };
         let n = &mut self.nodes[node];
-        let oif = n.net.devices[n.ifaces[out].dev].info.name.clone();
-        let hooks = [Hook::Prerouting, Hook::Forward, Hook::Postrouting];
-        let ifaces = Ifaces {
-            iif: Some(iif),
-            oif: Some(&oif),
-        };
-        if n.net.netfilter.traverse(&hooks, &mut pkt, ifaces, now) == Verdict::Drop {
-            self.losses.netfilter += 1;
-            return;
+        if !n.net.netfilter.is_idle() {
+            let iif = n.net.devices[in_dev].info.name.clone();
+            let oif = n.net.devices[n.ifaces[out].dev].info.name.clone();
+            let hooks = [Hook::Prerouting, Hook::Forward, Hook::Postrouting];
+            let ifaces = Ifaces {
+                iif: Some(&iif),
+                oif: Some(&oif),
+            };
+            if n.net.netfilter.traverse(&hooks, &mut pkt, ifaces, now) == Verdict::Drop {
+                self.losses.netfilter += 1;
+                return;
+            }
         }
         self.enqueue(node, out, pkt);
     }
