@@ -206,5 +206,3 @@ fn apply(net: &mut Net, inv: Invocation) -> Result<String, Fail> {
     Ok(String::new())
 }
 
-#[cfg(test)]
-mod tests;
