@@ -205,4 +205,3 @@ fn apply(net: &mut Net, inv: Invocation) -> Result<String, Fail> {
     }
     Ok(String::new())
 }
-
