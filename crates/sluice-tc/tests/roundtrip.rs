@@ -634,9 +634,13 @@ proptest! {
         // iproute2 prints bucket sizes from whole microseconds at the
         // rate: a burst or mtu shorter than 1 us at a multi-gigabit rate
         // prints as `0b`, which tc then refuses as missing; so is a
-        // printed `lat 0us` (tc reads latency 0 as "not given").
+        // printed `lat 0us` (tc reads latency 0 as "not given"). Likewise
+        // an mtu shorter than one 64 ns tick at a peakrate of 100+ Gbit/s
+        // is 0 in the kernel and not printed at all, and tc refuses a
+        // peakrate without its mtu.
         let la = root_line(&mut a);
         prop_assume!(!la.contains(" 0b/1") && !la.contains(" lat 0us"));
+        prop_assume!(!la.contains("peakrate") || la.contains(" mtu "));
         let (la2, lb, _, _) = qdisc_trip(&cmd, &tbf_input);
         prop_assert_eq!(&la, &la2);
         assert_tbf_trip(&la, &lb);
@@ -688,7 +692,10 @@ fn hfsc_class_trip(opts: &str, inner: bool) {
     let pa = print(&mut net_with(&setup));
     setup[1] = format!("class add dev DEV parent 1: classid 1:10 hfsc {pa}");
     let pb = print(&mut net_with(&setup));
-    assert_eq!(pa, pb, "{opts}");
+    // iproute2 prints 999.5..1000 ms with "%.3gms" as `1e+03ms`, which reads
+    // back as 1000 ms and then prints as `1s`: the one place printing is not
+    // idempotent, in iproute2 too.
+    assert_eq!(pa.replace(" 1e+03ms ", " 1s "), pb, "{opts}");
 }
 
 #[test]
