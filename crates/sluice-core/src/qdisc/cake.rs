@@ -499,6 +499,40 @@ struct Host {
     dsthost_bulk_flow_count: u16,
 }
 
+/// A host's tag and bulk-flow count on one side (source or destination).
+type HostSide = fn(&mut Host) -> (&mut u32, &mut u16);
+
+fn src_side(h: &mut Host) -> (&mut u32, &mut u16) {
+    (&mut h.srchost_tag, &mut h.srchost_bulk_flow_count)
+}
+
+fn dst_side(h: &mut Host) -> (&mut u32, &mut u16) {
+    (&mut h.dsthost_tag, &mut h.dsthost_bulk_flow_count)
+}
+
+/// `cake_hash`'s host lookup for one side: `hash`'s slot in its set of
+/// ways, or else the first way with no bulk flows (the starting way when
+/// none is free), which takes the new tag.
+fn claim_host(hosts: &mut [Host], hash: u32, side: HostSide) -> usize {
+    let idx = hash as usize % CAKE_QUEUES;
+    let (inner, outer) = (idx % CAKE_SET_WAYS, idx - idx % CAKE_SET_WAYS);
+    let mut k = inner;
+    for _ in 0..CAKE_SET_WAYS {
+        if *side(&mut hosts[outer + k]).0 == hash {
+            return outer + k;
+        }
+        k = (k + 1) % CAKE_SET_WAYS;
+    }
+    for _ in 0..CAKE_SET_WAYS {
+        if *side(&mut hosts[outer + k]).1 == 0 {
+            break;
+        }
+        k = (k + 1) % CAKE_SET_WAYS;
+    }
+    *side(&mut hosts[outer + k]).0 = hash;
+    outer + k
+}
+
 /// `struct cake_tin_data`.
 #[derive(Debug)]
 struct Tin {
@@ -1233,56 +1267,16 @@ impl Cake {
         reduced = outer + k;
         q.tags[reduced] = flow_hash;
         if alloc_src {
-            let idx = srchost_hash as usize % CAKE_QUEUES;
-            let (inner, outer) = (idx % CAKE_SET_WAYS, idx - idx % CAKE_SET_WAYS);
-            let mut k = inner;
-            let mut hit = false;
-            for _ in 0..CAKE_SET_WAYS {
-                if q.hosts[outer + k].srchost_tag == srchost_hash {
-                    hit = true;
-                    break;
-                }
-                k = (k + 1) % CAKE_SET_WAYS;
-            }
-            if !hit {
-                for _ in 0..CAKE_SET_WAYS {
-                    if q.hosts[outer + k].srchost_bulk_flow_count == 0 {
-                        break;
-                    }
-                    k = (k + 1) % CAKE_SET_WAYS;
-                }
-                q.hosts[outer + k].srchost_tag = srchost_hash;
-            }
-            let sidx = outer + k;
+            let sidx = claim_host(&mut q.hosts, srchost_hash, src_side);
             if q.flows[reduced].set == Set::Bulk {
-                q.hosts[sidx].srchost_bulk_flow_count += 1;
+                *src_side(&mut q.hosts[sidx]).1 += 1;
             }
             q.flows[reduced].srchost = sidx as u16;
         }
         if alloc_dst {
-            let idx = dsthost_hash as usize % CAKE_QUEUES;
-            let (inner, outer) = (idx % CAKE_SET_WAYS, idx - idx % CAKE_SET_WAYS);
-            let mut k = inner;
-            let mut hit = false;
-            for _ in 0..CAKE_SET_WAYS {
-                if q.hosts[outer + k].dsthost_tag == dsthost_hash {
-                    hit = true;
-                    break;
-                }
-                k = (k + 1) % CAKE_SET_WAYS;
-            }
-            if !hit {
-                for _ in 0..CAKE_SET_WAYS {
-                    if q.hosts[outer + k].dsthost_bulk_flow_count == 0 {
-                        break;
-                    }
-                    k = (k + 1) % CAKE_SET_WAYS;
-                }
-                q.hosts[outer + k].dsthost_tag = dsthost_hash;
-            }
-            let didx = outer + k;
+            let didx = claim_host(&mut q.hosts, dsthost_hash, dst_side);
             if q.flows[reduced].set == Set::Bulk {
-                q.hosts[didx].dsthost_bulk_flow_count += 1;
+                *dst_side(&mut q.hosts[didx]).1 += 1;
             }
             q.flows[reduced].dsthost = didx as u16;
         }
