@@ -9,24 +9,23 @@ use sluice_core::time::Time;
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-struct Entry<E> {
+/// A heap key: when, in what order, and where the event waits in the slab.
+///
+/// Events themselves (a packet rides in one) stay put in a slab; the heap
+/// moves only these 24-byte keys as it sifts, which is most of its work.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Key {
     at: Time,
     seq: u64,
-    event: E,
+    slot: u32,
 }
 
-impl<E> PartialEq for Entry<E> {
-    fn eq(&self, other: &Self) -> bool {
-        (self.at, self.seq) == (other.at, other.seq)
-    }
-}
-impl<E> Eq for Entry<E> {}
-impl<E> PartialOrd for Entry<E> {
+impl PartialOrd for Key {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
     }
 }
-impl<E> Ord for Entry<E> {
+impl Ord for Key {
     /// Reversed, so the max-heap pops the earliest `(time, seq)`.
     fn cmp(&self, other: &Self) -> Ordering {
         (other.at, other.seq).cmp(&(self.at, self.seq))
@@ -35,7 +34,9 @@ impl<E> Ord for Entry<E> {
 
 /// Pending events.
 pub struct EventQueue<E> {
-    heap: BinaryHeap<Entry<E>>,
+    heap: BinaryHeap<Key>,
+    slab: Vec<Option<E>>,
+    free: Vec<u32>,
     next_seq: u64,
     now: Time,
 }
@@ -44,6 +45,8 @@ impl<E> Default for EventQueue<E> {
     fn default() -> Self {
         EventQueue {
             heap: BinaryHeap::new(),
+            slab: vec![],
+            free: vec![],
             next_seq: 0,
             now: Time::ZERO,
         }
@@ -59,10 +62,20 @@ impl<E> EventQueue<E> {
     /// Schedule `event` at `at` (never earlier than now).
     pub fn schedule(&mut self, at: Time, event: E) {
         let at = at.max(self.now);
-        self.heap.push(Entry {
+        let slot = match self.free.pop() {
+            Some(i) => {
+                self.slab[i as usize] = Some(event);
+                i
+            }
+            None => {
+                self.slab.push(Some(event));
+                u32::try_from(self.slab.len() - 1).expect("fewer than 2^32 pending events")
+            }
+        };
+        self.heap.push(Key {
             at,
             seq: self.next_seq,
-            event,
+            slot,
         });
         self.next_seq += 1;
     }
@@ -72,9 +85,13 @@ impl<E> EventQueue<E> {
         if self.heap.peek()?.at > until {
             return None;
         }
-        let e = self.heap.pop()?;
-        self.now = e.at;
-        Some((e.at, e.event))
+        let k = self.heap.pop()?;
+        self.now = k.at;
+        self.free.push(k.slot);
+        let event = self.slab[k.slot as usize]
+            .take()
+            .expect("a scheduled slot holds its event");
+        Some((k.at, event))
     }
 
     /// Move the clock to `t` (after the last event before it).

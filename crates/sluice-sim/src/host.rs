@@ -352,15 +352,14 @@ impl Host {
         }
     }
 
-    /// A timer fired.
-    pub fn on_event(&mut self, ev: HostEvent, now: Time) -> Output {
-        let mut out = Output::default();
+    /// A timer fired: what to send and set is appended to `out`.
+    pub fn on_event(&mut self, ev: HostEvent, now: Time, out: &mut Output) {
         let i = match ev {
-            HostEvent::App(_) if self.stopped => return out,
+            HostEvent::App(_) if self.stopped => return,
             HostEvent::App(i) => i,
             HostEvent::Tcp(c, at) => {
-                self.tcp_timer(c, at, now, &mut out);
-                return out;
+                self.tcp_timer(c, at, now, out);
+                return;
             }
         };
         let src = self.addr;
@@ -389,17 +388,16 @@ impl Host {
                 t.conn = Some(self.conns.len());
                 let (dst, tos, bytes) = (t.dst, t.tos, t.bytes);
                 let c = self.add_conn(Conn::new(tcp, dst, tos, bytes, Role::Bulk));
-                self.service(c, now, &mut out);
+                self.service(c, now, out);
             }
             Some(App::Web(_)) => {
                 let touched = self.with_web(i, |app, socks| app.on_timer(now, socks));
                 for c in touched {
-                    self.pump(c, now, &mut out);
+                    self.pump(c, now, out);
                 }
             }
             _ => {}
         }
-        out
     }
 
     fn tcp_timer(&mut self, c: usize, at: Time, now: Time, out: &mut Output) {
@@ -586,9 +584,8 @@ impl Host {
         self.service(c, now, out);
     }
 
-    /// A packet addressed to this host arrived.
-    pub fn receive(&mut self, pkt: Packet, info: &Ipv4Info, now: Time) -> Output {
-        let mut out = Output::default();
+    /// A packet addressed to this host arrived: replies and timers are appended to `out`.
+    pub fn receive(&mut self, pkt: Packet, info: &Ipv4Info, now: Time, out: &mut Output) {
         match info.protocol {
             1 => {
                 if let Some((reply, id, seq)) = parse_icmp_echo(&pkt, info) {
@@ -602,7 +599,7 @@ impl Host {
                     }
                 }
             }
-            6 => self.tcp_segment(&pkt, info, now, &mut out),
+            6 => self.tcp_segment(&pkt, info, now, out),
             17 => {
                 if let Some((sport, dport, _)) = parse_udp(&pkt, info) {
                     self.udp_rx
@@ -613,7 +610,6 @@ impl Host {
             }
             _ => {}
         }
-        out
     }
 
     fn ping_reply(&mut self, id: u16, seq: u16, now: Time) {

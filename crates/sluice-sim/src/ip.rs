@@ -6,7 +6,9 @@
 //! total length and the accounted `Packet::len` (+14 bytes of Ethernet
 //! header, as the kernel's `qdisc_pkt_len` on Ethernet) carry the size.
 
-use etherparse::{IcmpEchoHeader, Icmpv4Header, Icmpv4Type, IpNumber, Ipv4Header, UdpHeader};
+use etherparse::{
+    IcmpEchoHeader, Icmpv4Header, Icmpv4Type, IpNumber, Ipv4Header, Ipv4HeaderSlice, UdpHeader,
+};
 use sluice_core::packet::{Packet, ETH_P_IP};
 use sluice_core::qdisc::pfifo_fast::tos_to_priority;
 use std::net::Ipv4Addr;
@@ -33,14 +35,15 @@ pub struct Ipv4Info {
 
 /// Read the IPv4 header of a packet.
 pub fn ipv4_info(pkt: &Packet) -> Option<Ipv4Info> {
-    let (h, _) = Ipv4Header::from_slice(&pkt.data).ok()?;
+    // A zero-copy view: routing reads a few fields of every packet.
+    let h = Ipv4HeaderSlice::from_slice(&pkt.data).ok()?;
     Some(Ipv4Info {
-        src: Ipv4Addr::from(h.source),
-        dst: Ipv4Addr::from(h.destination),
-        protocol: h.protocol.0,
-        tos: (h.dscp.value() << 2) | h.ecn.value(),
-        total_len: h.total_len,
-        header_len: h.header_len(),
+        src: h.source_addr(),
+        dst: h.destination_addr(),
+        protocol: h.protocol().0,
+        tos: (h.dcp().value() << 2) | h.ecn().value(),
+        total_len: h.total_len(),
+        header_len: h.slice().len(),
     })
 }
 

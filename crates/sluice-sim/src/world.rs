@@ -18,7 +18,7 @@
 //! as a new skb: mark 0, priority from its TOS. Everything is driven by one [`EventQueue`].
 
 use crate::engine::EventQueue;
-use crate::host::{Host, HostEvent};
+use crate::host::{Host, HostEvent, Output};
 use crate::ip::ipv4_info;
 use sluice_core::netfilter::{Hook, Ifaces, Verdict};
 use sluice_core::packet::Packet;
@@ -58,6 +58,9 @@ pub struct Node {
     pub host: Host,
     /// Does it forward packets not addressed to it?
     pub router: bool,
+    /// Has iptables rules (else its hooks are skipped); refreshed whenever
+    /// [`World::run_until`] starts, since `net` may change between runs.
+    nf_active: bool,
 }
 
 /// What can happen.
@@ -133,6 +136,10 @@ pub struct World {
     entered: u64,
     in_flight: u64,
     arrived: u64,
+    /// Packets a port finished, reused from wake to wake.
+    delivered: Vec<(Time, Packet)>,
+    /// A host call's output buffers, reused from call to call.
+    host_out: Output,
 }
 
 impl Default for World {
@@ -144,6 +151,8 @@ impl Default for World {
             entered: 0,
             in_flight: 0,
             arrived: 0,
+            delivered: vec![],
+            host_out: Output::default(),
         }
     }
 }
@@ -159,6 +168,7 @@ impl World {
             routes: BTreeMap::new(),
             host: Host::new(addr),
             router,
+            nf_active: false,
         });
         self.nodes.len() - 1
     }
@@ -241,13 +251,16 @@ impl World {
     /// the OUTPUT and POSTROUTING hooks run (marks, CLASSIFY, drops), then
     /// the interface's qdiscs.
     pub fn transmit(&mut self, node: usize, mut pkt: Packet) {
-        let Some(iface) = self.route(node, &pkt) else {
+        let Some(info) = ipv4_info(&pkt) else {
+            return;
+        };
+        let Some(iface) = self.route(node, info.dst) else {
             return;
         };
         let now = self.queue.now();
         let n = &mut self.nodes[node];
         // Without rules there is nothing to run (and no name to copy per packet).
-        if !n.net.netfilter.is_idle() {
+        if n.nf_active {
             let oif = n.net.devices[n.ifaces[iface].dev].info.name.clone();
             let hooks = [Hook::Output, Hook::Postrouting];
             let ifaces = Ifaces {
@@ -263,9 +276,8 @@ impl World {
     }
 
     /// The interface towards the packet's destination (counts unroutable packets).
-    fn route(&mut self, node: usize, pkt: &Packet) -> Option<usize> {
-        let info = ipv4_info(pkt)?;
-        let iface = self.nodes[node].routes.get(&info.dst).copied();
+    fn route(&mut self, node: usize, dst: Ipv4Addr) -> Option<usize> {
+        let iface = self.nodes[node].routes.get(&dst).copied();
         if iface.is_none() {
             self.losses.unroutable += 1;
         }
@@ -300,12 +312,16 @@ impl World {
 
     /// Run every event up to `until`.
     pub fn run_until(&mut self, until: Time) {
+        for n in &mut self.nodes {
+            n.nf_active = !n.net.netfilter.is_idle();
+        }
         while let Some((now, ev)) = self.queue.pop_until(until) {
             match ev {
                 Event::PortWake { node, iface } => self.port_wake(node, iface, now),
                 Event::Arrive { node, iface, pkt } => self.arrive(node, iface, pkt, now),
                 Event::Host { node, ev } => {
-                    let out = self.nodes[node].host.on_event(ev, now);
+                    let mut out = std::mem::take(&mut self.host_out);
+                    self.nodes[node].host.on_event(ev, now, &mut out);
                     self.host_output(node, out);
                 }
             }
@@ -321,12 +337,12 @@ impl World {
         }
         ifc.scheduled = None;
         let lost_before = ifc.port.stats.wire_losses;
-        let mut delivered = vec![];
+        let mut delivered = std::mem::take(&mut self.delivered);
         ifc.port
             .advance(&mut n.net.devices[ifc.dev], now, &mut delivered);
         self.losses.wire += ifc.port.stats.wire_losses - lost_before;
         let (pn, pi) = ifc.peer;
-        for (at, pkt) in delivered {
+        for (at, pkt) in delivered.drain(..) {
             self.in_flight += 1;
             self.queue.schedule(
                 at,
@@ -337,6 +353,7 @@ impl World {
                 },
             );
         }
+        self.delivered = delivered;
         self.schedule_port(node, iface);
     }
 
@@ -355,8 +372,9 @@ impl World {
         pkt.mark = 0;
         pkt.priority = tos_to_priority(info.tos);
         if info.dst == self.nodes[node].addr {
-            let net = &mut self.nodes[node].net;
-            if !net.netfilter.is_idle() {
+            let n = &mut self.nodes[node];
+            let net = &mut n.net;
+            if n.nf_active {
                 let iif = net.devices[dev].info.name.clone();
                 let hooks = [Hook::Prerouting, Hook::Input];
                 let ifaces = Ifaces {
@@ -368,21 +386,22 @@ impl World {
                     return;
                 }
             }
-            let out = self.nodes[node].host.receive(pkt, &info, now);
+            let mut out = std::mem::take(&mut self.host_out);
+            self.nodes[node].host.receive(pkt, &info, now, &mut out);
             self.host_output(node, out);
         } else if self.nodes[node].router {
-            self.forward(node, dev, pkt, now);
+            self.forward(node, dev, info.dst, pkt, now);
         }
     }
 
     /// Route a packet through: PREROUTING, FORWARD and POSTROUTING, then
     /// the outgoing interface's qdiscs.
-    fn forward(&mut self, node: usize, in_dev: usize, mut pkt: Packet, now: Time) {
-        let Some(out) = self.route(node, &pkt) else {
+    fn forward(&mut self, node: usize, in_dev: usize, dst: Ipv4Addr, mut pkt: Packet, now: Time) {
+        let Some(out) = self.route(node, dst) else {
             return;
         };
         let n = &mut self.nodes[node];
-        if !n.net.netfilter.is_idle() {
+        if n.nf_active {
             let iif = n.net.devices[in_dev].info.name.clone();
             let oif = n.net.devices[n.ifaces[out].dev].info.name.clone();
             let hooks = [Hook::Prerouting, Hook::Forward, Hook::Postrouting];
@@ -398,13 +417,16 @@ impl World {
         self.enqueue(node, out, pkt);
     }
 
-    fn host_output(&mut self, node: usize, out: crate::host::Output) {
-        for pkt in out.packets {
+    /// Send what a host produced and set its timers; `out`'s buffers are
+    /// kept for the next host call.
+    fn host_output(&mut self, node: usize, mut out: Output) {
+        for pkt in out.packets.drain(..) {
             self.transmit(node, pkt);
         }
-        for (at, ev) in out.timers {
+        for (at, ev) in out.timers.drain(..) {
             self.queue.schedule(at, Event::Host { node, ev });
         }
+        self.host_out = out;
     }
 
     /// Count where every packet is (see [`Census`]).

@@ -19,7 +19,9 @@
 //! while an ACK carrying one SACK block is 64 bytes and does not.
 
 use super::segment::{Ecn, Flags, Segment, TcpOptions};
-use etherparse::{IpNumber, Ipv4Dscp, Ipv4Ecn, Ipv4Header, TcpHeader};
+use etherparse::{
+    IpNumber, Ipv4Dscp, Ipv4Ecn, Ipv4Header, Ipv4HeaderSlice, TcpHeader, TcpHeaderSlice,
+};
 use std::net::Ipv4Addr;
 
 /// Fields of the IPv4 header that are not the segment's own.
@@ -86,8 +88,10 @@ impl Segment {
         let tcp = self.tcp_header(meta)?;
         let ip = self.ip_header(meta, tcp.header_len())?;
         let mut out = Vec::with_capacity(ip.header_len() + tcp.header_len());
-        out.extend_from_slice(&ip.to_bytes());
-        out.extend_from_slice(&tcp.to_bytes());
+        // Writing into a Vec cannot fail.
+        ip.write_raw(&mut out)
+            .and_then(|()| tcp.write(&mut out))
+            .map_err(|_| EmitError(self.ip_len()))?;
         Ok(out)
     }
 
@@ -137,59 +141,47 @@ impl Segment {
     }
 
     /// Read a segment from IPv4 bytes (headers alone or a whole datagram).
+    ///
+    /// Reads through etherparse's zero-copy header slices: a receiver looks
+    /// at every field once, so copying the headers into owned structs first
+    /// would only cost time.
     pub fn parse_ipv4(bytes: &[u8]) -> Result<(Ipv4Meta, Segment), ParseError> {
-        let (ip, rest) =
-            Ipv4Header::from_slice(bytes).map_err(|e| ParseError::Ipv4(e.to_string()))?;
-        if ip.protocol != IpNumber::TCP {
-            return Err(ParseError::NotTcp(ip.protocol.0));
+        let ip = Ipv4HeaderSlice::from_slice(bytes).map_err(|e| ParseError::Ipv4(e.to_string()))?;
+        if ip.protocol() != IpNumber::TCP {
+            return Err(ParseError::NotTcp(ip.protocol().0));
         }
-        if ip.fragment_offset.value() != 0 {
+        if ip.fragments_offset().value() != 0 {
             return Err(ParseError::Fragment);
         }
-        let (tcp, _) = TcpHeader::from_slice(rest).map_err(|e| ParseError::Tcp(e.to_string()))?;
-        let headers = ip.header_len() + tcp.header_len();
-        let total = usize::from(ip.total_len);
+        let ip_len = ip.slice().len();
+        let tcp = TcpHeaderSlice::from_slice(&bytes[ip_len..])
+            .map_err(|e| ParseError::Tcp(e.to_string()))?;
+        let headers = ip_len + tcp.slice().len();
+        let total = usize::from(ip.total_len());
         let payload_len = total
             .checked_sub(headers)
             .ok_or(ParseError::Length { total, headers })?;
+        let ecn = ip.ecn().value();
         let meta = Ipv4Meta {
-            src: Ipv4Addr::from(ip.source),
-            dst: Ipv4Addr::from(ip.destination),
-            tos: (ip.dscp.value() << 2) | ip.ecn.value(),
-            ttl: ip.time_to_live,
-            id: ip.identification,
+            src: ip.source_addr(),
+            dst: ip.destination_addr(),
+            tos: (ip.dcp().value() << 2) | ecn,
+            ttl: ip.ttl(),
+            id: ip.identification(),
         };
-        Ok((meta, segment_from(&tcp, payload_len as u32, ip.ecn.value())))
-    }
-}
-
-fn segment_from(tcp: &TcpHeader, payload_len: u32, ecn: u8) -> Segment {
-    let bits = [
-        (tcp.fin, Flags::FIN),
-        (tcp.syn, Flags::SYN),
-        (tcp.rst, Flags::RST),
-        (tcp.psh, Flags::PSH),
-        (tcp.ack, Flags::ACK),
-        (tcp.urg, Flags::URG),
-        (tcp.ece, Flags::ECE),
-        (tcp.cwr, Flags::CWR),
-    ];
-    let mut flags = Flags::default();
-    for (set, f) in bits {
-        if set {
-            flags.insert(f);
-        }
-    }
-    Segment {
-        src_port: tcp.source_port,
-        dst_port: tcp.destination_port,
-        seq: tcp.sequence_number,
-        ack: tcp.acknowledgment_number,
-        flags,
-        window: tcp.window_size,
-        options: TcpOptions::decode(tcp.options.as_slice()),
-        payload_len,
-        ecn: Ecn::from_bits(ecn),
+        let seg = Segment {
+            src_port: tcp.source_port(),
+            dst_port: tcp.destination_port(),
+            seq: tcp.sequence_number(),
+            ack: tcp.acknowledgment_number(),
+            // The flags byte (offset 13) has the same bit layout as `Flags`.
+            flags: Flags(tcp.slice()[13]),
+            window: tcp.window_size(),
+            options: TcpOptions::decode(tcp.options()),
+            payload_len: payload_len as u32,
+            ecn: Ecn::from_bits(ecn),
+        };
+        Ok((meta, seg))
     }
 }
 
