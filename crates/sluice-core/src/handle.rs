@@ -66,6 +66,10 @@ impl Handle {
     }
 
     /// `get_tc_classid`: `root`, `none`, `1:10`, `:10`, `1:`, `10` (a bare number is the whole id).
+    ///
+    /// As in iproute2, the major part is `strtoul`'s result stored in a
+    /// `__u32`: only its last eight hex digits count (the minor part's too) (`98765fedcb` is
+    /// `765f:edcb`), and the 16-bit check before a `:` sees that truncation.
     pub fn parse_classid(s: &str) -> Option<Handle> {
         match s {
             "root" => return Some(Handle::ROOT),
@@ -73,7 +77,7 @@ impl Handle {
             _ => {}
         }
         let (maj, rest) = match crate::units::strtoul(s, 16) {
-            Some((v, r)) => (v, r),
+            Some((v, r)) => (v as u32, r),
             None if s.starts_with(':') => (0, s),
             None => return None,
         };
@@ -86,15 +90,13 @@ impl Handle {
             } else {
                 crate::units::strtoul(min_s, 16)?
             };
+            let min = min as u32; // a __u32 too
             if !tail.is_empty() || min >= 1 << 16 {
                 return None;
             }
-            Some(Handle(((maj as u32) << 16) | min as u32))
+            Some(Handle((maj << 16) | min))
         } else if rest.is_empty() {
-            if maj > u32::MAX as u64 {
-                return None;
-            }
-            Some(Handle(maj as u32))
+            Some(Handle(maj))
         } else {
             None
         }
@@ -130,6 +132,12 @@ mod tests {
         assert_eq!(Handle::parse_classid("root"), Some(Handle::ROOT));
         assert_eq!(Handle::parse_classid("1:10000"), None);
         assert_eq!(Handle::parse_classid("x"), None);
+        // A __u32 keeps strtoul's last eight hex digits (tdc fw b7ff).
+        assert_eq!(
+            Handle::parse_classid("98765fedcb"),
+            Some(Handle::new(0x765f, 0xedcb))
+        );
+        assert_eq!(Handle::parse_classid("100000001:2"), Some(Handle::new(1, 2)));
         assert_eq!(Handle::parse_qdisc("10:"), Some(Handle::new(0x10, 0)));
         assert_eq!(Handle::new(1, 0x10).to_string(), "1:10");
         assert_eq!(Handle::new(0x8001, 0).to_string(), "8001:");
