@@ -137,7 +137,10 @@ mod tests {
             Handle::parse_classid("98765fedcb"),
             Some(Handle::new(0x765f, 0xedcb))
         );
-        assert_eq!(Handle::parse_classid("100000001:2"), Some(Handle::new(1, 2)));
+        assert_eq!(
+            Handle::parse_classid("100000001:2"),
+            Some(Handle::new(1, 2))
+        );
         assert_eq!(Handle::parse_qdisc("10:"), Some(Handle::new(0x10, 0)));
         assert_eq!(Handle::new(1, 0x10).to_string(), "1:10");
         assert_eq!(Handle::new(0x8001, 0).to_string(), "8001:");

@@ -33,8 +33,11 @@
 //! anything else ends the list and is the verdict. A filter without actions
 //! answers `ok` with its class.
 //!
-//! Deviations: hardware offload, action flags (`skip_sw`/`skip_hw` on
-//! actions), `hw_stats` and terse dumps are not modelled. Changes validate
+//! Offload flags are kept only as far as binding checks them: an action a
+//! filter creates inherits the filter's `skip_hw`/`skip_sw`, and binding an
+//! action whose flags disagree is refused as the kernel refuses it.
+//! Deviations: hardware offload, flags given to `tc actions` itself,
+//! `hw_stats` and terse dumps are not modelled. Changes validate
 //! every action of a list before committing any (the kernel can leave earlier
 //! replaced actions changed when a later one fails).
 
@@ -266,6 +269,10 @@ pub struct TcAction {
     index: u32,
     /// Created by `tc actions add/replace`: the user holds a reference.
     user_ref: bool,
+    /// `skip_hw`/`skip_sw` (as `TCA_CLS_FLAGS_*` bits) inherited from the
+    /// filters that created or bound it; a standalone action has none, as
+    /// sluice's `tc actions` takes no offload flags.
+    offload: u32,
     bytes: u64,
     packets: u64,
     tm: ActionTm,
@@ -355,13 +362,16 @@ pub(crate) struct InitCtx {
     pub replace: bool,
     /// The filter's estimator (`TCA_RATE`), standalone actions get none.
     pub estimator: Option<EstimatorSpec>,
+    /// The filter's `skip_hw`/`skip_sw` bits (`TCA_CLS_FLAGS_*`); 0 for
+    /// classifiers without flags and for standalone actions.
+    pub offload: u32,
 }
 
 /// One validated action, not yet committed.
 #[derive(Debug)]
 enum Prepared {
     /// Bind an existing action (parameters ignored, as the kernel does).
-    Bind(SharedAction),
+    Bind(SharedAction, u32),
     /// Create a new action (`index` 0: the lowest free one at commit time).
     Create {
         index: u32,
@@ -382,6 +392,8 @@ pub(crate) struct PreparedList {
     items: Vec<Prepared>,
     old_police: bool,
     estimator: Option<EstimatorSpec>,
+    /// The filter's offload flags, inherited by the actions it creates or binds.
+    offload: u32,
 }
 
 /// The actions of one network namespace, by kind and index (`tcf_idrinfo`).
@@ -458,6 +470,7 @@ impl ActionTable {
             items: Vec::new(),
             old_police: false,
             estimator: ctx.estimator,
+            offload: ctx.offload,
         };
         if let Some(p) = old_police {
             // The old `police` attribute wins over an action list (tcf_exts_validate_ex).
@@ -519,7 +532,20 @@ impl ActionTable {
             .flatten();
         if let Some(e) = existing {
             if ctx.bind {
-                return Ok(Prepared::Bind(e.act.clone()));
+                let a = lock(&e.act);
+                // tcf_action_init: a standalone action's flags must equal the
+                // filter's; one a classifier created may only gain flags.
+                let clash = if a.user_ref {
+                    a.offload != ctx.offload
+                } else {
+                    a.offload & !ctx.offload != 0
+                };
+                if clash {
+                    return Err(TcError::inval(
+                        "Mismatch between action and filter offload flags",
+                    ));
+                }
+                return Ok(Prepared::Bind(e.act.clone(), ctx.offload));
             }
             if !ctx.replace {
                 return Err(TcError::errno(Errno::EEXIST));
@@ -545,7 +571,15 @@ impl ActionTable {
         let mut acts = Vec::with_capacity(list.items.len());
         for p in list.items {
             acts.push(match p {
-                Prepared::Bind(a) => a,
+                Prepared::Bind(a, offload) => {
+                    {
+                        let mut g = lock(&a);
+                        if !g.user_ref {
+                            g.offload |= offload;
+                        }
+                    }
+                    a
+                }
                 Prepared::Replace {
                     act,
                     params,
@@ -584,6 +618,7 @@ impl ActionTable {
                     let act = Arc::new(Mutex::new(TcAction {
                         index,
                         user_ref: user,
+                        offload: list.offload,
                         bytes: 0,
                         packets: 0,
                         tm: ActionTm::new(now),
@@ -632,6 +667,7 @@ impl ActionTable {
             bind: false,
             replace,
             estimator: None,
+            offload: 0,
         };
         let list = self.prepare(specs, None, ctx, false)?;
         let exts = self.commit(list, true, now)?;
@@ -936,6 +972,7 @@ mod tests {
             bind: true,
             replace: false,
             estimator: None,
+            offload: 0,
         };
         // A filter binds index 5 (its parameters are ignored) and creates index 6 inline.
         let l = t
@@ -978,12 +1015,60 @@ mod tests {
     }
 
     #[test]
+    fn binding_checks_offload_flags_as_tcf_action_init_does() {
+        use crate::cls::{TCA_CLS_FLAGS_SKIP_HW, TCA_CLS_FLAGS_SKIP_SW};
+        let ctx = |offload| InitCtx {
+            bind: true,
+            replace: false,
+            estimator: None,
+            offload,
+        };
+        let mut t = ActionTable::default();
+        // A standalone action has no flags: a skip_hw filter may not bind it
+        // (tdc matchall 0eeb), a filter without flags may.
+        t.add(&[gact(Verdict::Ok, 199)], false, Time(0)).unwrap();
+        let e = t
+            .prepare(
+                &[gact(Verdict::Ok, 199)],
+                None,
+                ctx(TCA_CLS_FLAGS_SKIP_HW),
+                true,
+            )
+            .unwrap_err();
+        assert_eq!(e.errno, Errno::EINVAL);
+        assert_eq!(
+            e.extack.as_deref(),
+            Some("Mismatch between action and filter offload flags")
+        );
+        let l = t.prepare(&[gact(Verdict::Ok, 199)], None, ctx(0), true);
+        let _standalone = t.commit(l.unwrap(), false, Time(0)).unwrap();
+        // An action a skip_hw filter created keeps skip_hw: a filter without
+        // it may not bind it, one with more flags may.
+        let l = t.prepare(
+            &[gact(Verdict::Ok, 7)],
+            None,
+            ctx(TCA_CLS_FLAGS_SKIP_HW),
+            true,
+        );
+        let _inline = t.commit(l.unwrap(), false, Time(0)).unwrap();
+        let e = t
+            .prepare(&[gact(Verdict::Ok, 7)], None, ctx(0), true)
+            .unwrap_err();
+        assert_eq!(e.errno, Errno::EINVAL);
+        let both = TCA_CLS_FLAGS_SKIP_HW | TCA_CLS_FLAGS_SKIP_SW;
+        assert!(t
+            .prepare(&[gact(Verdict::Ok, 7)], None, ctx(both), true)
+            .is_ok());
+    }
+
+    #[test]
     fn exec_follows_pipe_jump_and_stops_at_the_first_final_verdict() {
         let mut t = ActionTable::default();
         let bind = InitCtx {
             bind: true,
             replace: false,
             estimator: None,
+            offload: 0,
         };
         let l = t
             .prepare(

@@ -164,6 +164,7 @@ impl Classifier for Basic {
             bind: true,
             replace: !req.create,
             estimator: req.estimator,
+            offload: 0,
         };
         let acts = env
             .actions

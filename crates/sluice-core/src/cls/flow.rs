@@ -469,6 +469,7 @@ impl Classifier for Flow {
             bind: true,
             replace: !req.create,
             estimator: req.estimator,
+            offload: 0,
         };
         let acts = env
             .actions

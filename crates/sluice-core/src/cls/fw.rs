@@ -145,6 +145,7 @@ impl Fw {
             bind: true,
             replace: !req.create,
             estimator: req.estimator,
+            offload: 0,
         };
         let acts = env
             .actions

@@ -106,6 +106,7 @@ impl Classifier for Matchall {
             bind: true,
             replace: !req.create,
             estimator: req.estimator,
+            offload: flags & (TCA_CLS_FLAGS_SKIP_HW | TCA_CLS_FLAGS_SKIP_SW),
         };
         let acts = env.actions.prepare(&o.actions, None, ctx, true)?;
         if flags & TCA_CLS_FLAGS_SKIP_HW == 0 && flags & TCA_CLS_FLAGS_SKIP_SW != 0 {

@@ -436,6 +436,8 @@ fn prepare_parms(
         bind: true,
         replace: !req.create,
         estimator: req.estimator,
+        offload: o.flags.unwrap_or(0)
+            & (super::TCA_CLS_FLAGS_SKIP_HW | super::TCA_CLS_FLAGS_SKIP_SW),
     };
     let acts = env
         .actions
