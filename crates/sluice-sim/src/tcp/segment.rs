@@ -193,6 +193,12 @@ impl TcpOptions {
     /// Encode in Linux's order and padding.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.encoded_len());
+        self.encode_into(&mut out);
+        out
+    }
+
+    /// [`TcpOptions::encode`], appended to `out`.
+    pub fn encode_into(&self, out: &mut Vec<u8>) {
         if let Some(mss) = self.mss {
             out.extend_from_slice(&[2, 4]);
             out.extend_from_slice(&mss.to_be_bytes());
@@ -218,7 +224,6 @@ impl TcpOptions {
                 out.extend_from_slice(&r.to_be_bytes());
             }
         }
-        out
     }
 
     /// Decode options, skipping unknown kinds as Linux's
