@@ -771,6 +771,68 @@ proptest! {
     }
 }
 
+// ---- qfq ----
+
+/// Add qfq class 1:1 with `opts`, print it, add the printed options as 1:1
+/// on a fresh namespace, and compare the printouts and the dumped options.
+/// q_qfq.c prints plain decimal numbers, so the trip is exact.
+fn qfq_class_trip(opts: &str) {
+    let setup = |o: &str| {
+        vec![
+            "qdisc add dev DEV root handle 1: qfq".to_string(),
+            format!("class add dev DEV parent 1: classid 1:1 qfq {o}"),
+        ]
+    };
+    let print = |net: &mut Net| {
+        let out = ok(net, "-d class show dev DEV");
+        let line = out.lines().next().expect("one class").to_string();
+        line.split_once(" root ")
+            .expect("options")
+            .1
+            .trim_end()
+            .to_string()
+    };
+    let class_opts = |net: &Net| {
+        let d = net.dev("DEV").expect("DEV");
+        d.root.qdisc.classes_ref().expect("classful").list()[0]
+            .opts
+            .clone()
+    };
+    let mut a = net_with(&setup(opts));
+    let pa = print(&mut a);
+    let mut b = net_with(&setup(&pa));
+    assert_eq!(print(&mut b), pa, "{opts}");
+    assert_eq!(class_opts(&a), class_opts(&b), "{opts}");
+}
+
+#[test]
+fn qfq_round_trips() {
+    exact_qdisc_trip("qfq", &|p: &[String]| p.join(" "));
+    for opts in [
+        "",
+        "weight 1",
+        "weight 1024 maxpkt 512",
+        "maxpkt 65536",
+        "w 7 m 9000",
+    ] {
+        qfq_class_trip(opts);
+    }
+}
+
+proptest! {
+    #![proptest_config(cases(64))]
+    #[test]
+    fn qfq_classes_round_trip(
+        weight in prop::option::of(1u32..=1024),
+        maxpkt in prop::option::of(512u32..=65536),
+    ) {
+        let mut opts = vec![];
+        opts.extend(weight.map(|w| format!("weight {w}")));
+        opts.extend(maxpkt.map(|m| format!("maxpkt {m}")));
+        qfq_class_trip(&opts.join(" "));
+    }
+}
+
 // ---- htb classes ----
 
 /// An HTB class printout as input: drop `level`, one `mpu`, sizes where
@@ -1178,6 +1240,7 @@ const KINDS: &[&str] = &[
     "htb",
     "hfsc",
     "cbq",
+    "qfq",
     "ingress",
     "noqueue",
     "netem",

@@ -8,9 +8,10 @@
 //! a full quantum when its child gets its first packet, and the head class
 //! sends while its next packet fits its deficit.
 //!
-//! Classification (`drr_classify`): a `skb->priority` whose major is the
-//! qdisc's names the class directly if that class exists; otherwise the
-//! qdisc's filters run (`drop` drops and counts, `stolen`/`queued`/`trap`
+//! Classification (`drr_classify`, shared with qfq as
+//! [`classify_flat`](super::classify_flat)): a `skb->priority` whose major
+//! is the qdisc's names the class directly if that class exists; otherwise
+//! the qdisc's filters run (`drop` drops and counts, `stolen`/`queued`/`trap`
 //! consume silently) and the class they name is used. A packet that no
 //! filter classifies, or whose class does not exist, is dropped and counted
 //! — drr has no default class.
@@ -30,15 +31,14 @@ use super::class_hash::ClassHash;
 use super::drr_core::{psched_mtu, DrrClasses, DrrFlow, DrrList, Head, Pick};
 use super::fifo::{Fifo, FifoKind, FifoOpts};
 use super::{
-    wrong_kind, ClassInfo, ClassOpts, Classful, Cx, Dequeue, DevInfo, Qdisc, QdiscNode, QdiscOpts,
-    XStats,
+    classify_flat, wrong_kind, ClassInfo, ClassOpts, Classful, Cx, Dequeue, DevInfo, Qdisc,
+    QdiscNode, QdiscOpts, XStats,
 };
-use crate::cls::{Block, Verdict};
+use crate::cls::Block;
 use crate::error::{Errno, TcError, TcResult};
 use crate::handle::Handle;
 use crate::packet::Packet;
 use crate::stats::DropReason;
-use crate::time::Time;
 use serde::{Deserialize, Serialize};
 
 /// The qdisc's options: drr has none (tc sends no `TCA_OPTIONS`).
@@ -118,35 +118,12 @@ impl Drr {
         self.purged.1 += s.backlog;
         leaf.reset();
     }
-
-    /// `drr_classify`: the class for `pkt`, or why it is dropped.
-    fn classify(&mut self, pkt: &mut Packet, now: Time) -> Result<u32, DropReason> {
-        if (pkt.priority ^ self.handle.0) & 0xffff_0000 == 0 && self.classes.contains(pkt.priority)
-        {
-            return Ok(pkt.priority);
-        }
-        let Some(r) = self.block.classify(pkt, now) else {
-            return Err(DropReason::Unclassified);
-        };
-        match r.verdict {
-            Verdict::Shot => Err(DropReason::Action),
-            Verdict::Stolen | Verdict::Queued | Verdict::Trap => Err(DropReason::Stolen),
-            Verdict::Continue => Err(DropReason::Unclassified),
-            _ => {
-                let id = r.classid.0;
-                if self.classes.contains(id) {
-                    Ok(id)
-                } else {
-                    Err(DropReason::Unclassified)
-                }
-            }
-        }
-    }
 }
 
 impl Qdisc for Drr {
     fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Result<(), (Packet, DropReason)> {
-        let id = match self.classify(&mut pkt, cx.now) {
+        let exists = |id: u32| self.classes.contains(id);
+        let id = match classify_flat(self.handle, &mut self.block, exists, &mut pkt, cx.now) {
             Ok(id) => id,
             Err(r) => return Err((pkt, r)),
         };
@@ -354,8 +331,9 @@ impl Classful for Drr {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cls::{Classifier, ClassifyResult, TcfProto};
+    use crate::cls::{Classifier, ClassifyResult, TcfProto, Verdict};
     use crate::packet::ETH_P_ALL;
+    use crate::time::Time;
 
     const H: Handle = Handle::new(1, 0);
 

@@ -39,6 +39,7 @@ pub mod pie;
 pub mod pie_law;
 pub mod plug;
 pub mod prio;
+pub mod qfq;
 pub mod red;
 pub mod red_law;
 pub mod sfq;
@@ -182,6 +183,7 @@ pub enum QdiscOpts {
     Pie(pie::PieOpts),
     FqPie(fq_pie::FqPieOpts),
     Drr(drr::DrrOpts),
+    Qfq(qfq::QfqOpts),
     Ets(ets::EtsOpts),
     Skbprio(skbprio::SkbprioOpts),
     Plug(plug::PlugOpts),
@@ -216,6 +218,7 @@ impl QdiscOpts {
             QdiscOpts::Pie(_) => "pie",
             QdiscOpts::FqPie(_) => "fq_pie",
             QdiscOpts::Drr(_) => "drr",
+            QdiscOpts::Qfq(_) => "qfq",
             QdiscOpts::Ets(_) => "ets",
             QdiscOpts::Skbprio(_) => "skbprio",
             QdiscOpts::Plug(_) => "plug",
@@ -251,6 +254,7 @@ pub const KINDS: &[&str] = &[
     "pie",
     "fq_pie",
     "drr",
+    "qfq",
     "ets",
     "skbprio",
     "plug",
@@ -287,6 +291,7 @@ pub fn create(opts: &QdiscOpts, dev: &DevInfo) -> TcResult<Box<dyn Qdisc>> {
         QdiscOpts::Pie(o) => Box::new(pie::Pie::new(o, dev)?),
         QdiscOpts::FqPie(o) => Box::new(fq_pie::FqPie::new(o, dev)?),
         QdiscOpts::Drr(o) => Box::new(drr::Drr::new(o, dev)?),
+        QdiscOpts::Qfq(o) => Box::new(qfq::Qfq::new(o, dev)?),
         QdiscOpts::Ets(o) => Box::new(ets::Ets::new(o, dev)?),
         QdiscOpts::Skbprio(o) => Box::new(skbprio::Skbprio::new(o, dev)?),
         QdiscOpts::Plug(o) => Box::new(plug::Plug::new(o, dev)?),
@@ -329,6 +334,8 @@ pub enum XStats {
     FqPie(fq_pie::FqPieXstats),
     /// drr class statistics (deficit).
     DrrClass(drr::DrrClassXstats),
+    /// qfq class statistics (weight, lmax).
+    QfqClass(qfq::QfqClassXstats),
     /// The class dumps queue counters only, no bytes or packets (skbprio's priorities).
     QueueOnly,
     /// fq qdisc statistics.
@@ -430,6 +437,8 @@ pub enum ClassOpts {
     Cbq(cbq::CbqOpts),
     /// A drr class.
     Drr(drr::DrrClassOpts),
+    /// A qfq class.
+    Qfq(qfq::QfqClassOpts),
     /// An ets band.
     Ets(ets::EtsClassOpts),
 }
@@ -708,4 +717,33 @@ pub fn wrong_kind(expected: &str, got: &QdiscOpts) -> TcError {
         "qdisc kind mismatch: expected {expected}, got {}",
         got.kind()
     ))
+}
+
+/// The classification of qdiscs whose classes are a flat set with no default
+/// (`drr_classify`, `qfq_classify`, the same code in both): a
+/// `skb->priority` whose major is the qdisc's names the class directly if
+/// `exists` says it does; otherwise the qdisc's filters run (`drop` drops and
+/// counts, `stolen`/`queued`/`trap` consume silently, no match or a class
+/// that does not exist drops and counts).
+pub fn classify_flat(
+    handle: Handle,
+    block: &mut crate::cls::Block,
+    exists: impl Fn(u32) -> bool,
+    pkt: &mut Packet,
+    now: Time,
+) -> Result<u32, DropReason> {
+    use crate::cls::Verdict;
+    if (pkt.priority ^ handle.0) & 0xffff_0000 == 0 && exists(pkt.priority) {
+        return Ok(pkt.priority);
+    }
+    let Some(r) = block.classify(pkt, now) else {
+        return Err(DropReason::Unclassified);
+    };
+    match r.verdict {
+        Verdict::Shot => Err(DropReason::Action),
+        Verdict::Stolen | Verdict::Queued | Verdict::Trap => Err(DropReason::Stolen),
+        Verdict::Continue => Err(DropReason::Unclassified),
+        _ if exists(r.classid.0) => Ok(r.classid.0),
+        _ => Err(DropReason::Unclassified),
+    }
 }

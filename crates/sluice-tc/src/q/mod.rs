@@ -19,6 +19,7 @@ mod pfifo_fast;
 mod pie;
 mod plug;
 mod prio;
+mod qfq;
 mod red;
 mod sfq;
 mod skbprio;
@@ -58,6 +59,7 @@ pub fn parse_qdisc(
         "hfsc" => hfsc::parse_qdisc(args)?,
         "cbq" => cbq::parse_qdisc(args)?,
         "drr" => drr::parse(args)?,
+        "qfq" => qfq::parse(args)?,
         "ets" => ets::parse(args)?,
         "skbprio" => skbprio::parse(args)?,
         "plug" => plug::parse(args)?,
@@ -120,6 +122,7 @@ pub fn parse_class(kind: &str, args: &mut Args, excl: bool) -> CmdResult<Option<
         "hfsc" => Ok(Some(hfsc::parse_class(args)?)),
         "cbq" => Ok(Some(cbq::parse_class(args, excl)?)),
         "drr" => Ok(Some(drr::parse_class(args)?)),
+        "qfq" => Ok(Some(qfq::parse_class(args)?)),
         "ets" => Ok(Some(ets::parse_class(args)?)),
         _ => Err(crate::args::Fail::new(
             1,
@@ -135,6 +138,7 @@ pub fn print_class(opts: &ClassOpts, out: &mut Out, details: bool) {
         ClassOpts::Hfsc(o) => hfsc::print_class(o, out),
         ClassOpts::Cbq(o) => cbq::print(o, out, details),
         ClassOpts::Drr(o) => drr::print_class(o, out),
+        ClassOpts::Qfq(o) => qfq::print_class(o, out),
         ClassOpts::Ets(o) => ets::print_class(o, out),
         ClassOpts::Plain => {}
     }
@@ -155,7 +159,8 @@ pub fn print_xstats(x: &XStats, out: &mut Out) {
         XStats::Pie(x) => pie::print_xstats(x, out),
         XStats::FqPie(x) => fq_pie::print_xstats(x, out),
         XStats::DrrClass(x) => drr::print_xstats(x, out),
-        XStats::None | XStats::Absent | XStats::QueueOnly => {}
+        // q_qfq.c has no print_xstats.
+        XStats::None | XStats::Absent | XStats::QueueOnly | XStats::QfqClass(_) => {}
         XStats::Fq(x) => fq::print_xstats(x, out),
         XStats::Cake(x) => cake::print_xstats(x, out),
         XStats::CakeClass(x) => cake::print_class_xstats(x, out),
