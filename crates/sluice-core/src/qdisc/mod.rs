@@ -552,12 +552,14 @@ impl QdiscNode {
 
     /// Enqueue through the qdisc, keeping the counters. `Err` means the packet
     /// was not queued (and was counted as dropped unless stolen).
+    #[inline]
     pub fn enqueue(&mut self, pkt: Packet, cx: &mut Cx) -> Result<(), DropReason> {
         self.offer(pkt, cx).map_err(|(_, r)| r)
     }
 
     /// [`QdiscNode::enqueue`] that hands a refused packet back, for a parent
     /// qdisc that must itself answer with the packet.
+    #[inline]
     pub fn offer(&mut self, mut pkt: Packet, cx: &mut Cx) -> Result<(), (Packet, DropReason)> {
         if let Some(t) = &self.stab {
             t.apply(&mut pkt);
@@ -582,6 +584,7 @@ impl QdiscNode {
     }
 
     /// Dequeue through the qdisc, keeping the counters.
+    #[inline]
     pub fn dequeue(&mut self, cx: &mut Cx) -> Dequeue {
         let d = match self.peeked.take() {
             Some(p) => Dequeue::Packet(p),
@@ -657,6 +660,7 @@ impl QdiscNode {
         }
     }
 
+    #[inline]
     fn account_shed(&mut self, cx: &Cx, p0: u64, b0: u64) {
         let (p, b) = (cx.shed_packets - p0, cx.shed_bytes - b0);
         if p > 0 {
