@@ -835,6 +835,33 @@ impl CakeParams {
     }
 }
 
+/// The (source, destination) host hashes of a packet's flow keys
+/// (`cake_hash`): the keys without ports, protocol and flow label, and with
+/// the other address zeroed; both 0 when the packet was not dissected or
+/// is not IP.
+fn host_hashes_of(keys: Option<&flow_hash::FlowKeys>, hashrnd: u32) -> (u32, u32) {
+    let Some(keys) = keys else { return (0, 0) };
+    let mut host = *keys;
+    host.ports = (0, 0);
+    host.ip_proto = 0;
+    host.flow_label = 0;
+    match keys.addrs {
+        flow_hash::FlowAddrs::V4 { src, dst } => {
+            host.addrs = flow_hash::FlowAddrs::V4 { src: 0, dst };
+            let dsthost_hash = host.hash(hashrnd);
+            host.addrs = flow_hash::FlowAddrs::V4 { src, dst: 0 };
+            (host.hash(hashrnd), dsthost_hash)
+        }
+        flow_hash::FlowAddrs::V6 { src, dst } => {
+            host.addrs = flow_hash::FlowAddrs::V6 { src: [0; 16], dst };
+            let dsthost_hash = host.hash(hashrnd);
+            host.addrs = flow_hash::FlowAddrs::V6 { src, dst: [0; 16] };
+            (host.hash(hashrnd), dsthost_hash)
+        }
+        flow_hash::FlowAddrs::None => (0, 0),
+    }
+}
+
 /// `cake_dsrc`: the mode shares per source host.
 fn dsrc(mode: u32) -> bool {
     mode & flow_mode::DUAL_SRC == flow_mode::DUAL_SRC
@@ -1171,40 +1198,27 @@ impl Cake {
         }
         let hash_flows = flow_override == 0 && mode & flow_mode::FLOWS != 0;
         let hash_hosts = host_override == 0 && mode & flow_mode::HOSTS != 0;
-        let (mut flow_hash, mut srchost_hash, mut dsthost_hash) = (0u32, 0u32, 0u32);
-        if hash_flows || hash_hosts {
-            let keys = flow_hash::FlowKeys::dissect(pkt);
-            let mut host = keys;
-            host.ports = (0, 0);
-            host.ip_proto = 0;
-            host.flow_label = 0;
-            match keys.addrs {
-                flow_hash::FlowAddrs::V4 { src, dst } => {
-                    host.addrs = flow_hash::FlowAddrs::V4 { src: 0, dst };
-                    dsthost_hash = host.hash(self.hashrnd);
-                    host.addrs = flow_hash::FlowAddrs::V4 { src, dst: 0 };
-                    srchost_hash = host.hash(self.hashrnd);
-                }
-                flow_hash::FlowAddrs::V6 { src, dst } => {
-                    host.addrs = flow_hash::FlowAddrs::V6 { src: [0; 16], dst };
-                    dsthost_hash = host.hash(self.hashrnd);
-                    host.addrs = flow_hash::FlowAddrs::V6 { src, dst: [0; 16] };
-                    srchost_hash = host.hash(self.hashrnd);
-                }
-                flow_hash::FlowAddrs::None => {}
-            }
-            if hash_flows {
-                flow_hash = keys.hash(self.hashrnd);
-            }
-        }
+        let keys = (hash_flows || hash_hosts).then(|| flow_hash::FlowKeys::dissect(pkt));
+        let mut flow_hash = match &keys {
+            Some(k) if hash_flows => k.hash(self.hashrnd),
+            _ => 0,
+        };
         if flow_override != 0 {
             flow_hash = flow_override as u32 - 1;
         }
-        if host_override != 0 {
-            dsthost_hash = host_override as u32 - 1;
-            srchost_hash = host_override as u32 - 1;
-        }
+        // The host hashes are computed when first needed: to make the flow
+        // hash of a host mode, or when a queue takes host references. The
+        // kernel computes them for every packet; the values are the same.
+        let hashrnd = self.hashrnd;
+        let mut host_hashes = None;
+        let mut hosts = || {
+            *host_hashes.get_or_insert_with(|| match host_override {
+                0 => host_hashes_of(keys.as_ref(), hashrnd),
+                o => (o as u32 - 1, o as u32 - 1),
+            })
+        };
         if mode & flow_mode::FLOWS == 0 {
+            let (srchost_hash, dsthost_hash) = hosts();
             if mode & flow_mode::SRC_IP != 0 {
                 flow_hash ^= srchost_hash;
             }
@@ -1266,6 +1280,11 @@ impl Cake {
         }
         reduced = outer + k;
         q.tags[reduced] = flow_hash;
+        let (srchost_hash, dsthost_hash) = if alloc_src || alloc_dst {
+            hosts()
+        } else {
+            (0, 0)
+        };
         if alloc_src {
             let sidx = claim_host(&mut q.hosts, srchost_hash, src_side);
             if q.flows[reduced].set == Set::Bulk {

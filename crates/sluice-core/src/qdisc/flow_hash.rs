@@ -30,6 +30,7 @@ use crate::packet::{Packet, ETH_P_IP, ETH_P_IPV6};
 /// lookup3's arbitrary initial value (`JHASH_INITVAL`).
 pub const JHASH_INITVAL: u32 = 0xdead_beef;
 
+#[inline(always)]
 fn mix(a: &mut u32, b: &mut u32, c: &mut u32) {
     *a = a.wrapping_sub(*c);
     *a ^= c.rotate_left(4);
@@ -51,6 +52,7 @@ fn mix(a: &mut u32, b: &mut u32, c: &mut u32) {
     *b = b.wrapping_add(*a);
 }
 
+#[inline(always)]
 fn finish(a: &mut u32, b: &mut u32, c: &mut u32) {
     *c ^= *b;
     *c = c.wrapping_sub(b.rotate_left(14));
@@ -101,7 +103,9 @@ pub fn jhash(key: &[u8], initval: u32) -> u32 {
     c
 }
 
-/// `jhash2`: lookup3 over 32-bit words (Jenkins' `hashword`).
+/// `jhash2`: lookup3 over 32-bit words (Jenkins' `hashword`). Inlined, so
+/// a caller hashing a fixed number of words gets the rounds unrolled.
+#[inline]
 pub fn jhash2(key: &[u32], initval: u32) -> u32 {
     let mut a = JHASH_INITVAL
         .wrapping_add((key.len() as u32).wrapping_shl(2))
@@ -335,36 +339,36 @@ impl FlowKeys {
         self
     }
 
-    /// The keys as the words that are hashed (at most 12: 4 + two IPv6
-    /// addresses), in a fixed buffer so hashing allocates nothing.
-    fn words(&self) -> ([u32; 12], usize) {
-        let mut w = [0u32; 12];
-        w[0] = (self.n_proto as u32) << 16 | (self.ip_proto as u32) << 8;
-        w[1] = self.flow_label;
-        w[2] = (self.ports.0 as u32) << 16 | self.ports.1 as u32;
-        w[3] = (self.icmp.0 as u32) << 24 | (self.icmp.1 as u32) << 16 | self.icmp.2 as u32;
-        let n = match self.addrs {
-            FlowAddrs::None => 4,
-            FlowAddrs::V4 { src, dst } => {
-                w[4] = src;
-                w[5] = dst;
-                6
-            }
+    /// The four words every flow hashes, before its addresses.
+    fn head_words(&self) -> [u32; 4] {
+        [
+            (self.n_proto as u32) << 16 | (self.ip_proto as u32) << 8,
+            self.flow_label,
+            (self.ports.0 as u32) << 16 | self.ports.1 as u32,
+            (self.icmp.0 as u32) << 24 | (self.icmp.1 as u32) << 16 | self.icmp.2 as u32,
+        ]
+    }
+
+    /// `__flow_hash_from_keys`: the hash of the canonical keys under `key`;
+    /// never 0. The words hashed are the head words, then the addresses (4,
+    /// 6 or 12 words in all); each length hashes a fixed-size array, so the
+    /// rounds unroll.
+    pub fn hash(&self, key: u32) -> u32 {
+        let k = self.canonical();
+        let [w0, w1, w2, w3] = k.head_words();
+        let h = match k.addrs {
+            FlowAddrs::None => jhash2(&[w0, w1, w2, w3], key),
+            FlowAddrs::V4 { src, dst } => jhash2(&[w0, w1, w2, w3, src, dst], key),
             FlowAddrs::V6 { src, dst } => {
+                let mut w = [w0, w1, w2, w3, 0, 0, 0, 0, 0, 0, 0, 0];
                 let words = src.chunks_exact(4).chain(dst.chunks_exact(4));
                 for (slot, c) in w[4..].iter_mut().zip(words) {
                     *slot = u32::from_be_bytes([c[0], c[1], c[2], c[3]]);
                 }
-                12
+                jhash2(&w, key)
             }
         };
-        (w, n)
-    }
-
-    /// `__flow_hash_from_keys`: the hash of the canonical keys under `key`; never 0.
-    pub fn hash(&self, key: u32) -> u32 {
-        let (w, n) = self.canonical().words();
-        match jhash2(&w[..n], key) {
+        match h {
             0 => 1,
             h => h,
         }

@@ -197,36 +197,43 @@ enum Mode {
     CanSend,
 }
 
-/// A set of class ids in ascending order. Rows and feeds hold the few
-/// siblings active at one priority, so a sorted vector beats a tree: lookups
-/// are binary searches and no memory is allocated once it has grown.
+/// A class's place in [`Htb::slots`]. Rows, feeds, the wait queues and
+/// parent links name classes by slot, so the scheduler indexes a vector;
+/// class ids are looked up in the class hash only where a packet or a tc
+/// command names a class.
+type Ix = usize;
+
+/// A set of classes in ascending class-id order, each as (class id, slot).
+/// Rows and feeds hold the few siblings active at one priority, so a sorted
+/// vector beats a tree: lookups are binary searches and no memory is
+/// allocated once it has grown.
 #[derive(Clone, Debug, Default)]
-struct IdSet(Vec<u32>);
+struct IdSet(Vec<(u32, Ix)>);
 
 impl IdSet {
     fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
-    fn insert(&mut self, id: u32) {
-        if let Err(i) = self.0.binary_search(&id) {
-            self.0.insert(i, id);
+    fn insert(&mut self, m: (u32, Ix)) {
+        if let Err(i) = self.0.binary_search_by_key(&m.0, |e| e.0) {
+            self.0.insert(i, m);
         }
     }
     fn remove(&mut self, id: u32) {
-        if let Ok(i) = self.0.binary_search(&id) {
+        if let Ok(i) = self.0.binary_search_by_key(&id, |e| e.0) {
             self.0.remove(i);
         }
     }
-    fn first(&self) -> Option<u32> {
+    fn first(&self) -> Option<(u32, Ix)> {
         self.0.first().copied()
     }
-    /// The smallest id `>= id`.
-    fn at_or_after(&self, id: u32) -> Option<u32> {
-        let i = self.0.partition_point(|&x| x < id);
+    /// The member with the smallest id `>= id`.
+    fn at_or_after(&self, id: u32) -> Option<(u32, Ix)> {
+        let i = self.0.partition_point(|e| e.0 < id);
         self.0.get(i).copied()
     }
-    /// The smallest id `> id`.
-    fn after(&self, id: u32) -> Option<u32> {
+    /// The member with the smallest id `> id`.
+    fn after(&self, id: u32) -> Option<(u32, Ix)> {
         id.checked_add(1).and_then(|n| self.at_or_after(n))
     }
 }
@@ -236,16 +243,20 @@ impl IdSet {
 #[derive(Clone, Debug, Default)]
 struct PrioFeed {
     tree: IdSet,
-    ptr: Option<u32>,
+    ptr: Option<(u32, Ix)>,
     last_ptr_id: u32,
 }
 
 impl PrioFeed {
     /// `htb_next_rb_node`: move the pointer to the next class id, or off the end.
     fn advance(&mut self) {
-        if let Some(cur) = self.ptr {
+        if let Some((cur, _)) = self.ptr {
             self.ptr = self.tree.after(cur);
         }
+    }
+    /// Does the round-robin pointer point at the class in slot `ix`?
+    fn points_at(&self, ix: Ix) -> bool {
+        self.ptr.is_some_and(|(_, p)| p == ix)
     }
 }
 
@@ -253,9 +264,11 @@ impl PrioFeed {
 #[derive(Debug, Default)]
 struct Level {
     /// Classes waiting for a mode change, earliest (time, insertion order)
-    /// first. Removal is lazy: an entry counts only while its class still
-    /// carries the entry's sequence number in `pq_seq` (see `wait_head`).
-    wait_pq: BinaryHeap<Reverse<(i64, u64, u32)>>,
+    /// first, as (time, sequence number, slot). Removal is lazy: an entry
+    /// counts only while its class still carries the entry's sequence number
+    /// in `pq_seq` (see `wait_head`); sequence numbers are never reused, so
+    /// a slot reused by a new class cannot revive an old entry.
+    wait_pq: BinaryHeap<Reverse<(i64, u64, Ix)>>,
     rows: [PrioFeed; TC_HTB_NUMPRIO],
 }
 
@@ -263,7 +276,8 @@ struct Level {
 #[derive(Debug)]
 struct Class {
     classid: u32,
-    parent: Option<u32>,
+    /// The parent's slot.
+    parent: Option<Ix>,
     children: u32,
     level: usize,
     // Parameters.
@@ -299,7 +313,7 @@ struct Class {
 /// Where a packet goes (`htb_classify`'s answer).
 enum Target {
     Direct,
-    Class(u32),
+    Class(Ix),
     Drop(DropReason),
 }
 
@@ -307,7 +321,7 @@ enum Target {
 #[derive(Clone, Copy)]
 enum Slot {
     Row,
-    Inner(u32),
+    Inner(Ix),
 }
 
 /// The validated qdisc parameters.
@@ -323,7 +337,12 @@ struct HtbParams {
 pub struct Htb {
     params: HtbParams,
     major: Option<u16>,
-    classes: ClassHash<Class>,
+    /// Class id -> slot, in the kernel's walk order (the control plane's index).
+    classes: ClassHash<Ix>,
+    /// The classes, by slot; a deleted class leaves `None`, reused by the next.
+    slots: Vec<Option<Class>>,
+    /// Empty slots.
+    free: Vec<Ix>,
     block: Block,
     direct: VecDeque<Packet>,
     direct_pkts: u32,
@@ -365,6 +384,8 @@ impl Htb {
             params,
             major: None,
             classes: ClassHash::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
             block: Block::default(),
             direct: VecDeque::new(),
             direct_pkts: 0,
@@ -436,12 +457,27 @@ impl Htb {
         self.full_id(0)
     }
 
-    fn cl(&self, id: u32) -> Option<&Class> {
-        self.classes.get(id)
+    /// The slot of class `id` (`htb_find`).
+    fn find(&self, id: u32) -> Option<Ix> {
+        self.classes.get(id).copied()
     }
 
-    fn cl_mut(&mut self, id: u32) -> Option<&mut Class> {
-        self.classes.get_mut(id)
+    /// The class with id `id`.
+    fn by_id(&self, id: u32) -> Option<&Class> {
+        self.find(id).and_then(|ix| self.cl(ix))
+    }
+
+    fn cl(&self, ix: Ix) -> Option<&Class> {
+        self.slots.get(ix).and_then(Option::as_ref)
+    }
+
+    fn cl_mut(&mut self, ix: Ix) -> Option<&mut Class> {
+        self.slots.get_mut(ix).and_then(Option::as_mut)
+    }
+
+    /// Classes in the kernel's walk order (class hash order).
+    fn walk(&self) -> impl Iterator<Item = &Class> {
+        self.classes.iter().filter_map(|(_, &ix)| self.cl(ix))
     }
 
     // ----- classification -------------------------------------------------
@@ -453,18 +489,18 @@ impl Htb {
             return Target::Direct;
         }
         // `None` = the qdisc's own filters.
-        let mut owner: Option<u32> = None;
-        if let Some(c) = self.cl(pkt.priority) {
-            if c.level == 0 {
-                return Target::Class(c.classid);
+        let mut owner: Option<Ix> = None;
+        if let Some(ix) = self.find(pkt.priority) {
+            if self.cl(ix).is_some_and(|c| c.level == 0) {
+                return Target::Class(ix);
             }
-            owner = Some(c.classid);
+            owner = Some(ix);
         }
         let mut hops = 0;
         loop {
             let block = match owner {
                 None => &mut self.block,
-                Some(id) => match self.classes.get_mut(id) {
+                Some(ix) => match self.cl_mut(ix) {
                     Some(c) => &mut c.block,
                     None => break,
                 },
@@ -483,24 +519,24 @@ impl Htb {
             if handle == Some(res.classid.0) {
                 return Target::Direct;
             }
-            let Some(c) = self.cl(res.classid.0) else {
+            let Some(ix) = self.find(res.classid.0) else {
                 break;
             };
-            if c.level == 0 {
-                return Target::Class(c.classid);
+            if self.cl(ix).is_some_and(|c| c.level == 0) {
+                return Target::Class(ix);
             }
             hops += 1;
             if hops > TC_HTB_MAXDEPTH {
                 // "htb: classify loop detected, dropping packet"
                 return Target::Drop(DropReason::Unclassified);
             }
-            owner = Some(c.classid);
+            owner = Some(ix);
         }
         let default = self
             .major
             .map(|m| Handle::new(m, self.params.defcls as u16).0);
-        match default.and_then(|d| self.cl(d)) {
-            Some(c) if c.level == 0 => Target::Class(c.classid),
+        match default.and_then(|d| self.find(d)) {
+            Some(ix) if self.cl(ix).is_some_and(|c| c.level == 0) => Target::Class(ix),
             _ => Target::Direct,
         }
     }
@@ -508,7 +544,7 @@ impl Htb {
     // ----- rows, feeds and the wait queue ----------------------------------
 
     /// `htb_add_to_wait_tree`: the class changes mode `delay` ns from now.
-    fn add_to_wait_tree(&mut self, id: u32, delay: i64) {
+    fn add_to_wait_tree(&mut self, ix: Ix, delay: i64) {
         let now = self.now;
         let mut key = now.saturating_add(delay);
         if key == now {
@@ -516,31 +552,33 @@ impl Htb {
         }
         let seq = self.pq_seq;
         self.pq_seq += 1;
-        let Some(c) = self.cl_mut(id) else { return };
+        let Some(c) = self.cl_mut(ix) else { return };
         c.pq_seq = seq;
         let level = c.level;
         if self.near_ev_cache[level] > key {
             self.near_ev_cache[level] = key;
         }
         let pq = &mut self.levels[level].wait_pq;
-        pq.push(Reverse((key, seq, id)));
+        pq.push(Reverse((key, seq, ix)));
         if pq.len() > 2 * self.classes.len() + 64 {
             // Shed the entries of classes that left the queue meanwhile.
-            let classes = &self.classes;
-            pq.retain(|Reverse((_, seq, id))| classes.get(*id).is_some_and(|c| c.pq_seq == *seq));
+            let slots = &self.slots;
+            pq.retain(|Reverse((_, seq, ix))| {
+                slots[*ix].as_ref().is_some_and(|c| c.pq_seq == *seq)
+            });
         }
     }
 
-    fn remove_from_wait_tree(&mut self, id: u32) {
-        if let Some(c) = self.cl_mut(id) {
+    fn remove_from_wait_tree(&mut self, ix: Ix) {
+        if let Some(c) = self.cl_mut(ix) {
             c.pq_seq = NOT_WAITING;
         }
     }
 
     /// The first live entry of `level`'s wait queue, dropping stale ones.
-    fn wait_head(&mut self, level: usize) -> Option<(i64, u64, u32)> {
-        while let Some(&Reverse(e @ (_, seq, id))) = self.levels[level].wait_pq.peek() {
-            if self.cl(id).is_some_and(|c| c.pq_seq == seq) {
+    fn wait_head(&mut self, level: usize) -> Option<(i64, u64, Ix)> {
+        while let Some(&Reverse(e @ (_, seq, ix))) = self.levels[level].wait_pq.peek() {
+            if self.cl(ix).is_some_and(|c| c.pq_seq == seq) {
                 return Some(e);
             }
             self.levels[level].wait_pq.pop();
@@ -549,25 +587,25 @@ impl Htb {
     }
 
     /// `htb_add_class_to_row`.
-    fn add_class_to_row(&mut self, id: u32, mask: u8) {
-        let Some(level) = self.cl(id).map(|c| c.level) else {
+    fn add_class_to_row(&mut self, ix: Ix, mask: u8) {
+        let Some((id, level)) = self.cl(ix).map(|c| (c.classid, c.level)) else {
             return;
         };
         self.row_mask[level] |= mask;
         for prio in bits(mask) {
-            self.levels[level].rows[prio].tree.insert(id);
+            self.levels[level].rows[prio].tree.insert((id, ix));
         }
     }
 
     /// `htb_remove_class_from_row`.
-    fn remove_class_from_row(&mut self, id: u32, mask: u8) {
-        let Some(level) = self.cl(id).map(|c| c.level) else {
+    fn remove_class_from_row(&mut self, ix: Ix, mask: u8) {
+        let Some((id, level)) = self.cl(ix).map(|c| (c.classid, c.level)) else {
             return;
         };
         let mut emptied = 0u8;
         for prio in bits(mask) {
             let row = &mut self.levels[level].rows[prio];
-            if row.ptr == Some(id) {
+            if row.points_at(ix) {
                 row.advance();
             }
             row.tree.remove(id);
@@ -580,22 +618,26 @@ impl Htb {
 
     /// `htb_activate_prios`: link the class into its parent's feeds (while it
     /// may borrow) or its row (when it can send), for its active priorities.
-    fn activate_prios(&mut self, id: u32) {
-        let Some(c) = self.cl(id) else { return };
+    fn activate_prios(&mut self, ix: Ix) {
+        let Some(c) = self.cl(ix) else { return };
         let mut mask = c.prio_activity;
-        let mut cur = id;
+        let mut cur = ix;
         let mut parent = c.parent;
         while let Some(pid) = parent {
-            if mask == 0 || self.cl(cur).map(|c| c.cmode) != Some(Mode::MayBorrow) {
+            let Some(c) = self
+                .cl(cur)
+                .filter(|c| mask != 0 && c.cmode == Mode::MayBorrow)
+            else {
                 break;
-            }
+            };
+            let cur_id = c.classid;
             let Some(p) = self.cl_mut(pid) else { return };
             for prio in bits(mask) {
                 if !p.inner[prio].tree.is_empty() {
                     // The parent is already active in this priority.
                     mask &= !(1 << prio);
                 }
-                p.inner[prio].tree.insert(cur);
+                p.inner[prio].tree.insert((cur_id, cur));
             }
             p.prio_activity |= mask;
             cur = pid;
@@ -607,26 +649,30 @@ impl Htb {
     }
 
     /// `htb_deactivate_prios`: the reverse; `cmode` must still be the old mode.
-    fn deactivate_prios(&mut self, id: u32) {
-        let Some(c) = self.cl(id) else { return };
+    fn deactivate_prios(&mut self, ix: Ix) {
+        let Some(c) = self.cl(ix) else { return };
         let mut mask = c.prio_activity;
-        let mut cur = id;
+        let mut cur = ix;
         let mut parent = c.parent;
         while let Some(pid) = parent {
-            if mask == 0 || self.cl(cur).map(|c| c.cmode) != Some(Mode::MayBorrow) {
+            let Some(c) = self
+                .cl(cur)
+                .filter(|c| mask != 0 && c.cmode == Mode::MayBorrow)
+            else {
                 break;
-            }
+            };
+            let cur_id = c.classid;
             let Some(p) = self.cl_mut(pid) else { return };
             let m = mask;
             mask = 0;
             for prio in bits(m) {
                 let feed = &mut p.inner[prio];
-                if feed.ptr == Some(cur) {
+                if feed.points_at(cur) {
                     // Forget the pointer but remember where it was.
-                    feed.last_ptr_id = cur;
+                    feed.last_ptr_id = cur_id;
                     feed.ptr = None;
                 }
-                feed.tree.remove(cur);
+                feed.tree.remove(cur_id);
                 if feed.tree.is_empty() {
                     mask |= 1 << prio;
                 }
@@ -673,8 +719,8 @@ impl Htb {
     }
 
     /// `htb_change_class_mode`.
-    fn change_class_mode(&mut self, id: u32, diff: &mut i64) {
-        let Some(c) = self.cl(id) else { return };
+    fn change_class_mode(&mut self, ix: Ix, diff: &mut i64) {
+        let Some(c) = self.cl(ix) else { return };
         let new_mode = self.class_mode(c, diff);
         if new_mode == c.cmode {
             return;
@@ -682,41 +728,41 @@ impl Htb {
         let (old_mode, active) = (c.cmode, c.prio_activity != 0);
         if new_mode == Mode::CantSend {
             self.overlimits = self.overlimits.wrapping_add(1);
-            if let Some(c) = self.cl_mut(id) {
+            if let Some(c) = self.cl_mut(ix) {
                 c.overlimits = c.overlimits.wrapping_add(1);
             }
         }
         if active {
             if old_mode != Mode::CantSend {
-                self.deactivate_prios(id);
+                self.deactivate_prios(ix);
             }
-            if let Some(c) = self.cl_mut(id) {
+            if let Some(c) = self.cl_mut(ix) {
                 c.cmode = new_mode;
             }
             if new_mode != Mode::CantSend {
-                self.activate_prios(id);
+                self.activate_prios(ix);
             }
-        } else if let Some(c) = self.cl_mut(id) {
+        } else if let Some(c) = self.cl_mut(ix) {
             c.cmode = new_mode;
         }
     }
 
     /// `htb_activate`: a leaf got packets.
-    fn activate(&mut self, id: u32) {
-        let Some(c) = self.cl_mut(id) else { return };
+    fn activate(&mut self, ix: Ix) {
+        let Some(c) = self.cl_mut(ix) else { return };
         if c.prio_activity == 0 {
             c.prio_activity = 1 << c.prio.min(7);
-            self.activate_prios(id);
+            self.activate_prios(ix);
         }
     }
 
     /// `htb_deactivate`: a leaf went empty.
-    fn deactivate(&mut self, id: u32) {
-        if self.cl(id).is_none_or(|c| c.prio_activity == 0) {
+    fn deactivate(&mut self, ix: Ix) {
+        if self.cl(ix).is_none_or(|c| c.prio_activity == 0) {
             return;
         }
-        self.deactivate_prios(id);
-        if let Some(c) = self.cl_mut(id) {
+        self.deactivate_prios(ix);
+        if let Some(c) = self.cl_mut(ix) {
             c.prio_activity = 0;
         }
     }
@@ -735,13 +781,13 @@ impl Htb {
         }
     }
 
-    /// `htb_charge_class`: a packet of `bytes` left leaf `id`, lent by the class
+    /// `htb_charge_class`: a packet of `bytes` left leaf `ix`, lent by the class
     /// at `level` on its path; charge every class up to the root.
-    fn charge_class(&mut self, id: u32, level: usize, bytes: u32) {
+    fn charge_class(&mut self, ix: Ix, level: usize, bytes: u32) {
         let now = self.now;
-        let mut cur = Some(id);
-        while let Some(cid) = cur {
-            let Some(c) = self.cl_mut(cid) else { return };
+        let mut cur = Some(ix);
+        while let Some(cix) = cur {
+            let Some(c) = self.cl_mut(cix) else { return };
             let diff = now.saturating_sub(c.t_c).min(c.mbuffer_ns);
             if c.level >= level {
                 if c.level == level {
@@ -762,14 +808,14 @@ impl Htb {
             }
             let (old_mode, parent) = (c.cmode, c.parent);
             let mut diff = 0;
-            self.change_class_mode(cid, &mut diff);
-            let new_mode = self.cl(cid).map_or(old_mode, |c| c.cmode);
+            self.change_class_mode(cix, &mut diff);
+            let new_mode = self.cl(cix).map_or(old_mode, |c| c.cmode);
             if old_mode != new_mode {
                 if old_mode != Mode::CanSend {
-                    self.remove_from_wait_tree(cid);
+                    self.remove_from_wait_tree(cix);
                 }
                 if new_mode != Mode::CanSend {
-                    self.add_to_wait_tree(cid, diff);
+                    self.add_to_wait_tree(cix, diff);
                 }
             }
             cur = parent;
@@ -781,19 +827,19 @@ impl Htb {
     /// stopped early.
     fn do_events(&mut self, level: usize) -> i64 {
         for _ in 0..EVENTS_PER_DEQUEUE {
-            let Some((key, _, id)) = self.wait_head(level) else {
+            let Some((key, _, ix)) = self.wait_head(level) else {
                 return 0;
             };
             if key > self.now {
                 return key;
             }
             self.levels[level].wait_pq.pop();
-            self.remove_from_wait_tree(id);
-            let Some(c) = self.cl(id) else { continue };
+            self.remove_from_wait_tree(ix);
+            let Some(c) = self.cl(ix) else { continue };
             let mut diff = self.now.saturating_sub(c.t_c).min(c.mbuffer_ns);
-            self.change_class_mode(id, &mut diff);
-            if self.cl(id).is_some_and(|c| c.cmode != Mode::CanSend) {
-                self.add_to_wait_tree(id, diff);
+            self.change_class_mode(ix, &mut diff);
+            if self.cl(ix).is_some_and(|c| c.cmode != Mode::CanSend) {
+                self.add_to_wait_tree(ix, diff);
             }
         }
         // "htb: too many events!"
@@ -806,13 +852,13 @@ impl Htb {
     fn slot_mut(&mut self, level: usize, prio: usize, slot: Slot) -> Option<&mut PrioFeed> {
         match slot {
             Slot::Row => Some(&mut self.levels[level].rows[prio]),
-            Slot::Inner(id) => self.classes.get_mut(id).map(|c| &mut c.inner[prio]),
+            Slot::Inner(ix) => self.cl_mut(ix).map(|c| &mut c.inner[prio]),
         }
     }
 
     /// `htb_lookup_leaf`: follow the round-robin pointers from the row of
     /// (`level`, `prio`) down to a leaf.
-    fn lookup_leaf(&mut self, level: usize, prio: usize) -> Option<u32> {
+    fn lookup_leaf(&mut self, level: usize, prio: usize) -> Option<Ix> {
         if self.levels[level].rows[prio].tree.is_empty() {
             return None;
         }
@@ -839,15 +885,15 @@ impl Htb {
                         up.advance();
                     }
                 }
-                Some(id) => {
-                    let c = self.cl(id)?;
+                Some((_, ix)) => {
+                    let c = self.cl(ix)?;
                     if c.level == 0 {
-                        return Some(id);
+                        return Some(ix);
                     }
                     if depth >= TC_HTB_MAXDEPTH {
                         return None;
                     }
-                    stack[depth] = Slot::Inner(id);
+                    stack[depth] = Slot::Inner(ix);
                     depth += 1;
                 }
             }
@@ -855,28 +901,28 @@ impl Htb {
         None
     }
 
-    /// Advance the DRR pointer the kernel advances after serving leaf `id` at
+    /// Advance the DRR pointer the kernel advances after serving leaf `ix` at
     /// `level`: the leaf's parent's feed, or the row at level 0.
-    fn advance_after(&mut self, id: u32, level: usize, prio: usize) {
+    fn advance_after(&mut self, ix: Ix, level: usize, prio: usize) {
         if level == 0 {
             self.levels[0].rows[prio].advance();
-        } else if let Some(pid) = self.cl(id).and_then(|c| c.parent) {
+        } else if let Some(pid) = self.cl(ix).and_then(|c| c.parent) {
             if let Some(p) = self.cl_mut(pid) {
                 p.inner[prio].advance();
             }
         }
     }
 
-    /// Dequeue from leaf `id`'s qdisc, keeping `qlen` and emulating the
+    /// Dequeue from leaf `ix`'s qdisc, keeping `qlen` and emulating the
     /// kernel's `qlen_notify` (a child that drops packets and goes empty).
-    fn leaf_dequeue(&mut self, id: u32, cx: &mut Cx) -> Option<Packet> {
-        let leaf = self.classes.get_mut(id)?.leaf.as_mut()?;
+    fn leaf_dequeue(&mut self, ix: Ix, cx: &mut Cx) -> Option<Packet> {
+        let leaf = self.cl_mut(ix)?.leaf.as_mut()?;
         let (before, drops_before) = (leaf.stats.qlen, cx.drops.len());
         let d = leaf.dequeue(cx);
         let after = leaf.stats.qlen;
         self.qlen = (self.qlen + after as u64).saturating_sub(before as u64);
         if cx.drops.len() > drops_before && after == 0 {
-            self.deactivate(id);
+            self.deactivate(ix);
         }
         match d {
             Dequeue::Packet(p) => Some(p),
@@ -888,8 +934,8 @@ impl Htb {
         }
     }
 
-    fn leaf_qlen(&self, id: u32) -> u32 {
-        self.cl(id)
+    fn leaf_qlen(&self, ix: Ix) -> u32 {
+        self.cl(ix)
             .and_then(|c| c.leaf.as_ref())
             .map_or(0, |l| l.stats.qlen)
     }
@@ -901,12 +947,12 @@ impl Htb {
         // Each turn unlinks a class or moves to the next one; a full round
         // ends the search. The bound only guards against a broken invariant.
         let mut turns = 2 * self.classes.len() + 16;
-        let (id, pkt) = loop {
-            let id = cur?;
+        let (ix, pkt) = loop {
+            let ix = cur?;
             turns = turns.checked_sub(1)?;
-            if self.leaf_qlen(id) == 0 {
+            if self.leaf_qlen(ix) == 0 {
                 // An empty leaf (its qdisc dropped, or it was grafted): unlink it.
-                self.deactivate(id);
+                self.deactivate(ix);
                 if self.row_mask[level] & (1 << prio) == 0 {
                     return None;
                 }
@@ -917,11 +963,11 @@ impl Htb {
                 cur = next;
                 continue;
             }
-            if let Some(p) = self.leaf_dequeue(id, cx) {
-                break (id, p);
+            if let Some(p) = self.leaf_dequeue(ix, cx) {
+                break (ix, p);
             }
             // A leaf qdisc that holds packets back: try the next class.
-            self.advance_after(id, level, prio);
+            self.advance_after(ix, level, prio);
             cur = self.lookup_leaf(level, prio);
             if cur == start {
                 return None;
@@ -929,7 +975,7 @@ impl Htb {
         };
         let len = pkt.len;
         let mut next = false;
-        if let Some(c) = self.cl_mut(id) {
+        if let Some(c) = self.cl_mut(ix) {
             c.bytes += len as u64;
             c.packets += 1;
             let d = &mut c.deficit[level];
@@ -940,12 +986,12 @@ impl Htb {
             }
         }
         if next {
-            self.advance_after(id, level, prio);
+            self.advance_after(ix, level, prio);
         }
-        if self.leaf_qlen(id) == 0 {
-            self.deactivate(id);
+        if self.leaf_qlen(ix) == 0 {
+            self.deactivate(ix);
         }
-        self.charge_class(id, level, len);
+        self.charge_class(ix, level, len);
         Some(pkt)
     }
 
@@ -980,7 +1026,7 @@ impl Htb {
         let parent = if parentid.is_root() {
             None
         } else {
-            self.cl(parentid.0).map(|c| c.classid)
+            self.find(parentid.0)
         };
         let major_ok = self.major.is_none_or(|m| Handle(classid).major() == m);
         if classid == 0 || !major_ok || self.classes.contains(classid) {
@@ -1032,7 +1078,17 @@ impl Htb {
             borrows: 0,
             giants: 0,
         };
-        self.classes.insert(classid, c);
+        let ix = match self.free.pop() {
+            Some(ix) => {
+                self.slots[ix] = Some(c);
+                ix
+            }
+            None => {
+                self.slots.push(Some(c));
+                self.slots.len() - 1
+            }
+        };
+        self.classes.insert(classid, ix);
         if let Some(p) = parent.and_then(|p| self.cl_mut(p)) {
             p.children += 1;
         }
@@ -1041,23 +1097,23 @@ impl Htb {
 
     /// A leaf gets its first child: its queue is purged and it becomes an
     /// inner class one level below its parent (or at level 7).
-    fn leaf_to_inner(&mut self, id: u32) {
-        let Some(c) = self.cl(id) else { return };
+    fn leaf_to_inner(&mut self, ix: Ix) {
+        let Some(c) = self.cl(ix) else { return };
         if c.level != 0 {
             return;
         }
         let gp_level = c.parent.and_then(|g| self.cl(g)).map(|g| g.level);
-        if let Some(mut leaf) = self.cl_mut(id).and_then(|c| c.leaf.take()) {
+        if let Some(mut leaf) = self.cl_mut(ix).and_then(|c| c.leaf.take()) {
             self.purge(&mut leaf);
         }
-        self.deactivate(id);
-        if self.cl(id).is_some_and(|c| c.cmode != Mode::CanSend) {
-            self.remove_from_wait_tree(id);
-            if let Some(c) = self.cl_mut(id) {
+        self.deactivate(ix);
+        if self.cl(ix).is_some_and(|c| c.cmode != Mode::CanSend) {
+            self.remove_from_wait_tree(ix);
+            if let Some(c) = self.cl_mut(ix) {
                 c.cmode = Mode::CanSend;
             }
         }
-        if let Some(c) = self.cl_mut(id) {
+        if let Some(c) = self.cl_mut(ix) {
             c.level = gp_level.unwrap_or(TC_HTB_MAXDEPTH).saturating_sub(1);
             // The kernel's leaf and inner state share memory, cleared here.
             c.inner = Default::default();
@@ -1066,17 +1122,17 @@ impl Htb {
     }
 
     /// `htb_parent_to_leaf`: the last child went; the parent is a leaf again.
-    fn inner_to_leaf(&mut self, id: u32, dev: &DevInfo) {
-        let Some(c) = self.cl(id) else { return };
+    fn inner_to_leaf(&mut self, ix: Ix, dev: &DevInfo) {
+        let Some(c) = self.cl(ix) else { return };
         if c.cmode != Mode::CanSend {
-            self.remove_from_wait_tree(id);
+            self.remove_from_wait_tree(ix);
         }
         let now = self.now;
-        if let Some(c) = self.cl_mut(id) {
+        if let Some(c) = self.cl_mut(ix) {
             c.level = 0;
             c.inner = Default::default();
             c.deficit = [0; TC_HTB_MAXDEPTH];
-            c.leaf = Some(Self::default_leaf(id, dev));
+            c.leaf = Some(Self::default_leaf(c.classid, dev));
             c.tokens = c.buffer_ns;
             c.ctokens = c.cbuffer_ns;
             c.t_c = now;
@@ -1085,9 +1141,10 @@ impl Htb {
     }
 
     /// Apply the parameters of `o` (the tail of `htb_change_class`).
-    fn apply_params(&mut self, id: u32, o: &HtbClassOpts) {
+    fn apply_params(&mut self, ix: Ix, o: &HtbClassOpts) {
         let r2q = self.params.rate2quantum.max(1) as u64;
-        let Some(c) = self.cl_mut(id) else { return };
+        let Some(c) = self.cl_mut(ix) else { return };
+        let id = c.classid;
         c.rate = RateCfg::new(o.rate);
         c.ceil = RateCfg::new(o.ceil);
         let mut warn = None;
@@ -1131,7 +1188,7 @@ impl Htb {
         }
     }
 
-    fn class_info(c: &Class) -> ClassInfo {
+    fn class_info(&self, c: &Class) -> ClassInfo {
         let ticks = |ns: i64| (ns >> PSCHED_SHIFT).clamp(i32::MIN as i64, i32::MAX as i64) as i32;
         let (qlen, backlog) = match (&c.leaf, c.level) {
             (Some(l), 0) => (l.stats.qlen, l.stats.backlog),
@@ -1139,7 +1196,10 @@ impl Htb {
         };
         ClassInfo {
             classid: Handle(c.classid),
-            parent: c.parent.map_or(Handle::ROOT, Handle),
+            parent: c
+                .parent
+                .and_then(|p| self.cl(p))
+                .map_or(Handle::ROOT, |p| Handle(p.classid)),
             leaf: c
                 .leaf
                 .as_ref()
@@ -1181,8 +1241,8 @@ impl Qdisc for Htb {
                 }
             }
             Target::Drop(reason) => Err((pkt, reason)),
-            Target::Class(id) => {
-                let Some(leaf) = self.cl_mut(id).and_then(|c| c.leaf.as_mut()) else {
+            Target::Class(ix) => {
+                let Some(leaf) = self.cl_mut(ix).and_then(|c| c.leaf.as_mut()) else {
                     return Err((pkt, DropReason::Noop));
                 };
                 let (before, drops_before) = (leaf.stats.qlen, cx.drops.len());
@@ -1191,17 +1251,17 @@ impl Qdisc for Htb {
                 self.qlen = (self.qlen + after as u64).saturating_sub(before as u64);
                 match r {
                     Ok(()) => {
-                        self.activate(id);
+                        self.activate(ix);
                         Ok(())
                     }
                     Err((pkt, reason)) => {
                         if reason.counts() {
-                            if let Some(c) = self.cl_mut(id) {
+                            if let Some(c) = self.cl_mut(ix) {
                                 c.drops = c.drops.wrapping_add(1);
                             }
                         }
                         if cx.drops.len() > drops_before && after == 0 {
-                            self.deactivate(id);
+                            self.deactivate(ix);
                         }
                         Err((pkt, reason))
                     }
@@ -1253,7 +1313,7 @@ impl Qdisc for Htb {
 
     /// `htb_reset`: empty every queue and unlink every class; tokens stay.
     fn reset(&mut self) {
-        for (_, c) in self.classes.iter_mut() {
+        for c in self.slots.iter_mut().flatten() {
             if c.level != 0 {
                 c.inner = Default::default();
             } else if let Some(l) = c.leaf.as_mut() {
@@ -1298,14 +1358,15 @@ impl Qdisc for Htb {
         if classid.minor() == 0 {
             return Some(&mut self.block);
         }
-        self.classes.get_mut(classid.0).map(|c| &mut c.block)
+        let ix = self.find(classid.0)?;
+        self.cl_mut(ix).map(|c| &mut c.block)
     }
 
     fn block(&self, classid: Handle) -> Option<&Block> {
         if classid.minor() == 0 {
             return Some(&self.block);
         }
-        self.classes.get(classid.0).map(|c| &c.block)
+        self.by_id(classid.0).map(|c| &c.block)
     }
 
     fn set_handle(&mut self, handle: Handle) {
@@ -1359,7 +1420,9 @@ impl Classful for Htb {
         if !self.classes.contains(classid.0) {
             self.create_class(classid.0, parent, o, dev)?;
         }
-        self.apply_params(classid.0, o);
+        if let Some(ix) = self.find(classid.0) {
+            self.apply_params(ix, o);
+        }
         self.classes.grow();
         Ok(())
     }
@@ -1367,16 +1430,15 @@ impl Classful for Htb {
     /// `htb_delete`: refused while the class has children or filters of
     /// this qdisc point to it.
     fn delete_class(&mut self, classid: Handle) -> TcResult<()> {
-        let Some(c) = self.cl(classid.0) else {
+        let Some((ix, c)) = self.find(classid.0).and_then(|ix| Some((ix, self.cl(ix)?))) else {
             return Err(TcError::errno(Errno::ENOENT));
         };
         // In use: it has children, or filters of this qdisc point to it
         // (the kernel counts those bindings in `filter_cnt`).
         let bound = self.block.count_bound(classid)
             + self
-                .classes
-                .iter()
-                .map(|(_, c)| c.block.count_bound(classid))
+                .walk()
+                .map(|c| c.block.count_bound(classid))
                 .sum::<usize>();
         if c.children > 0 || bound > 0 {
             return Err(Self::class_in_use_error());
@@ -1387,17 +1449,19 @@ impl Classful for Htb {
             && parent
                 .and_then(|p| self.cl(p))
                 .is_some_and(|p| p.children <= 1);
-        if let Some(mut leaf) = self.cl_mut(id).and_then(|c| c.leaf.take()) {
+        if let Some(mut leaf) = self.cl_mut(ix).and_then(|c| c.leaf.take()) {
             self.purge(&mut leaf);
-            if let Some(c) = self.cl_mut(id) {
+            if let Some(c) = self.cl_mut(ix) {
                 c.leaf = Some(leaf);
             }
         }
-        self.deactivate(id);
-        if self.cl(id).is_some_and(|c| c.cmode != Mode::CanSend) {
-            self.remove_from_wait_tree(id);
+        self.deactivate(ix);
+        if self.cl(ix).is_some_and(|c| c.cmode != Mode::CanSend) {
+            self.remove_from_wait_tree(ix);
         }
         self.classes.remove(id);
+        self.slots[ix] = None;
+        self.free.push(ix);
         if let Some(p) = parent.and_then(|p| self.cl_mut(p)) {
             p.children = p.children.saturating_sub(1);
         }
@@ -1414,10 +1478,7 @@ impl Classful for Htb {
 
     /// Every class in the kernel's walk order (`htb_walk`: class hash order).
     fn list(&self) -> Vec<ClassInfo> {
-        self.classes
-            .iter()
-            .map(|(_, c)| Self::class_info(c))
-            .collect()
+        self.walk().map(|c| self.class_info(c)).collect()
     }
 
     fn contains(&self, classid: Handle) -> bool {
@@ -1426,7 +1487,7 @@ impl Classful for Htb {
 
     /// `htb_leaf`: the qdisc of a leaf class; inner classes have none.
     fn leaf(&self, classid: Handle) -> Option<&QdiscNode> {
-        self.cl(classid.0)
+        self.by_id(classid.0)
             .filter(|c| c.level == 0)
             .and_then(|c| c.leaf.as_ref())
     }
@@ -1439,7 +1500,7 @@ impl Classful for Htb {
         new: Option<QdiscNode>,
         dev: &DevInfo,
     ) -> TcResult<Option<QdiscNode>> {
-        let Some(c) = self.cl(classid.0) else {
+        let Some((ix, c)) = self.find(classid.0).and_then(|ix| Some((ix, self.cl(ix)?))) else {
             return Err(TcError::msg(Errno::ENOENT, "Specified class not found"));
         };
         if c.level != 0 {
@@ -1451,32 +1512,35 @@ impl Classful for Htb {
         new.parent = Handle(id);
         // A new qdisc is empty; should one arrive with packets, count them.
         let new_qlen = new.stats.qlen as u64;
-        let old = self.cl_mut(id).and_then(|c| c.leaf.replace(new));
+        let old = self.cl_mut(ix).and_then(|c| c.leaf.replace(new));
         let old = old.map(|mut o| {
             self.purge(&mut o);
             o
         });
-        self.deactivate(id);
+        self.deactivate(ix);
         if new_qlen > 0 {
             self.qlen += new_qlen;
-            self.activate(id);
+            self.activate(ix);
         }
         Ok(old)
     }
 
     fn leaves(&mut self) -> Vec<&mut QdiscNode> {
+        // Hand out the slots in walk order.
+        let mut slots: Vec<Option<&mut Class>> =
+            self.slots.iter_mut().map(Option::as_mut).collect();
         self.classes
-            .iter_mut()
-            .filter(|(_, c)| c.level == 0)
-            .filter_map(|(_, c)| c.leaf.as_mut())
+            .iter()
+            .filter_map(|(_, &ix)| slots[ix].take())
+            .filter(|c| c.level == 0)
+            .filter_map(|c| c.leaf.as_mut())
             .collect()
     }
 
     fn leaves_ref(&self) -> Vec<&QdiscNode> {
-        self.classes
-            .iter()
-            .filter(|(_, c)| c.level == 0)
-            .filter_map(|(_, c)| c.leaf.as_ref())
+        self.walk()
+            .filter(|c| c.level == 0)
+            .filter_map(|c| c.leaf.as_ref())
             .collect()
     }
 }

@@ -561,12 +561,14 @@ impl QdiscNode {
 
     /// Enqueue through the qdisc, keeping the counters. `Err` means the packet
     /// was not queued (and was counted as dropped unless stolen).
+    #[inline]
     pub fn enqueue(&mut self, pkt: Packet, cx: &mut Cx) -> Result<(), DropReason> {
         self.offer(pkt, cx).map_err(|(_, r)| r)
     }
 
     /// [`QdiscNode::enqueue`] that hands a refused packet back, for a parent
     /// qdisc that must itself answer with the packet.
+    #[inline]
     pub fn offer(&mut self, mut pkt: Packet, cx: &mut Cx) -> Result<(), (Packet, DropReason)> {
         if let Some(t) = &self.stab {
             t.apply(&mut pkt);
@@ -575,44 +577,50 @@ impl QdiscNode {
         let (p0, b0) = (cx.shed_packets, cx.shed_bytes);
         let r = self.qdisc.enqueue(pkt, cx);
         self.account_shed(cx, p0, b0);
-        match r {
+        // The answer is passed on as it came (no packet moves on the way up).
+        match &r {
             Ok(()) => {
                 self.stats.qlen += 1;
                 self.stats.backlog += len as u64;
-                Ok(())
             }
-            Err((pkt, reason)) => {
+            Err((_, reason)) => {
                 if reason.counts() {
                     self.stats.drops += 1;
                 }
-                Err((pkt, reason))
             }
         }
+        r
     }
 
     /// Dequeue through the qdisc, keeping the counters.
+    #[inline]
     pub fn dequeue(&mut self, cx: &mut Cx) -> Dequeue {
-        let d = match self.peeked.take() {
-            Some(p) => Dequeue::Packet(p),
-            None => {
-                let (p0, b0) = (cx.shed_packets, cx.shed_bytes);
-                let d = self.qdisc.dequeue(cx);
-                self.account_shed(cx, p0, b0);
-                d
-            }
-        };
+        if let Some(p) = self.peeked.take() {
+            self.count_out(p.len, cx.now);
+            return Dequeue::Packet(p);
+        }
+        let (p0, b0) = (cx.shed_packets, cx.shed_bytes);
+        // The qdisc's answer is passed on as it came (no packet moves here).
+        let d = self.qdisc.dequeue(cx);
+        self.account_shed(cx, p0, b0);
         if let Dequeue::Packet(p) = &d {
-            self.stats.qlen -= 1;
-            // A child's size table may have changed the length since this
-            // qdisc counted it in (the kernel's backlog drifts the same way).
-            self.stats.backlog = self.stats.backlog.saturating_sub(p.len as u64);
-            self.stats.bytes += p.len as u64;
-            self.stats.packets += 1;
-            if let Some(e) = &mut self.estimator {
-                e.update(cx.now, &self.stats);
-            }
+            self.count_out(p.len, cx.now);
         }
         d
+    }
+
+    /// Count a packet of `len` bytes leaving the qdisc.
+    #[inline]
+    fn count_out(&mut self, len: u32, now: Time) {
+        self.stats.qlen -= 1;
+        // A child's size table may have changed the length since this
+        // qdisc counted it in (the kernel's backlog drifts the same way).
+        self.stats.backlog = self.stats.backlog.saturating_sub(len as u64);
+        self.stats.bytes += len as u64;
+        self.stats.packets += 1;
+        if let Some(e) = &mut self.estimator {
+            e.update(now, &self.stats);
+        }
     }
 
     /// Look at the next packet without taking it (`qdisc_peek_dequeued`): the
@@ -666,6 +674,7 @@ impl QdiscNode {
         }
     }
 
+    #[inline]
     fn account_shed(&mut self, cx: &Cx, p0: u64, b0: u64) {
         let (p, b) = (cx.shed_packets - p0, cx.shed_bytes - b0);
         if p > 0 {
