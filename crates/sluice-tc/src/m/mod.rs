@@ -170,7 +170,7 @@ pub(crate) fn parse_action_control_dflt(
     allow_num: bool,
     dflt: i32,
 ) -> CmdResult<i32> {
-    if !a.peek().is_some_and(|w| action_a2n(w, allow_num).is_some()) {
+    if a.peek().is_none_or(|w| action_a2n(w, allow_num).is_none()) {
         return Ok(dflt);
     }
     let mut b = a.clone();
