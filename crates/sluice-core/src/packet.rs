@@ -37,6 +37,9 @@ pub struct Packet {
     pub tstamp: Time,
     /// An identifier the front end assigns, for tracing.
     pub id: u64,
+    /// `skb->pkt_type` once an action set it (`skbedit ptype`); `None`: the
+    /// path's own (`PACKET_OUTGOING` on egress).
+    pub pkt_type: Option<u8>,
     /// The real length while a size table ([`crate::stab`]) has made `len`
     /// something else (the kernel's `skb->len` beside `qdisc_pkt_len`).
     pub skb_len: Option<u32>,

@@ -172,11 +172,13 @@ fn dispatch(net: &mut Net, opts: &Opts, words: &[String], out: &mut Out) -> CmdR
     } else if matches(obj, "class") {
         class_cmd(net, opts, &mut a, out)
     } else if matches(obj, "filter") {
-        crate::filter::filter_cmd(net, opts, &mut a, out)
+        let r = crate::filter::filter_cmd(net, opts, &mut a, out);
+        with_notes(r, &mut a, out)
     } else if matches(obj, "chain") {
         crate::filter::chain_cmd(net, opts, &mut a, out)
     } else if matches(obj, "actions") {
-        crate::action::actions_cmd(net, opts, &mut a, out)
+        let r = crate::action::actions_cmd(net, opts, &mut a, out);
+        with_notes(r, &mut a, out)
     } else if matches(obj, "help") {
         Err(Fail::new(0, USAGE.trim_end()))
     } else {

@@ -1027,6 +1027,7 @@ fn filter_input(kind: &str, elem: &str) -> String {
                         (format!("action {}", p), next)
                     }
                     "gact" => gact_input(&t, i + 3),
+                    "skbedit" => skbedit_input(&t, i + 2),
                     k => panic!("action {k}"),
                 };
                 s.push(a);
@@ -1085,6 +1086,20 @@ fn gact_input(t: &[&str], at: usize) -> (String, usize) {
     assert_eq!(t[i], "index");
     s += &format!(" index {}", t[i + 1]);
     i += 2;
+    while i < t.len() && (t[i] == "ref" || t[i] == "bind") {
+        i += 2;
+    }
+    (s, i)
+}
+
+/// `skbedit [queue_mapping Q] [priority P] [mark M[/MASK]] [ptype T]
+/// [inheritdsfield] CONTROL index I ref R bind B`, from `t[at]` =
+/// "skbedit": the input words and the index after. Everything is taken as
+/// printed (the mask's `%#x` reads back through base 0).
+fn skbedit_input(t: &[&str], at: usize) -> (String, usize) {
+    let end = at + t[at..].iter().position(|w| *w == "index").expect("index");
+    let s = format!("action {} index {}", t[at..end].join(" "), t[end + 1]);
+    let mut i = end + 2;
     while i < t.len() && (t[i] == "ref" || t[i] == "bind") {
         i += 2;
     }
@@ -1198,6 +1213,60 @@ fn matchall_filters_round_trip() {
     ]);
 }
 
+#[test]
+fn skbedit_actions_round_trip() {
+    filter_trip(&[
+        "filter add dev DEV parent 1: protocol ip prio 1 u32 match ip dst 10.0.0.1/32 \
+         flowid 1:10 action skbedit priority 1:10",
+        "filter add dev DEV parent ffff: protocol ip prio 2 u32 match u32 0 0 \
+         action skbedit queue_mapping 3 priority 5 mark 0x10/0xf0 ptype broadcast \
+         inheritdsfield drop action gact pass",
+        "filter add dev DEV parent 1: protocol all prio 3 matchall classid 1:10 \
+         action skbedit mark 7/0 ptype otherhost jump 1 action skbedit ptype host",
+    ]);
+}
+
+fn skbedit_strategy() -> impl Strategy<Value = String> {
+    (
+        prop::option::of(0u32..=65535),
+        prop::option::of(any::<u32>()),
+        prop::option::of((any::<u32>(), prop::option::of(any::<u32>()))),
+        prop::option::of(prop::sample::select(vec![
+            "host",
+            "broadcast",
+            "multicast",
+            "otherhost",
+        ])),
+        any::<bool>(),
+        prop::sample::select(vec!["pipe", "drop", "pass", "continue", "reclassify"]),
+    )
+        .prop_filter_map("one edit", |(q, p, m, t, inherit, ctl)| {
+            let mut s = vec![];
+            s.extend(q.map(|q| format!("queue_mapping {q}")));
+            s.extend(p.map(|p| format!("priority {p:x}")));
+            s.extend(m.map(|(m, k)| match k {
+                Some(k) => format!("mark {m}/{k:#x}"),
+                None => format!("mark {m}"),
+            }));
+            s.extend(t.map(|t| format!("ptype {t}")));
+            if inherit {
+                s.push("inheritdsfield".into());
+            }
+            (!s.is_empty()).then(|| format!("{} {ctl}", s.join(" ")))
+        })
+}
+
+proptest! {
+    #![proptest_config(cases(64))]
+    #[test]
+    fn skbedit_actions_round_trip_randomly(opts in skbedit_strategy()) {
+        filter_trip(&[&format!(
+            "filter add dev DEV parent ffff: protocol ip prio 1 u32 match u32 0 0 \
+             action skbedit {opts}"
+        )]);
+    }
+}
+
 // ---- no-panic smoke runs of the fuzz bodies (fixed corpus) ----
 
 /// xorshift64*: a fixed-seed generator, so the corpus is the same every run.
@@ -1257,6 +1326,7 @@ const KINDS: &[&str] = &[
     "matchall",
     "police",
     "gact",
+    "skbedit",
 ];
 const WORDS: &[&str] = &[
     "bandwidth",

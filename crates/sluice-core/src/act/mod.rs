@@ -2,7 +2,7 @@
 //! table that owns them.
 //!
 //! Modelled on net/sched/act_api.c and include/net/act_api.h. An action is
-//! an instance of a kind (`police`, `gact`, `mirred`) with an index that is unique per
+//! an instance of a kind (`police`, `gact`, `mirred`, `skbedit`) with an index that is unique per
 //! kind in a network namespace. Actions are created either standalone
 //! (`tc actions add`) or inline by a filter (`... u32 match ... action drop`);
 //! a filter may also bind an existing action by naming its index, so one
@@ -44,6 +44,7 @@
 pub mod gact;
 pub mod mirred;
 pub mod police;
+pub mod skbedit;
 
 use crate::cls::Verdict;
 use crate::error::{Errno, TcError, TcResult};
@@ -71,6 +72,7 @@ pub enum ActionOpts {
     Police(police::PoliceOpts),
     Gact(gact::GactOpts),
     Mirred(mirred::MirredOpts),
+    Skbedit(skbedit::SkbeditOpts),
 }
 
 impl ActionOpts {
@@ -80,6 +82,7 @@ impl ActionOpts {
             ActionOpts::Police(_) => "police",
             ActionOpts::Gact(_) => "gact",
             ActionOpts::Mirred(_) => "mirred",
+            ActionOpts::Skbedit(_) => "skbedit",
         }
     }
 }
@@ -237,6 +240,7 @@ enum Params {
     Police(Box<police::PoliceParams>),
     Gact(gact::GactParams),
     Mirred(mirred::MirredParams),
+    Skbedit(skbedit::SkbeditParams),
 }
 
 #[derive(Debug)]
@@ -244,6 +248,7 @@ enum Kind {
     Police(Box<police::Police>),
     Gact(gact::Gact),
     Mirred(mirred::Mirred),
+    Skbedit(skbedit::Skbedit),
 }
 
 impl Kind {
@@ -252,6 +257,7 @@ impl Kind {
             Kind::Police(p) => &**p,
             Kind::Gact(g) => g,
             Kind::Mirred(m) => m,
+            Kind::Skbedit(k) => k,
         }
     }
     fn inner_mut(&mut self) -> &mut dyn Action {
@@ -259,6 +265,7 @@ impl Kind {
             Kind::Police(p) => &mut **p,
             Kind::Gact(g) => g,
             Kind::Mirred(m) => m,
+            Kind::Skbedit(k) => k,
         }
     }
 }
@@ -416,7 +423,7 @@ pub struct FlushReport {
 }
 
 /// Kinds this table knows (others answer "not found" as when the module is missing).
-pub const KNOWN_KINDS: [&str; 3] = ["gact", "mirred", "police"];
+pub const KNOWN_KINDS: [&str; 4] = ["gact", "mirred", "police", "skbedit"];
 
 fn known(kind: &str) -> Option<&'static str> {
     KNOWN_KINDS.iter().copied().find(|k| *k == kind)
@@ -515,6 +522,7 @@ impl ActionTable {
             ActionOpts::Police(o) => police::check_policy(o)?,
             ActionOpts::Gact(o) => gact::check_policy(o)?,
             ActionOpts::Mirred(_) => {}
+            ActionOpts::Skbedit(o) => skbedit::check_policy(o)?,
         }
         let kind = spec.opts.kind();
         let pending = spec.index != 0
@@ -546,6 +554,10 @@ impl ActionTable {
                     ));
                 }
                 return Ok(Prepared::Bind(e.act.clone(), ctx.offload));
+            }
+            // skbedit refuses an empty edit before an existing index.
+            if let ActionOpts::Skbedit(o) = &spec.opts {
+                skbedit::check_edits(o)?;
             }
             if !ctx.replace {
                 return Err(TcError::errno(Errno::EEXIST));
@@ -614,6 +626,7 @@ impl ActionTable {
                         Params::Mirred(m) => {
                             Kind::Mirred(mirred::Mirred::new(m, self.outbox.clone()))
                         }
+                        Params::Skbedit(k) => Kind::Skbedit(skbedit::Skbedit::new(k)),
                     };
                     let act = Arc::new(Mutex::new(TcAction {
                         index,
@@ -774,6 +787,7 @@ fn params_kind(p: &Params) -> &'static str {
         Params::Police(_) => "police",
         Params::Gact(_) => "gact",
         Params::Mirred(_) => "mirred",
+        Params::Skbedit(_) => "skbedit",
     }
 }
 
@@ -798,6 +812,7 @@ fn validate(
         ActionOpts::Mirred(o) => {
             Params::Mirred(mirred::MirredParams::validate(o, in_filter, creating)?)
         }
+        ActionOpts::Skbedit(o) => Params::Skbedit(skbedit::SkbeditParams::validate(o, in_filter)?),
     })
 }
 
@@ -806,6 +821,7 @@ fn apply(kind: &mut Kind, params: Params, now: Time, est: Option<EstimatorSpec>)
         (Kind::Police(p), Params::Police(n)) => p.change(*n, now, est),
         (Kind::Gact(g), Params::Gact(n)) => g.change(n),
         (Kind::Mirred(m), Params::Mirred(n)) => m.change(n),
+        (Kind::Skbedit(k), Params::Skbedit(n)) => k.change(n),
         // Replace is looked up by kind, so the kinds always agree.
         _ => {}
     }
@@ -1005,7 +1021,7 @@ mod tests {
         t.delete(&[("gact", 5)]).unwrap();
         assert!(t.list("gact").is_empty());
         assert_eq!(
-            t.get("skbedit", 1).unwrap_err().extack.as_deref(),
+            t.get("skbmod", 1).unwrap_err().extack.as_deref(),
             Some("Specified TC action kind not found")
         );
         assert_eq!(

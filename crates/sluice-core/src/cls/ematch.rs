@@ -384,8 +384,8 @@ fn meta_int(id: u16, pkt: &Packet, rnd: &mut dyn FnMut() -> u32) -> Option<u64> 
         PRIORITY => pkt.priority as u64,
         // `skb->protocol` as the kernel reads it: the __be16 in host (little-endian) order.
         PROTOCOL => pkt.protocol.swap_bytes() as u64,
-        // PACKET_OUTGOING (4) on egress.
-        PKTTYPE => 4,
+        // PACKET_OUTGOING (4) on egress, unless skbedit set another.
+        PKTTYPE => pkt.pkt_type.map_or(4, u64::from),
         PKTLEN => pkt.len as u64,
         DATALEN => pkt.data.len() as u64,
         MACLEN => MAC_LEN as u64,

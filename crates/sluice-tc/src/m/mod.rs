@@ -1,7 +1,7 @@
 //! Actions: the generic action-list syntax of iproute2's m_action.c and
 //! tc_util.c (`action KIND ... [cookie HEX] [hw_stats ...]`, control
 //! verdicts such as `drop` or `goto chain 5`), and one file per kind, like
-//! iproute2's m_*.c: [`police`] and [`gact`].
+//! iproute2's m_*.c: [`police`], [`gact`], [`mirred`] and [`skbedit`].
 //!
 //! # Parser conventions
 //!
@@ -17,13 +17,14 @@
 //! word is [`Args::peek`], `argc` is the number of words left including it,
 //! and [`next_arg`] is `NEXT_ARG()`.
 //!
-//! Kinds other than `police` and `gact` are unknown to sluice. iproute2
+//! Kinds other than those four are unknown to sluice. iproute2
 //! falls back to gact for kinds it cannot load, and so do we: `action bogus`
 //! reads as gact and fails with "Bad action type bogus" and gact's usage.
 
 pub(crate) mod gact;
 pub(crate) mod mirred;
 pub(crate) mod police;
+pub(crate) mod skbedit;
 
 use crate::args::{incomplete, matches, Args, CmdResult, Fail};
 use crate::out::{Out, To};
@@ -157,6 +158,33 @@ pub(crate) fn parse_action_control(a: &mut Args, allow_num: bool) -> CmdResult<i
     }
     a.next();
     Ok(result)
+}
+
+/// `parse_action_control_dflt`: the verdict at the current word, or `dflt`
+/// with the words untouched when the word names none. A verdict that names
+/// one but fails to parse (`goto chain x`) also gives `dflt`: iproute2 prints
+/// its complaint and goes on, so it becomes a note. A command line that ends
+/// too early still exits.
+pub(crate) fn parse_action_control_dflt(
+    a: &mut Args,
+    allow_num: bool,
+    dflt: i32,
+) -> CmdResult<i32> {
+    if a.peek().is_none_or(|w| action_a2n(w, allow_num).is_none()) {
+        return Ok(dflt);
+    }
+    let mut b = a.clone();
+    match parse_action_control(&mut b, allow_num) {
+        Ok(r) => {
+            *a = b;
+            Ok(r)
+        }
+        Err(f) if f.code == 1 => {
+            a.notes.push_str(&f.stderr);
+            Ok(dflt)
+        }
+        Err(f) => Err(f),
+    }
 }
 
 /// `parse_action_control_slash`: `EXCEED[/CONFORM]`, in one word or as
@@ -305,6 +333,7 @@ pub(crate) fn parse_actions(a: &mut Args) -> CmdResult<Vec<ActionSpec>> {
         let parsed = match (is_gact, w) {
             (false, "police") => police::parse_action(a),
             (false, "mirred") => mirred::parse(a),
+            (false, "skbedit") => skbedit::parse(a),
             (false, k) if k != "gact" && IPROUTE2_KINDS.contains(&k) => Err(foreign(a)),
             _ => gact::parse(a),
         };
@@ -414,6 +443,7 @@ fn print_one(d: &ActionDump, bind: bool, cx: &PrintCx, out: &mut Out) {
         ActionOpts::Police(_) => police::print(d, cx, out),
         ActionOpts::Gact(_) => gact::print(d, cx, out),
         ActionOpts::Mirred(_) => mirred::print(d, cx, out),
+        ActionOpts::Skbedit(_) => skbedit::print(d, cx, out),
     }
     if cx.stats {
         out.text("\tAction statistics:");
