@@ -74,6 +74,10 @@ pub struct PortStats {
     pub tx_bytes: u64,
     /// Packets lost because the ring was full (noqueue roots only).
     pub ring_drops: u64,
+    /// Packets the qdisc tree had accepted and then dropped (an AQM's
+    /// dequeue drops, fq_codel's overflow drops from the fattest flow);
+    /// packets it refused come back from [`Port::send`] as errors instead.
+    pub qdisc_shed: u64,
     /// Packets lost on the wire.
     pub wire_losses: u64,
 }
@@ -142,7 +146,9 @@ impl Port {
             }
             self.push_ring(pkt);
         } else {
-            dev.root.enqueue_root(pkt, &mut cx)?;
+            let r = dev.root.enqueue_root(pkt, &mut cx);
+            self.stats.qdisc_shed += cx.drops.len() as u64;
+            r?;
         }
         self.pump(dev, now);
         Ok(())
@@ -216,6 +222,7 @@ impl Port {
                 }
             }
         }
+        self.stats.qdisc_shed += cx.drops.len() as u64;
         if self.on_wire.is_none() {
             if let Some(pkt) = self.ring.pop_front() {
                 self.ring_bytes -= pkt.len as u64;

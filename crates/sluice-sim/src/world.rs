@@ -108,7 +108,8 @@ pub struct Census {
 /// Counters of packets that did not make it, by place.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct LossCounters {
-    /// Dropped by an egress qdisc or a full ring.
+    /// Dropped by an egress qdisc (refused at enqueue, or accepted and
+    /// dropped later, as CoDel does at dequeue) or a full ring.
     pub egress: u64,
     /// Dropped by an ingress policer.
     pub ingress: u64,
@@ -290,6 +291,7 @@ impl World {
         self.entered += 1;
         let n = &mut self.nodes[node];
         let ifc = &mut n.ifaces[iface];
+        let shed_before = ifc.port.stats.qdisc_shed;
         if ifc
             .port
             .send(&mut n.net.devices[ifc.dev], pkt, now)
@@ -297,6 +299,7 @@ impl World {
         {
             self.losses.egress += 1;
         }
+        self.losses.egress += ifc.port.stats.qdisc_shed - shed_before;
         self.schedule_port(node, iface);
     }
 
@@ -337,10 +340,12 @@ impl World {
         }
         ifc.scheduled = None;
         let lost_before = ifc.port.stats.wire_losses;
+        let shed_before = ifc.port.stats.qdisc_shed;
         let mut delivered = std::mem::take(&mut self.delivered);
         ifc.port
             .advance(&mut n.net.devices[ifc.dev], now, &mut delivered);
         self.losses.wire += ifc.port.stats.wire_losses - lost_before;
+        self.losses.egress += ifc.port.stats.qdisc_shed - shed_before;
         let (pn, pi) = ifc.peer;
         for (at, pkt) in delivered.drain(..) {
             self.in_flight += 1;
