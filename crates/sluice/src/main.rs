@@ -167,6 +167,19 @@ fn main() -> ExitCode {
         .and_then(|n| n.to_str())
         .unwrap_or("sluice")
         .to_string();
+    let daemon =
+        prog == "sluice" && matches!(argv.get(1).map(String::as_str), Some("link" | "shell"));
+    if !daemon {
+        // Rust ignores SIGPIPE, so `sluice sim ... | head` would fail writing
+        // to the closed pipe and panic; a command-line tool dies quietly
+        // instead, as tc and ip do. The link daemon keeps ignoring it: a
+        // control client going away must not stop the data plane.
+        // SAFETY: resetting a signal's disposition to its default before any
+        // thread starts.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     let o = match prog.as_str() {
         "tc" => run_tc(&argv[1..]),
         "ip" => run_ip(&argv[1..]),
