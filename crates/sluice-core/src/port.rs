@@ -84,6 +84,8 @@ pub struct Port {
     cfg: PortConfig,
     ring: VecDeque<Packet>,
     ring_bytes: u64,
+    /// Wire packets in the ring: a GSO packet counts its segments.
+    ring_segs: u64,
     on_wire: Option<(Packet, Time)>,
     qdisc_wake: Option<Time>,
     rng: Xoshiro256PlusPlus,
@@ -98,6 +100,7 @@ impl Port {
             cfg,
             ring: VecDeque::new(),
             ring_bytes: 0,
+            ring_segs: 0,
             on_wire: None,
             qdisc_wake: None,
             rng: Xoshiro256PlusPlus::seed_from_u64(cfg.seed),
@@ -117,16 +120,18 @@ impl Port {
 
     fn ring_has_room(&self, len: u32) -> bool {
         match self.cfg.buffer {
-            TxBuffer::Packets(n) => (self.ring.len() as u64) < n.max(1) as u64,
+            TxBuffer::Packets(n) => self.ring_segs < n.max(1) as u64,
             TxBuffer::Bytes(b) => self.ring.is_empty() || self.ring_bytes + len as u64 <= b,
         }
     }
 
-    fn serialization(&self, len: u32) -> Duration {
+    /// The wire time of a packet: a GSO packet's `len` is its segments'
+    /// lengths summed, and each segment pays the framing `overhead`.
+    fn serialization(&self, pkt: &Packet) -> Duration {
         if self.cfg.rate_bps == 0 {
             return Duration::ZERO;
         }
-        let bits = (len as u64 + self.cfg.overhead as u64) * 8;
+        let bits = (pkt.len as u64 + self.cfg.overhead as u64 * pkt.segs() as u64) * 8;
         Duration((bits as u128 * 1_000_000_000 / self.cfg.rate_bps as u128) as u64)
     }
 
@@ -150,7 +155,15 @@ impl Port {
 
     fn push_ring(&mut self, pkt: Packet) {
         self.ring_bytes += pkt.len as u64;
+        self.ring_segs += pkt.segs() as u64;
         self.ring.push_back(pkt);
+    }
+
+    fn pop_ring(&mut self) -> Option<Packet> {
+        let pkt = self.ring.pop_front()?;
+        self.ring_bytes -= pkt.len as u64;
+        self.ring_segs -= pkt.segs() as u64;
+        Some(pkt)
     }
 
     /// When the port next needs [`Port::advance`]: a packet finishing on the
@@ -169,7 +182,7 @@ impl Port {
         if let Some((_, done)) = &self.on_wire {
             if *done <= now {
                 let (pkt, done) = self.on_wire.take().expect("checked");
-                self.stats.tx_packets += 1;
+                self.stats.tx_packets += pkt.segs() as u64;
                 self.stats.tx_bytes += pkt.len as u64;
                 if self.cfg.loss > 0.0 && self.rng.gen::<f64>() < self.cfg.loss {
                     self.stats.wire_losses += 1;
@@ -190,9 +203,8 @@ impl Port {
         let mut cx = Cx::new(now);
         loop {
             if self.on_wire.is_none() {
-                if let Some(pkt) = self.ring.pop_front() {
-                    self.ring_bytes -= pkt.len as u64;
-                    let done = now + self.serialization(pkt.len);
+                if let Some(pkt) = self.pop_ring() {
+                    let done = now + self.serialization(&pkt);
                     self.on_wire = Some((pkt, done));
                 }
             }
@@ -217,9 +229,8 @@ impl Port {
             }
         }
         if self.on_wire.is_none() {
-            if let Some(pkt) = self.ring.pop_front() {
-                self.ring_bytes -= pkt.len as u64;
-                let done = now + self.serialization(pkt.len);
+            if let Some(pkt) = self.pop_ring() {
+                let done = now + self.serialization(&pkt);
                 self.on_wire = Some((pkt, done));
             }
         }

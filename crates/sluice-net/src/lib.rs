@@ -8,7 +8,8 @@
 //!   egress `Device`, a `Port` wire and a delay line, then the far side's
 //!   ingress. Driven by any clock; unit-tested in virtual time.
 //! - [`io`]: the packet I/O trait, with an in-memory loopback for tests.
-//! - [`tun`]: TUN devices (Linux), the real [`io::PacketIo`].
+//! - [`tun`]: TUN devices (Linux) with offloads, the real [`io::PacketIo`].
+//! - [`vnet`]: the virtio-net header: GSO and checksum offload metadata.
 //! - [`clock`]: the monotonic clock and a precise timer (timerfd plus a
 //!   short busy-wait tail).
 //! - [`link`]: `sluice link up/down/list`: namespaces, addresses, the
@@ -28,3 +29,4 @@ pub mod link;
 pub mod plane;
 pub mod shell;
 pub mod tun;
+pub mod vnet;
