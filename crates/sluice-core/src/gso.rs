@@ -158,25 +158,43 @@ fn l2_len(pkt: &Packet, hdr: usize) -> u32 {
 /// A packet that is not GSO comes back alone. Each segment's `len` is its
 /// own length (the kernel's `pkt_len = skb->len`: no size table applied).
 pub fn segment(pkt: &Packet) -> Result<Vec<Packet>, GsoError> {
+    split(pkt, 1)
+}
+
+/// Cut a GSO packet into smaller ones of at most `per_piece` segments
+/// each, in order: what [`segment`] does for one segment per piece, with
+/// the pieces of several segments still GSO packets (their checksums left
+/// to the device, as the original's must be; one that was computed already
+/// cannot be split in pieces, only segmented). A packet that is not GSO, or
+/// has no more segments than `per_piece`, comes back alone.
+pub fn split(pkt: &Packet, per_piece: u16) -> Result<Vec<Packet>, GsoError> {
     let Some(g) = pkt.gso else {
         return Ok(vec![pkt.clone()]);
+    };
+    if per_piece >= g.segs {
+        return Ok(vec![pkt.clone()]);
+    }
+    let k = if pkt.csum_partial.is_some() {
+        per_piece.max(1) as usize
+    } else {
+        1
     };
     let (hdr, thoff) = header_len(&pkt.data, g.kind)?;
     let l2 = l2_len(pkt, hdr);
     let size = g.size.max(1) as usize;
     let payload = &pkt.data[hdr..];
-    let count = payload.len().div_ceil(size).max(1);
-    let mut segs = Vec::with_capacity(count);
-    for (i, chunk) in payload.chunks(size).enumerate() {
+    let count = payload.len().div_ceil(size * k).max(1);
+    let mut pieces = Vec::with_capacity(count);
+    for (i, chunk) in payload.chunks(size * k).enumerate() {
         let mut data = Vec::with_capacity(hdr + chunk.len());
         data.extend_from_slice(&pkt.data[..hdr]);
         data.extend_from_slice(chunk);
-        fix_network_header(&mut data, thoff, i as u16);
+        fix_network_header(&mut data, thoff, (i * k) as u16);
         let (first, last) = (i == 0, i + 1 == count);
         match g.kind {
             GsoKind::TcpV4 | GsoKind::TcpV6 => {
                 let seq = u32::from_be_bytes(data[thoff + 4..thoff + 8].try_into().expect("4"));
-                let seq = seq.wrapping_add((i * size) as u32);
+                let seq = seq.wrapping_add((i * k * size) as u32);
                 data[thoff + 4..thoff + 8].copy_from_slice(&seq.to_be_bytes());
                 if !last {
                     data[thoff + 13] &= !(TCP_FIN | TCP_PSH);
@@ -204,8 +222,10 @@ pub fn segment(pkt: &Packet) -> Result<Vec<Packet>, GsoError> {
             }
         };
         data[csum_at..csum_at + 2].copy_from_slice(&check.to_be_bytes());
-        segs.push(Packet {
-            len: data.len() as u32 + l2,
+        let segs = chunk.len().div_ceil(size) as u32;
+        pieces.push(Packet {
+            // Every segment's headers and link layer, as `init` counts them.
+            len: data.len() as u32 + l2 + (segs - 1) * (hdr as u32 + l2),
             data,
             protocol: pkt.protocol,
             mark: pkt.mark,
@@ -214,11 +234,15 @@ pub fn segment(pkt: &Packet) -> Result<Vec<Packet>, GsoError> {
             tstamp: pkt.tstamp,
             id: pkt.id,
             skb_len: None,
-            gso: None,
+            gso: (segs > 1).then_some(Gso {
+                segs: segs as u16,
+                ecn: g.ecn && first,
+                ..g
+            }),
             csum_partial: pkt.csum_partial,
         });
     }
-    Ok(segs)
+    Ok(pieces)
 }
 
 /// The `index`th segment's IP header: its total or payload length and,
@@ -465,6 +489,41 @@ mod tests {
             assert_eq!(data, orig[52..].to_vec());
             assert_eq!(segs[3].data.len(), 52 + 5000 - 3 * 1448);
         }
+    }
+
+    #[test]
+    fn pieces_of_several_segments_segment_into_the_same_wire_packets() {
+        let p = gso(tcp4(10_000, 0x80 | 0x18), 1448, GsoKind::TcpV4, true);
+        let pieces = split(&p, 3).unwrap();
+        let segs: Vec<u16> = pieces.iter().map(|q| q.gso.map_or(1, |g| g.segs)).collect();
+        assert_eq!(segs, vec![3, 3, 1]);
+        // Lengths add up; each piece is counted as `init` would count it.
+        assert_eq!(pieces.iter().map(|q| q.len).sum::<u32>(), p.len);
+        for q in &pieces {
+            let mut again = Packet::new(q.data.clone(), q.data.len() as u32, ETH_P_IP);
+            if let Some(g) = q.gso {
+                init(&mut again, g.size, g.kind, g.ecn).unwrap();
+            }
+            assert_eq!(again.len, q.len);
+        }
+        // CWR stays with the first piece only.
+        assert_eq!(
+            pieces
+                .iter()
+                .map(|q| q.data[33] & 0x80 != 0)
+                .collect::<Vec<_>>(),
+            [true, false, false]
+        );
+        assert!(pieces[0].gso.unwrap().ecn == p.gso.unwrap().ecn);
+        // Segmenting the pieces gives what segmenting the whole gives.
+        let whole = segment(&p).unwrap();
+        let by_pieces: Vec<Packet> = pieces.iter().flat_map(|q| segment(q).unwrap()).collect();
+        assert_eq!(by_pieces, whole);
+        // A packet with fewer segments than a piece holds comes back whole.
+        assert_eq!(split(&p, 7).unwrap(), vec![p.clone()]);
+        // Without checksum offload a piece cannot stay GSO: segmented instead.
+        let full = gso(tcp4(10_000, 0x18), 1448, GsoKind::TcpV4, false);
+        assert_eq!(split(&full, 3).unwrap(), segment(&full).unwrap());
     }
 
     #[test]

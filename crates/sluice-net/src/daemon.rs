@@ -103,6 +103,11 @@ pub fn main(json: &str) -> i32 {
     };
     println!("ready");
     let _ = std::io::stdout().flush();
+    eprintln!(
+        "sluice link {}: carrying packets, with {}",
+        spec.name,
+        clock::prefer_cpu()
+    );
     // Nobody reads our stdout any more.
     if let Ok(null) = File::options().write(true).open("/dev/null") {
         let _ = nix::unistd::dup2_stdout(&null);

@@ -17,6 +17,7 @@
 //! - [`daemon`]: the event loop that carries a link's packets.
 //! - [`control`]: the owner-only Unix control socket: `sluice tc -n LINK`.
 //! - [`shell`]: `sluice shell`: a command in a namespace behind a link, NAT to the host.
+//! - [`traffic`]: bulk TCP and UDP floods between namespaces, and a kernel veth pair (`sluice bench live`).
 //!
 //! Everything here except `plane` and `io` is Linux-only I/O at the edge.
 #![warn(missing_docs)]
@@ -28,5 +29,6 @@ pub mod io;
 pub mod link;
 pub mod plane;
 pub mod shell;
+pub mod traffic;
 pub mod tun;
 pub mod vnet;

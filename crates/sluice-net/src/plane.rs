@@ -594,25 +594,39 @@ mod tests {
     }
 
     #[test]
-    fn the_wire_takes_a_gso_packet_for_its_segments_time() {
-        // 10 Mbit/s: ten 1500-byte segments take 12 ms.
+    fn the_wire_carries_a_gso_packet_segment_by_segment() {
+        // 10 Mbit/s: ten 1500-byte segments take 12 ms, and each arrives
+        // when its last bit does, 1.2 ms after the one before.
         let mut plane = Plane::new(wire(10_000_000, 0), wire(0, 0), 1500);
         input_a(&mut plane, vec![tso(10)], Time(0));
         let got = run_packets(&mut plane, Time(1000 * MS));
-        assert_eq!(got.len(), 1);
-        assert_eq!(got[0].0, Time(12 * MS));
+        let times: Vec<u64> = got.iter().map(|(t, _)| t.0).collect();
+        assert_eq!(times, (1..=10).map(|i| i * 1_200_000).collect::<Vec<_>>());
+        assert!(got.iter().all(|(_, p)| p.gso.is_none() && p.len == 1500));
         assert_eq!(plane.port(Dir::AB).stats.tx_packets, 10);
+        // At 10 Gbit/s the packet crosses whole, in 12 us.
+        let mut plane = Plane::new(wire(10_000_000_000, 0), wire(0, 0), 1500);
+        input_a(&mut plane, vec![tso(10)], Time(0));
+        let got = run_packets(&mut plane, Time(1000 * MS));
+        assert_eq!(got.len(), 1);
+        assert_eq!((got[0].0, got[0].1.segs()), (Time(12_000), 10));
     }
 
     #[test]
-    fn the_wire_buffer_counts_segments() {
-        // A 5-packet buffer: the first GSO packet goes on the wire, the
-        // second (10 segments) fills the buffer, the third waits in the qdisc.
+    fn the_wire_buffer_counts_segments_and_takes_a_gso_packet_whole() {
+        // A 5-packet buffer: the first GSO packet is taken in whole (as a
+        // NIC's ring takes a TSO packet) and goes on the wire one segment
+        // at a time; its nine waiting segments fill the buffer, so the other
+        // two GSO packets wait in the qdisc until fewer than 5 are left.
         let mut cfg = wire(1_000_000, 0);
         cfg.buffer = sluice_core::port::TxBuffer::Packets(5);
         let mut plane = Plane::new(cfg, wire(0, 0), 1500);
         input_a(&mut plane, vec![tso(10), tso(10), tso(10)], Time(0));
-        assert_eq!(plane.port(Dir::AB).backlog_packets(), 2);
+        assert_eq!(plane.port(Dir::AB).backlog_packets(), 10);
+        let s = tc(&mut plane, "-s qdisc show dev a0");
+        assert!(s.contains("backlog 30000b 2p"), "{s}");
+        // Five segments later (12 ms each) the second is taken in.
+        run_packets(&mut plane, Time(5 * 12 * MS));
         let s = tc(&mut plane, "-s qdisc show dev a0");
         assert!(s.contains("backlog 15000b 1p"), "{s}");
     }

@@ -9,7 +9,7 @@
 //!
 //! Offloads: the device is opened with `IFF_VNET_HDR` and `TUNSETOFFLOAD`
 //! enables checksum offload, TSO (IPv4, IPv6, ECN) and, where the kernel
-//! has it (5.19+... 6.2), USO. The kernel then hands bulk TCP over as GSO
+//! has it (Linux 6.2 on), USO. The kernel then hands bulk TCP over as GSO
 //! packets of up to 64 KiB behind a virtio-net header ([`crate::vnet`]) and
 //! takes them back the same way: one read and one write move what the wire
 //! carries as ~45 packets. A kernel without `IFF_VNET_HDR` gets a plain

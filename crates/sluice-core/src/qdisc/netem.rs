@@ -73,6 +73,16 @@
 //! lost and ECN-marked count as drops, a reordered packet as a requeue, and
 //! the queue length covers the tfifo, the requeued packets and the child.
 //!
+//! # GSO packets
+//!
+//! As in the kernel, a GSO packet chosen for corruption is segmented first
+//! (`netem_segment`), its checksum completed, and only the first segment
+//! corrupted; the other segments go through netem's enqueue again one by
+//! one (loss, duplication, corruption, limit), and one refused counts a
+//! second drop, as the kernel's loop does. netem does not otherwise
+//! segment: `rate` times a GSO packet by its whole length, every segment's
+//! headers included.
+//!
 //! # Deviations
 //!
 //! - **Duplicates.** The kernel enqueues the copy at the *root* qdisc of
@@ -94,10 +104,6 @@
 //! - A packet its parent holds peeked ([`QdiscNode::peek`]) is out of
 //!   netem's queue length (the kernel counts it until it is dequeued), so
 //!   `limit` admits one packet more while a parent holds one.
-//! - A GSO packet chosen for corruption is segmented first (`netem_segment`)
-//!   as in the kernel; the other segments re-enter netem's enqueue one by
-//!   one. netem does not otherwise segment: `rate` times a GSO packet by its
-//!   whole length, every segment's headers included, as the kernel does.
 
 mod prandom;
 mod tfifo;
