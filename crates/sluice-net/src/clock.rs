@@ -35,6 +35,12 @@ pub const RT_PRIORITY: i32 = 1;
 /// Ask to be scheduled ahead of ordinary processes (see the module's
 /// text); returns what the daemon got, for its log.
 pub fn prefer_cpu() -> &'static str {
+    prefer_cpu_at(RT_PRIORITY)
+}
+
+/// [`prefer_cpu`] at real-time priority `priority` (1-99; a thread of
+/// higher priority preempts one of lower).
+pub fn prefer_cpu_at(priority: i32) -> &'static str {
     use nix::libc;
     let throttled = std::fs::read_to_string("/proc/sys/kernel/sched_rt_runtime_us")
         .ok()
@@ -42,14 +48,14 @@ pub fn prefer_cpu() -> &'static str {
         .is_some_and(|us| us >= 0);
     if throttled {
         let param = libc::sched_param {
-            sched_priority: RT_PRIORITY,
+            sched_priority: priority,
         };
         // SAFETY: sched_setscheduler on the calling process with a valid parameter.
         let r = unsafe {
             libc::sched_setscheduler(0, libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK, &param)
         };
         if r == 0 {
-            return "SCHED_FIFO 1";
+            return "SCHED_FIFO";
         }
     }
     // SAFETY: setpriority on the calling process.

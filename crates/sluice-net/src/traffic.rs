@@ -324,10 +324,23 @@ fn listen_tcp(port: u16, rcvbuf: Option<usize>) -> Result<TcpListener, String> {
 
 /// Bulk TCP with iperf3 (`iperf3 -s -1` in `p.to`, `iperf3 -c` in
 /// `p.from`); the receiver's goodput in bit/s, the first `omit` seconds
-/// left out (`-O`).
-pub fn iperf3_goodput(p: &Endpoints, port: u16, secs: u32, omit: u32) -> Result<f64, String> {
+/// left out (`-O`). `urgent` runs both under `chrt -f 1` (see
+/// [`TcpRun::urgent`]).
+pub fn iperf3_goodput(
+    p: &Endpoints,
+    port: u16,
+    (secs, omit): (u32, u32),
+    urgent: bool,
+) -> Result<f64, String> {
     let port_s = port.to_string();
-    let mut server = Command::new("ip")
+    let cmd = || {
+        let mut c = Command::new(if urgent { "chrt" } else { "ip" });
+        if urgent {
+            c.args(["-f", "1", "ip"]);
+        }
+        c
+    };
+    let mut server = cmd()
         .args(["netns", "exec", &p.to, "iperf3", "-s", "-1", "-p", &port_s])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -337,7 +350,7 @@ pub fn iperf3_goodput(p: &Endpoints, port: u16, secs: u32, omit: u32) -> Result<
     let mut out = None;
     for _ in 0..50 {
         std::thread::sleep(Duration::from_millis(40));
-        let o = Command::new("ip")
+        let o = cmd()
             .args(["netns", "exec", &p.from, "iperf3", "-J", "-c"])
             .arg(p.addr.to_string())
             .args([
@@ -397,52 +410,78 @@ const MMSG: usize = 64;
 
 /// Flood `p.to` with UDP datagrams of `payload` bytes from `p.from` for
 /// `secs` seconds, as fast as the sender's socket takes them (`sendmmsg`,
-/// 64 at a time); count what arrives after `warm` seconds.
+/// 64 at a time); count what arrives after `warm` seconds. `urgent` as in
+/// [`TcpRun::urgent`].
 pub fn udp_flood(
     p: &Endpoints,
     port: u16,
     payload: usize,
-    secs: f64,
-    warm: f64,
+    (secs, warm): (f64, f64),
+    urgent: bool,
 ) -> Result<UdpRate, String> {
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, rx) = mpsc::channel();
     let stop_r = stop.clone();
     let receiver = in_netns(&p.to, move || {
+        if urgent {
+            // Above the daemon, which never blocks while the sender floods
+            // it: the receiver takes its datagrams when it wakes up.
+            crate::clock::prefer_cpu_at(crate::clock::RT_PRIORITY + 1);
+        }
         let sock = UdpSocket::bind(("0.0.0.0", port)).map_err(|e| format!("bind: {e}"));
         let _ = tx.send(sock.as_ref().map(|_| ()).map_err(Clone::clone));
         let sock = sock?;
-        let _ = nix::sys::socket::setsockopt(&sock, nix::sys::socket::sockopt::RcvBuf, &(8 << 20));
-        sock.set_read_timeout(Some(Duration::from_millis(50)))
-            .map_err(|e| e.to_string())?;
+        {
+            use nix::sys::socket::{setsockopt, sockopt};
+            let n = 8usize << 20;
+            let _ = setsockopt(&sock, sockopt::RcvBufForce, &n)
+                .or_else(|_| setsockopt(&sock, sockopt::RcvBuf, &n));
+        }
         let mut bufs = vec![[0u8; 2048]; MMSG];
         let mut hdrs = nix::sys::socket::MultiHeaders::<()>::preallocate(MMSG, None);
         let start = Instant::now();
-        let (mut count, mut from) = (0u64, None);
+        // Drain the socket, then sleep half a millisecond: one wake-up per
+        // batch rather than per datagram, which would take the CPU from
+        // the path being measured (the 8 MB buffer holds the meantime).
+        let (mut count, mut from, mut to) = (0u64, None, None);
         while !stop_r.load(Ordering::Relaxed) {
             let mut iovs: Vec<[IoSliceMut<'_>; 1]> =
                 bufs.iter_mut().map(|b| [IoSliceMut::new(b)]).collect();
-            let n = match nix::sys::socket::recvmmsg(
+            let n = nix::sys::socket::recvmmsg(
                 sock.as_raw_fd(),
                 &mut hdrs,
                 iovs.iter_mut(),
-                nix::sys::socket::MsgFlags::MSG_WAITFORONE,
+                nix::sys::socket::MsgFlags::MSG_DONTWAIT,
                 None,
-            ) {
-                Ok(r) => r.count(),
-                Err(_) => 0,
-            };
-            if start.elapsed().as_secs_f64() >= warm {
-                from.get_or_insert_with(Instant::now);
-                count += n as u64;
+            )
+            .map_or(0, |r| r.count());
+            if n == 0 {
+                std::thread::sleep(Duration::from_micros(500));
+                continue;
+            }
+            let now = Instant::now();
+            if now.duration_since(start).as_secs_f64() >= warm {
+                // The window runs from the first batch after the warm-up
+                // to the last, counting the datagrams after the first.
+                if from.is_none() {
+                    from = Some(now);
+                } else {
+                    count += n as u64;
+                    to = Some(now);
+                }
             }
         }
-        let dt = from.map_or(1.0, |f| f.elapsed().as_secs_f64().max(1e-3));
-        Ok(count as f64 / dt)
+        match (from, to) {
+            (Some(f), Some(t)) if t > f => Ok(count as f64 / t.duration_since(f).as_secs_f64()),
+            _ => Ok(0.0),
+        }
     });
     rx.recv().map_err(|_| "receiver died".to_string())??;
     let addr = SocketAddrV4::new(p.addr, port);
     let sender = in_netns(&p.from, move || {
+        if urgent {
+            crate::clock::prefer_cpu();
+        }
         let sock = UdpSocket::bind("0.0.0.0:0").map_err(|e| format!("bind: {e}"))?;
         sock.connect(addr)
             .map_err(|e| format!("connect {addr}: {e}"))?;

@@ -9,10 +9,10 @@
 //! - `udp64`: a flood of 64-byte UDP payloads (92-byte IP packets) a→b,
 //!   sent with `sendmmsg` as fast as the sender's socket takes them; the
 //!   rate that arrives;
-//! - `htb1g`: the TCP flow through `htb` with one class of `rate 1gbit
-//!   ceil 1gbit` on the sending side, goodput against what the class allows:
-//!   1 Gbit/s less the headers it counts (on the TUN device IP and TCP, 52
-//!   bytes per 1500-byte packet; on the veth also Ethernet's 14).
+//! - `htb1g`: a TCP flow (the built-in one) through `htb` with one class of
+//!   `rate 1gbit ceil 1gbit` on the sending side, goodput against what the
+//!   class allows: 1 Gbit/s less the headers it counts (on the TUN device IP
+//!   and TCP, 52 bytes per 1500-byte packet; on the veth also Ethernet's 14).
 //!
 //! One line per measurement, `key=value` words, as `sluice bench` prints.
 //! Everything it made is removed at the end (and by the next run, if this
@@ -22,11 +22,15 @@ use sluice_net::link::{self, LinkSpec, Side, Wire};
 use sluice_net::traffic::{self, Endpoints, VethPair};
 use std::net::Ipv4Addr;
 
-const USAGE: &str = "usage: sluice bench live [--time SECS] [--only tcp|udp64|htb1g]...
+const USAGE: &str = "usage: sluice bench live [--time SECS] [--urgent] [--only tcp|udp64|htb1g]...
   Bring up a sluice link and a kernel veth pair and measure on both:
   unshaped TCP goodput, 64-byte UDP packet rate, 1 Gbit/s HTB accuracy.
   Needs root (network namespaces, TUN devices); uses iperf3 for TCP if installed.
   --time SECS  length of each measurement (default 5; the first second is warm-up)
+  --urgent     run the traffic's senders and receivers at real-time priority
+               (as the link daemon runs), so other load on the machine does not
+               limit them: the figures are then the paths', not the machine's
+  --builtin    the built-in TCP sender and receiver even if iperf3 is installed
 ";
 
 /// Prefix of the bench's namespaces and link: `sbench<PID>` (link) and `sbench<PID>v` (veth).
@@ -36,20 +40,23 @@ const PREFIX: &str = "sbench";
 const MSS: f64 = 1448.0;
 
 /// One measurement's settings.
+#[derive(Clone, Copy)]
 struct Run {
     secs: u32,
     iperf3: bool,
+    urgent: bool,
 }
 
 impl Run {
     fn tcp(&self, p: &Endpoints) -> Result<f64, String> {
         if self.iperf3 {
-            traffic::iperf3_goodput(p, 5201, self.secs, 1)
+            traffic::iperf3_goodput(p, 5201, (self.secs, 1), self.urgent)
         } else {
             traffic::tcp_goodput(
                 p,
                 traffic::TcpRun {
                     secs: self.secs as f64,
+                    urgent: self.urgent,
                     ..Default::default()
                 },
             )
@@ -68,6 +75,7 @@ impl Run {
 /// `sluice bench live ...`
 pub fn main(args: &[String]) -> i32 {
     let mut secs = 5u32;
+    let (mut urgent, mut builtin) = (false, false);
     let mut only: Vec<String> = vec![];
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -86,6 +94,8 @@ pub fn main(args: &[String]) -> i32 {
                     return 2;
                 }
             },
+            "--urgent" => urgent = true,
+            "--builtin" => builtin = true,
             "-h" | "--help" | "help" => {
                 print!("{USAGE}");
                 return 0;
@@ -107,8 +117,16 @@ pub fn main(args: &[String]) -> i32 {
     reap_leftovers();
     let run = Run {
         secs,
-        iperf3: traffic::have("iperf3"),
+        iperf3: !builtin && traffic::have("iperf3"),
+        urgent: urgent && traffic::have("chrt"),
     };
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "live=host cpus={} load1={} urgent={}",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        load.split_whitespace().next().unwrap_or("?"),
+        run.urgent
+    );
     let wants = |w: &str| only.is_empty() || only.iter().any(|o| o == w);
     match measure(&run, &wants) {
         Ok(()) => 0,
@@ -223,7 +241,7 @@ fn measure(run: &Run, wants: &dyn Fn(&str) -> bool) -> Result<(), String> {
     }
     if wants("udp64") {
         for (name, p) in &paths {
-            let r = traffic::udp_flood(p, 5202, 64, secs as f64, 1.0)?;
+            let r = traffic::udp_flood(p, 5202, 64, (secs as f64, 1.0), run.urgent)?;
             println!(
                 "live=udp64 path={name} secs={secs} sent_kpps={:.0} kpps={:.0}",
                 r.sent_pps / 1e3,
@@ -245,13 +263,19 @@ fn measure(run: &Run, wants: &dyn Fn(&str) -> bool) -> Result<(), String> {
             sluice.tc(&cmd.replace("{DEV}", "a0"))?;
         }
         // Each 1448 bytes of data cost a 1500-byte IP packet (and 14 bytes
-        // of Ethernet header on the veth).
+        // of Ethernet header on the veth). The built-in receiver measures:
+        // its window starts and ends with data (iperf3's summary also
+        // counts the idle end of the test, about 1 % at 5 s).
+        let builtin = Run {
+            iperf3: false,
+            ..*run
+        };
         for ((name, p), wire) in paths.iter().zip([1514.0, 1500.0]) {
-            let bps = run.tcp(p)?;
+            let bps = builtin.tcp(p)?;
             let expect = 1e9 * MSS / wire;
             println!(
                 "live=htb1g path={name} tool={} secs={secs} mbps={:.1} expect_mbps={:.1} error_pct={:+.2}",
-                run.tool(),
+                builtin.tool(),
                 bps / 1e6,
                 expect / 1e6,
                 (bps / expect - 1.0) * 100.0

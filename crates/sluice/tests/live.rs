@@ -10,6 +10,13 @@
 //! bounds allow for this shared 2-core machine, where a process can wait
 //! milliseconds for a core (load averages above 10 are common while eight
 //! builds run); the medians are what is compared.
+//!
+//! The accuracy tests (the tbf/htb rate matrix, netem's delay and jitter)
+//! hold the tolerances on that machine because the link daemon runs
+//! at real-time priority (sluice-net's `clock::prefer_cpu`) and so do their
+//! TCP senders and receivers (`TcpRun::urgent`): the figures are then the
+//! data plane's, not the share of CPU a load generator got. They run one at
+//! a time ([`heavy`]), about a minute in all.
 
 use sluice_net::traffic;
 use std::os::unix::fs::MetadataExt;
