@@ -7,6 +7,7 @@
 //! - [`rate`]: the kernel's `psched_ratecfg` (length to transmission time).
 //! - [`handle`]: `major:minor` handles.
 //! - [`packet`]: the packet and the skb metadata qdiscs read.
+//! - [`gso`]: GSO packets: their accounted length, software segmentation, checksum completion.
 //! - [`stats`]: counters, drop reasons and the rate estimator.
 //! - [`qdisc`]: the [`qdisc::Qdisc`] trait, the stats-keeping [`qdisc::QdiscNode`], one file per qdisc.
 //! - [`act`]: actions (police, gact) and the per-namespace action table.
@@ -25,6 +26,7 @@ pub mod act;
 pub mod cls;
 pub mod device;
 pub mod error;
+pub mod gso;
 pub mod handle;
 pub mod netfilter;
 pub mod packet;

@@ -43,6 +43,47 @@ pub struct Packet {
     /// The real length while a size table ([`crate::stab`]) has made `len`
     /// something else (the kernel's `skb->len` beside `qdisc_pkt_len`).
     pub skb_len: Option<u32>,
+    /// Segmentation offload: this packet stands for several wire packets
+    /// (a TSO/USO super-packet from a device with offloads). See [`crate::gso`].
+    pub gso: Option<Gso>,
+    /// Checksum offload (`CHECKSUM_PARTIAL`): the transport checksum is
+    /// not computed yet; its field holds the pseudo-header sum.
+    pub csum_partial: Option<CsumPartial>,
+}
+
+/// A GSO packet's `skb_shinfo` fields: it carries `segs` segments' payload
+/// behind one copy of the headers; `len` already counts every segment's
+/// headers (`qdisc_pkt_len_init`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Gso {
+    /// Payload bytes per segment (`gso_size`); the last may carry fewer.
+    pub size: u16,
+    /// Segments (`gso_segs`): what the qdiscs' packet counters count.
+    pub segs: u16,
+    /// What is segmented.
+    pub kind: GsoKind,
+    /// `SKB_GSO_TCP_ECN`: the TCP header has CWR set (only the first segment keeps it).
+    pub ecn: bool,
+}
+
+/// The protocol a GSO packet is segmented at (`skb_shinfo(skb)->gso_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GsoKind {
+    /// TCP over IPv4 (`SKB_GSO_TCPV4`).
+    TcpV4,
+    /// TCP over IPv6 (`SKB_GSO_TCPV6`).
+    TcpV6,
+    /// UDP datagrams of `size` bytes each (`SKB_GSO_UDP_L4`).
+    UdpL4,
+}
+
+/// Where the checksum still to be computed goes (`skb->csum_start`, `skb->csum_offset`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CsumPartial {
+    /// Offset in `data` where the checksummed bytes start (the transport header).
+    pub start: u16,
+    /// Offset of the checksum field from `start` (16 for TCP, 6 for UDP).
+    pub offset: u16,
 }
 
 impl Packet {
@@ -54,6 +95,12 @@ impl Packet {
             protocol,
             ..Default::default()
         }
+    }
+
+    /// Wire packets this packet stands for: `gso_segs` for a GSO packet,
+    /// else 1. Packet counters count these, as the kernel's `bstats_update`.
+    pub fn segs(&self) -> u32 {
+        self.gso.map_or(1, |g| g.segs.max(1) as u32)
     }
 
     /// Back to the real length as the packet leaves the qdiscs for the wire.

@@ -12,7 +12,7 @@
 
 use crate::clock::{self, Timer, SPIN};
 use crate::control;
-use crate::io::{deliver, read_batch, IoStats, MAX_PACKET};
+use crate::io::{deliver, read_batch, Buffers, IoStats};
 use crate::link::{self, LinkSpec, Record, Side};
 use crate::plane::{Dir, Plane};
 use crate::tun::Tun;
@@ -45,6 +45,8 @@ pub struct Running {
     pub listener: UnixListener,
     /// Counters of the TUN I/O.
     pub io: IoStats,
+    /// Receive buffers, recycled.
+    pub bufs: Buffers,
 }
 
 /// `sluice link __daemon SPEC-JSON`: run a link; the exit status of the process.
@@ -101,6 +103,11 @@ pub fn main(json: &str) -> i32 {
     };
     println!("ready");
     let _ = std::io::stdout().flush();
+    eprintln!(
+        "sluice link {}: carrying packets, with {}",
+        spec.name,
+        clock::prefer_cpu()
+    );
     // Nobody reads our stdout any more.
     if let Ok(null) = File::options().write(true).open("/dev/null") {
         let _ = nix::unistd::dup2_stdout(&null);
@@ -159,6 +166,7 @@ pub fn setup(spec: &LinkSpec, dir: &Path) -> Result<Running, String> {
         plane,
         listener,
         io: IoStats::default(),
+        bufs: Buffers::default(),
     })
 }
 
@@ -218,11 +226,17 @@ pub fn run_loop(r: &mut Running, signals: &SignalFd) -> Result<String, String> {
     add(timer.as_fd(), TOK_TIMER)?;
     add(signals.as_fd(), TOK_SIGNAL)?;
     add(r.listener.as_fd(), TOK_CONTROL)?;
-    let mut buf = vec![0u8; MAX_PACKET];
     let mut events = [EpollEvent::empty(); 8];
     loop {
         let now = clock::now();
-        deliver(&mut r.plane, now, &mut r.a, &mut r.b, &mut r.io);
+        deliver(
+            &mut r.plane,
+            now,
+            &mut r.a,
+            &mut r.b,
+            &mut r.bufs,
+            &mut r.io,
+        );
         let timeout = match r.plane.next_wake() {
             None => PollTimeout::NONE,
             Some(t) if t.0 <= now.0 + SPIN.0 => PollTimeout::ZERO,
@@ -240,14 +254,20 @@ pub fn run_loop(r: &mut Running, signals: &SignalFd) -> Result<String, String> {
         };
         let now = clock::now();
         // Everything due before `now` goes first, so the plane's clock never runs backwards.
-        deliver(&mut r.plane, now, &mut r.a, &mut r.b, &mut r.io);
+        deliver(
+            &mut r.plane,
+            now,
+            &mut r.a,
+            &mut r.b,
+            &mut r.bufs,
+            &mut r.io,
+        );
         for ev in &events[..n] {
             match ev.data() {
-                TOK_A => {
-                    read_batch(&mut r.plane, Dir::AB, &mut r.a, &mut buf, now, &mut r.io);
-                }
-                TOK_B => {
-                    read_batch(&mut r.plane, Dir::BA, &mut r.b, &mut buf, now, &mut r.io);
+                tok @ (TOK_A | TOK_B) => {
+                    let dir = if tok == TOK_A { Dir::AB } else { Dir::BA };
+                    let (a, b) = (&mut r.a, &mut r.b);
+                    read_batch(&mut r.plane, dir, a, b, &mut r.bufs, now, &mut r.io);
                 }
                 TOK_TIMER => timer.ack(),
                 TOK_SIGNAL => {

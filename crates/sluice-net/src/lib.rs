@@ -8,7 +8,8 @@
 //!   egress `Device`, a `Port` wire and a delay line, then the far side's
 //!   ingress. Driven by any clock; unit-tested in virtual time.
 //! - [`io`]: the packet I/O trait, with an in-memory loopback for tests.
-//! - [`tun`]: TUN devices (Linux), the real [`io::PacketIo`].
+//! - [`tun`]: TUN devices (Linux) with offloads, the real [`io::PacketIo`].
+//! - [`vnet`]: the virtio-net header: GSO and checksum offload metadata.
 //! - [`clock`]: the monotonic clock and a precise timer (timerfd plus a
 //!   short busy-wait tail).
 //! - [`link`]: `sluice link up/down/list`: namespaces, addresses, the
@@ -16,6 +17,7 @@
 //! - [`daemon`]: the event loop that carries a link's packets.
 //! - [`control`]: the owner-only Unix control socket: `sluice tc -n LINK`.
 //! - [`shell`]: `sluice shell`: a command in a namespace behind a link, NAT to the host.
+//! - [`traffic`]: bulk TCP and UDP floods between namespaces, and a kernel veth pair (`sluice bench live`).
 //!
 //! Everything here except `plane` and `io` is Linux-only I/O at the edge.
 #![warn(missing_docs)]
@@ -27,4 +29,6 @@ pub mod io;
 pub mod link;
 pub mod plane;
 pub mod shell;
+pub mod traffic;
 pub mod tun;
+pub mod vnet;

@@ -52,6 +52,9 @@ pub enum Malformed {
     /// The header's length fields disagree with the bytes read.
     #[error("bad IP length fields")]
     BadLength,
+    /// The offload metadata (virtio-net header) does not fit the packet.
+    #[error("bad offload metadata")]
+    BadOffload,
 }
 
 /// Read an IP packet as the TUN device handed it over (no packet-info
@@ -59,10 +62,22 @@ pub enum Malformed {
 /// account its length as the kernel does on a TUN device (no link-layer
 /// header, so `qdisc_pkt_len` is the IP length).
 pub fn parse_ip(bytes: &[u8]) -> Result<Packet, Malformed> {
+    parse_ip_vec(bytes.to_vec())
+}
+
+/// [`parse_ip`] of bytes the packet takes over.
+pub fn parse_ip_vec(data: Vec<u8>) -> Result<Packet, Malformed> {
+    let protocol = ip_protocol(&data)?;
+    let len = data.len() as u32;
+    Ok(Packet::new(data, len, protocol))
+}
+
+/// The EtherType of an IP packet, if its header is consistent with its bytes.
+fn ip_protocol(bytes: &[u8]) -> Result<u16, Malformed> {
     let Some(&first) = bytes.first() else {
         return Err(Malformed::Truncated);
     };
-    let protocol = match first >> 4 {
+    match first >> 4 {
         4 => {
             if bytes.len() < 20 {
                 return Err(Malformed::Truncated);
@@ -72,7 +87,7 @@ pub fn parse_ip(bytes: &[u8]) -> Result<Packet, Malformed> {
             if ihl < 20 || total < ihl || total > bytes.len() {
                 return Err(Malformed::BadLength);
             }
-            ETH_P_IP
+            Ok(ETH_P_IP)
         }
         6 => {
             if bytes.len() < 40 {
@@ -82,11 +97,10 @@ pub fn parse_ip(bytes: &[u8]) -> Result<Packet, Malformed> {
             if 40 + payload > bytes.len() {
                 return Err(Malformed::BadLength);
             }
-            ETH_P_IPV6
+            Ok(ETH_P_IPV6)
         }
-        _ => return Err(Malformed::NotIp),
-    };
-    Ok(Packet::new(bytes.to_vec(), bytes.len() as u32, protocol))
+        _ => Err(Malformed::NotIp),
+    }
 }
 
 /// Counters of one direction beyond the qdiscs' and the port's own.
@@ -96,6 +110,8 @@ pub struct DirStats {
     pub rx_packets: u64,
     /// Packets that were not well-formed IP (dropped, never forwarded).
     pub malformed: u64,
+    /// Packets read that were GSO packets (each stands for several wire packets).
+    pub rx_gso: u64,
     /// Packets the egress qdisc tree refused.
     pub qdisc_drops: u64,
     /// Packets dropped because the delay line was full.
@@ -132,6 +148,7 @@ impl Default for DirStats {
         DirStats {
             rx_packets: 0,
             malformed: 0,
+            rx_gso: 0,
             qdisc_drops: 0,
             delay_line_drops: 0,
             ingress_drops: 0,
@@ -222,15 +239,22 @@ impl Plane {
     /// A packet read from the sending side of `dir` at `now` (after
     /// [`Plane::poll`] at the same `now`).
     pub fn input(&mut self, dir: Dir, bytes: &[u8], now: Time) {
+        self.input_packet(dir, parse_ip(bytes), now)
+    }
+
+    /// [`Plane::input`] for a packet already parsed (with its offload
+    /// metadata, see [`crate::vnet`]), or found malformed.
+    pub fn input_packet(&mut self, dir: Dir, pkt: Result<Packet, Malformed>, now: Time) {
         let d = dir as usize;
         self.dirs[d].stats.rx_packets += 1;
-        let mut pkt = match parse_ip(bytes) {
+        let mut pkt = match pkt {
             Ok(p) => p,
             Err(_) => {
                 self.dirs[d].stats.malformed += 1;
                 return;
             }
         };
+        self.dirs[d].stats.rx_gso += pkt.gso.is_some() as u64;
         pkt.id = self.next_id;
         self.next_id += 1;
         let (egress, _) = sides(&mut self.net.devices, dir);
@@ -241,13 +265,13 @@ impl Plane {
 
     /// Do everything due at `now`; `out` receives each packet to hand to
     /// the receiving side of its direction.
-    pub fn poll(&mut self, now: Time, out: &mut dyn FnMut(Dir, &[u8])) {
+    pub fn poll(&mut self, now: Time, out: &mut dyn FnMut(Dir, Packet)) {
         for dir in Dir::BOTH {
             self.poll_dir(dir, now, out);
         }
     }
 
-    fn poll_dir(&mut self, dir: Dir, now: Time, out: &mut dyn FnMut(Dir, &[u8])) {
+    fn poll_dir(&mut self, dir: Dir, now: Time, out: &mut dyn FnMut(Dir, Packet)) {
         let d = dir as usize;
         let (egress, ingress) = sides(&mut self.net.devices, dir);
         let st = &mut self.dirs[d];
@@ -273,7 +297,7 @@ impl Plane {
             match ingress.receive(pkt, now) {
                 Some(p) => {
                     st.stats.delivered += 1;
-                    out(dir, &p.data);
+                    out(dir, p);
                 }
                 None => st.stats.ingress_drops += 1,
             }
@@ -314,7 +338,7 @@ impl Plane {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::io::{deliver, read_batch, IoStats, Loopback, BATCH};
+    use crate::io::{deliver, read_batch, Buffers, IoStats, Loopback, BATCH};
     use sluice_core::time::Duration;
 
     /// An IPv4/UDP packet of `total` bytes from 10.0.0.1 to 10.0.0.2.
@@ -344,7 +368,7 @@ mod tests {
             if t > until {
                 break;
             }
-            plane.poll(t, &mut |d, p| got.push((t, d, p.len())));
+            plane.poll(t, &mut |d, p| got.push((t, d, p.data.len())));
         }
         got
     }
@@ -439,14 +463,269 @@ mod tests {
         for n in 0..(BATCH + 10) {
             a.rx.push_back(ipv4(100 + n));
         }
-        let mut buf = vec![0u8; 2048];
+        let mut bufs = Buffers::default();
         let mut io = IoStats::default();
-        let n = read_batch(&mut plane, Dir::AB, &mut a, &mut buf, Time(0), &mut io);
+        let n = read_batch(
+            &mut plane,
+            Dir::AB,
+            &mut a,
+            &mut b,
+            &mut bufs,
+            Time(0),
+            &mut io,
+        );
         assert_eq!((n, a.rx.len()), (BATCH, 10));
-        deliver(&mut plane, Time(999_999), &mut a, &mut b, &mut io);
+        deliver(
+            &mut plane,
+            Time(999_999),
+            &mut a,
+            &mut b,
+            &mut bufs,
+            &mut io,
+        );
         assert!(b.tx.is_empty());
-        deliver(&mut plane, Time(1_000_000), &mut a, &mut b, &mut io);
-        let lens: Vec<usize> = b.tx.iter().map(Vec::len).collect();
+        deliver(
+            &mut plane,
+            Time(1_000_000),
+            &mut a,
+            &mut b,
+            &mut bufs,
+            &mut io,
+        );
+        let lens: Vec<usize> = b.tx.iter().map(|p| p.data.len()).collect();
         assert_eq!(lens, (0..BATCH).map(|n| 100 + n).collect::<Vec<_>>());
+    }
+
+    // ---- GSO packets (TUN offloads) ----
+
+    use crate::vnet::{VnetHdr, F_NEEDS_CSUM, GSO_TCPV4};
+
+    /// A TSO packet as a TUN device with offloads hands it over: the
+    /// virtio-net header, then IPv4/TCP (52 header bytes, with timestamps)
+    /// carrying `segs` segments of 1448 data bytes, checksum left to the device.
+    fn tso(segs: usize) -> Vec<u8> {
+        let mut ip = vec![0u8; 52 + segs * 1448];
+        ip[0] = 0x45;
+        let tot = ip.len() as u16;
+        ip[2..4].copy_from_slice(&tot.to_be_bytes());
+        ip[6] = 0x40;
+        ip[8] = 64;
+        ip[9] = 6;
+        ip[12..16].copy_from_slice(&[10, 0, 0, 1]);
+        ip[16..20].copy_from_slice(&[10, 0, 0, 2]);
+        ip[24..28].copy_from_slice(&1000u32.to_be_bytes());
+        ip[32] = 8 << 4;
+        ip[33] = 0x18;
+        for (i, b) in ip[52..].iter_mut().enumerate() {
+            *b = (i % 251) as u8;
+        }
+        let hdr = VnetHdr {
+            flags: F_NEEDS_CSUM,
+            gso_type: GSO_TCPV4,
+            hdr_len: 52,
+            gso_size: 1448,
+            csum_start: 20,
+            csum_offset: 16,
+        };
+        [hdr.emit().to_vec(), ip].concat()
+    }
+
+    /// Run a tc command on the plane's devices; a leading `-s` shows statistics.
+    fn tc(plane: &mut Plane, cmd: &str) -> String {
+        let (stats, cmd) = match cmd.strip_prefix("-s ") {
+            Some(rest) => (true, rest),
+            None => (false, cmd),
+        };
+        let words: Vec<String> = cmd.split(' ').map(String::from).collect();
+        let opts = sluice_tc::tc::Opts {
+            stats,
+            ..Default::default()
+        };
+        let o = sluice_tc::tc::run(&mut plane.net, &opts, &words);
+        assert_eq!(o.code, 0, "tc {cmd}: {}", o.stderr);
+        o.stdout
+    }
+
+    /// Read `packets` from side a (with virtio-net headers) at `now`;
+    /// returns what was delivered to side b at once (unshaped packets).
+    fn input_a(plane: &mut Plane, packets: Vec<Vec<u8>>, now: Time) -> Vec<(Time, Packet)> {
+        let mut a = Loopback {
+            vnet_hdr: true,
+            rx: packets.into(),
+            ..Default::default()
+        };
+        let mut b = Loopback::default();
+        let (mut bufs, mut io) = (Buffers::default(), IoStats::default());
+        while !a.rx.is_empty() {
+            read_batch(plane, Dir::AB, &mut a, &mut b, &mut bufs, now, &mut io);
+        }
+        b.tx.drain(..).map(|p| (now, p)).collect()
+    }
+
+    /// Every packet delivered a→b until `until`, with its time.
+    fn run_packets(plane: &mut Plane, until: Time) -> Vec<(Time, Packet)> {
+        let mut got = vec![];
+        while let Some(t) = plane.next_wake() {
+            if t > until {
+                break;
+            }
+            plane.poll(t, &mut |d, p| {
+                if d == Dir::AB {
+                    got.push((t, p))
+                }
+            });
+        }
+        got
+    }
+
+    const MS: u64 = 1_000_000;
+
+    #[test]
+    fn a_gso_packet_crosses_whole_and_counts_as_its_segments() {
+        let mut plane = Plane::new(wire(0, 0), wire(0, 0), 1500);
+        let got = input_a(&mut plane, vec![tso(10)], Time(0));
+        assert_eq!(got.len(), 1);
+        let p = &got[0].1;
+        assert_eq!((p.segs(), p.len, p.data.len()), (10, 15_000, 52 + 14_480));
+        assert_eq!(VnetHdr::of(p), VnetHdr::parse(&tso(10)).unwrap());
+        assert_eq!(plane.stats(Dir::AB).rx_gso, 1);
+        let s = tc(&mut plane, "-s qdisc show dev a0");
+        assert!(s.contains("Sent 15000 bytes 10 pkt"), "{s}");
+    }
+
+    #[test]
+    fn the_wire_carries_a_gso_packet_segment_by_segment() {
+        // 10 Mbit/s: ten 1500-byte segments take 12 ms, and each arrives
+        // when its last bit does, 1.2 ms after the one before.
+        let mut plane = Plane::new(wire(10_000_000, 0), wire(0, 0), 1500);
+        input_a(&mut plane, vec![tso(10)], Time(0));
+        let got = run_packets(&mut plane, Time(1000 * MS));
+        let times: Vec<u64> = got.iter().map(|(t, _)| t.0).collect();
+        assert_eq!(times, (1..=10).map(|i| i * 1_200_000).collect::<Vec<_>>());
+        assert!(got.iter().all(|(_, p)| p.gso.is_none() && p.len == 1500));
+        assert_eq!(plane.port(Dir::AB).stats.tx_packets, 10);
+        // At 10 Gbit/s the packet crosses whole, in 12 us.
+        let mut plane = Plane::new(wire(10_000_000_000, 0), wire(0, 0), 1500);
+        input_a(&mut plane, vec![tso(10)], Time(0));
+        let got = run_packets(&mut plane, Time(1000 * MS));
+        assert_eq!(got.len(), 1);
+        assert_eq!((got[0].0, got[0].1.segs()), (Time(12_000), 10));
+    }
+
+    #[test]
+    fn the_wire_buffer_counts_segments_and_takes_a_gso_packet_whole() {
+        // A 5-packet buffer: the first GSO packet is taken in whole (as a
+        // NIC's ring takes a TSO packet) and goes on the wire one segment
+        // at a time; its nine waiting segments fill the buffer, so the other
+        // two GSO packets wait in the qdisc until fewer than 5 are left.
+        let mut cfg = wire(1_000_000, 0);
+        cfg.buffer = sluice_core::port::TxBuffer::Packets(5);
+        let mut plane = Plane::new(cfg, wire(0, 0), 1500);
+        input_a(&mut plane, vec![tso(10), tso(10), tso(10)], Time(0));
+        assert_eq!(plane.port(Dir::AB).backlog_packets(), 10);
+        let s = tc(&mut plane, "-s qdisc show dev a0");
+        assert!(s.contains("backlog 30000b 2p"), "{s}");
+        // Five segments later (12 ms each) the second is taken in.
+        run_packets(&mut plane, Time(5 * 12 * MS));
+        let s = tc(&mut plane, "-s qdisc show dev a0");
+        assert!(s.contains("backlog 15000b 1p"), "{s}");
+    }
+
+    #[test]
+    fn tbf_segments_a_gso_packet_longer_than_its_burst() {
+        let mut plane = Plane::new(wire(0, 0), wire(0, 0), 1500);
+        tc(
+            &mut plane,
+            "qdisc add dev a0 root tbf rate 10mbit burst 5kb latency 50ms",
+        );
+        let mut got = input_a(&mut plane, vec![tso(10)], Time(0));
+        got.extend(run_packets(&mut plane, Time(1000 * MS)));
+        // Ten wire packets: three at once (the 5 kB burst), the fourth when
+        // the bucket has refilled the missing 880 bytes, then 1.2 ms apart.
+        assert_eq!(got.len(), 10);
+        let mut seq = 1000u32;
+        for (i, (t, p)) in got.iter().enumerate() {
+            assert!(p.gso.is_none() && p.len == 1500 && p.data.len() == 1500);
+            let th = &p.data[20..];
+            assert_eq!(u32::from_be_bytes(th[4..8].try_into().unwrap()), seq);
+            seq += 1448;
+            // PSH only on the last segment.
+            assert_eq!(th[13] & 0x08 != 0, i == 9, "segment {i}");
+            let mut p = p.clone();
+            sluice_core::gso::checksum_help(&mut p).unwrap();
+            let th = &p.data[20..];
+            let pseudo = sluice_core::gso::sum(&p.data[12..20], 6 + th.len() as u64);
+            assert_eq!(
+                sluice_core::gso::fold(sluice_core::gso::sum(th, pseudo)),
+                0xffff
+            );
+            let want =
+                [0, 0, 0, 704_000, 1_904_000][i.min(4)] + i.saturating_sub(4) as u64 * 1_200_000;
+            assert_eq!(t.0, want, "segment {i}");
+        }
+        let s = tc(&mut plane, "-s qdisc show dev a0");
+        assert!(s.contains("Sent 15000 bytes 10 pkt (dropped 0"), "{s}");
+        assert!(s.contains("backlog 0b 0p"), "{s}");
+    }
+
+    #[test]
+    fn segments_under_an_htb_class_keep_the_parents_counts_exact() {
+        let mut plane = Plane::new(wire(0, 0), wire(0, 0), 1500);
+        for cmd in [
+            "qdisc add dev a0 root handle 1: htb default 10",
+            "class add dev a0 parent 1: classid 1:10 htb rate 20mbit",
+            "qdisc add dev a0 parent 1:10 handle 10: tbf rate 5mbit burst 3000 latency 50ms",
+        ] {
+            tc(&mut plane, cmd);
+        }
+        let now = input_a(&mut plane, vec![tso(10), tso(10)], Time(0));
+        // The first two segments left at once; the other 18 wait, counted
+        // as 18 packets all the way up.
+        assert_eq!(now.len(), 2);
+        let s = tc(&mut plane, "-s qdisc show dev a0");
+        assert!(s.contains("backlog 27000b 18p"), "{s}");
+        let got = run_packets(&mut plane, Time(1000 * MS));
+        assert_eq!(got.len(), 18);
+        let s = tc(&mut plane, "-s qdisc show dev a0");
+        assert_eq!(
+            s.matches("Sent 30000 bytes 20 pkt (dropped 0").count(),
+            2,
+            "{s}"
+        );
+        assert_eq!(s.matches("backlog 0b 0p").count(), 2, "{s}");
+        let c = tc(&mut plane, "-s class show dev a0");
+        assert!(c.contains("Sent 30000 bytes 20 pkt"), "{c}");
+    }
+
+    #[test]
+    fn netem_segments_a_gso_packet_it_corrupts() {
+        let mut plane = Plane::new(wire(0, 0), wire(0, 0), 1500);
+        tc(
+            &mut plane,
+            "qdisc add dev a0 root netem delay 1ms corrupt 100%",
+        );
+        input_a(&mut plane, vec![tso(4)], Time(0));
+        let got = run_packets(&mut plane, Time(1000 * MS));
+        assert_eq!(got.len(), 4);
+        assert!(got.iter().all(|(t, p)| *t == Time(MS) && p.len == 1500));
+        // Checksums were computed before the bits flipped.
+        assert!(got
+            .iter()
+            .all(|(_, p)| p.gso.is_none() && p.csum_partial.is_none()));
+        let s = tc(&mut plane, "-s qdisc show dev a0");
+        assert!(s.contains("Sent 6000 bytes 4 pkt"), "{s}");
+    }
+
+    #[test]
+    fn bad_offload_metadata_is_counted_as_malformed() {
+        let mut plane = Plane::new(wire(0, 0), wire(0, 0), 1500);
+        let mut bad = tso(3);
+        bad[1] = 9; // no such GSO type
+        let mut short = tso(3);
+        short[4..6].copy_from_slice(&0u16.to_ne_bytes()); // gso_size 0
+        let got = input_a(&mut plane, vec![bad, short, vec![0; 5], tso(3)], Time(0));
+        assert_eq!(got.len(), 1);
+        let s = plane.stats(Dir::AB);
+        assert_eq!((s.rx_packets, s.malformed, s.rx_gso), (4, 3, 1));
     }
 }

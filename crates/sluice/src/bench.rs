@@ -27,12 +27,14 @@ use sluice_tc::net::Net;
 use sluice_tc::{ip, tc};
 use std::time::Instant;
 
-const USAGE: &str = "usage: sluice bench [--quick] [qdisc [NAME...] | sim | all]
+const USAGE: &str = "usage: sluice bench [--quick] [qdisc [NAME...] | sim | all] | live [...]
   qdisc   enqueue+dequeue throughput per qdisc, one core, packets recycled:
           one line per case, e.g. `qdisc=pfifo mpps=38.2`
   sim     the bundled dumbbell scenario run to its end:
           `sim=dumbbell variant=... wall_s=... departures=... departures_per_s=...`
   all     both (the default)
+  live    real traffic through a sluice link and a kernel veth pair (root;
+          `sluice bench live --help`)
   --quick shorter trials (less precise)
   --rounds N  run each qdisc case for exactly N rounds, once, and print the
           packet count (for instruction counts under valgrind --tool=callgrind)

@@ -7,6 +7,7 @@ use sluice_tc::{ip, iptables, tc, Outcome};
 use std::io::Write;
 
 mod bench;
+mod bench_live;
 mod live;
 mod replay;
 mod sim;
@@ -149,7 +150,7 @@ fn run_iptables(argv: &[String]) -> Outcome {
 const USAGE: &str = "usage: sluice { tc | ip | iptables | sim } ARGS...
   sluice sim NAME|FILE  run a network scenario in virtual time (--list, --help)
   sluice replay ...     run a capture through a tc script's qdiscs (--help)
-  sluice bench [...]    measure qdisc and simulator speed
+  sluice bench [...]    measure qdisc and simulator speed (live: the live data plane's)
   sluice link up|down|list ...  namespaces joined through qdiscs, live (--help)
   sluice shell [...] [-- CMD]   a command behind a shaped link, NAT to the host (--help)
   sluice tc ...   the tc command language (iproute2 6.x syntax and output)
@@ -189,6 +190,9 @@ fn main() -> ExitCode {
             Some("ip") => run_ip(&argv[2..]),
             Some("iptables") => run_iptables(&argv[2..]),
             Some("sim") => return ExitCode::from(sim::main(&argv[2..]) as u8),
+            Some("bench") if argv.get(2).map(String::as_str) == Some("live") => {
+                return ExitCode::from(bench_live::main(&argv[3..]) as u8)
+            }
             Some("bench") => return ExitCode::from(bench::main(&argv[2..]) as u8),
             Some("replay") => return ExitCode::from(replay::main(&argv[2..]) as u8),
             Some("link") => return ExitCode::from(live::link_main(&argv[2..]) as u8),

@@ -10,10 +10,19 @@
 //! bounds allow for this shared 2-core machine, where a process can wait
 //! milliseconds for a core (load averages above 10 are common while eight
 //! builds run); the medians are what is compared.
+//!
+//! The accuracy tests (the tbf/htb rate matrix, netem's delay and jitter)
+//! hold the tolerances on that machine because the link daemon runs
+//! at real-time priority (sluice-net's `clock::prefer_cpu`) and so do their
+//! TCP senders and receivers (`TcpRun::urgent`): the figures are then the
+//! data plane's, not the share of CPU a load generator got. They run one at
+//! a time ([`heavy`]), about a minute in all.
 
+use sluice_net::traffic;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 const EXE: &str = env!("CARGO_BIN_EXE_sluice");
@@ -121,6 +130,15 @@ impl Link {
         a.split('/').next().unwrap_or(a).to_string()
     }
 
+    /// From side a to side b.
+    fn path(&self) -> traffic::Endpoints {
+        traffic::Endpoints {
+            from: self.ns('a'),
+            to: self.ns('b'),
+            addr: self.addr_b().parse().expect("address"),
+        }
+    }
+
     /// RTTs in ms of `count` pings from side a to side b, `interval` s apart.
     fn ping(&self, count: u32, interval: &str) -> Vec<f64> {
         let o = Command::new("ip")
@@ -221,92 +239,118 @@ fn the_wire_delay_applies_to_each_direction() {
     );
 }
 
-/// Send bulk TCP from side a to side b for `secs` seconds; returns the
-/// goodput in bit/s measured at the receiver after a one-second warm-up.
-fn bulk_tcp(l: &Link, secs: f64) -> f64 {
-    use std::io::{Read, Write};
-    let addr = format!("{}:5201", l.addr_b());
-    let ns_b = l.ns('b');
-    let (tx, rx) = std::sync::mpsc::channel();
-    let receiver = std::thread::spawn(move || {
-        enter(&ns_b);
-        let listener = std::net::TcpListener::bind("0.0.0.0:5201").expect("bind");
-        tx.send(()).expect("ready");
-        let (mut s, _) = listener.accept().expect("accept");
-        let mut buf = vec![0u8; 1 << 16];
-        let start = Instant::now();
-        let warm = Duration::from_secs(1);
-        let (mut bytes, mut from) = (0u64, None);
-        loop {
-            let n = s.read(&mut buf).unwrap_or(0);
-            if n == 0 {
-                break;
-            }
-            if start.elapsed() >= warm {
-                from.get_or_insert_with(Instant::now);
-                bytes += n as u64;
-            }
-        }
-        let dt = from.map(|f| f.elapsed().as_secs_f64()).unwrap_or(1.0);
-        bytes as f64 * 8.0 / dt
-    });
-    rx.recv().expect("receiver ready");
-    let ns_a = l.ns('a');
-    let sender = std::thread::spawn(move || {
-        enter(&ns_a);
-        let mut s = std::net::TcpStream::connect(&addr).expect("connect");
-        let buf = vec![0x5au8; 1 << 16];
-        let start = Instant::now();
-        while start.elapsed().as_secs_f64() < secs {
-            if s.write_all(&buf).is_err() {
-                break;
-            }
-        }
-    });
-    sender.join().expect("sender");
-    receiver.join().expect("receiver")
+/// Bulk TCP from side a to side b: the receiver's goodput in bit/s over
+/// the last `secs - 1` of `secs` seconds (the first is warm-up), with a
+/// TCP window of about `window` bytes (the receive buffer; `None`: autotuned).
+fn bulk_tcp(l: &Link, secs: f64, window: Option<usize>) -> f64 {
+    let run = traffic::TcpRun {
+        secs,
+        rcvbuf: window,
+        urgent: true,
+        ..Default::default()
+    };
+    traffic::tcp_goodput(&l.path(), run).expect("bulk TCP")
+}
+
+/// A TCP window for bulk TCP through a shaper of `rate_bps`: 50 ms of
+/// data at the rate (at least 16 kB). It is under the shapers' queues (100
+/// ms of data and more), so TCP never overflows them and the shaper alone
+/// sets the pace, and it lets the sender and receiver be held up for tens of
+/// milliseconds on this busy machine without the shaper running dry. From 1
+/// MB on, Linux's own receive-buffer tuning (up to `tcp_rmem`'s 6 MB, under
+/// the shapers' queues at those rates) opens the window faster than a fixed
+/// buffer does: `None`.
+fn window_for(rate_bps: f64) -> Option<usize> {
+    let w = ((rate_bps / 8.0 * 0.050) as usize).max(16_000);
+    (w < 1 << 20).then_some(w)
 }
 
 /// Move this thread into network namespace `ns`.
 fn enter(ns: &str) {
-    use std::os::fd::AsRawFd;
-    let f = std::fs::File::open(Path::new("/run/netns").join(ns)).expect("open netns");
-    // SAFETY: setns on an open namespace file affects only the calling thread.
-    let r = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
-    assert_eq!(r, 0, "setns {ns}: {}", std::io::Error::last_os_error());
+    traffic::enter_netns(ns).expect("setns");
 }
 
-#[test]
-fn bulk_tcp_through_a_10mbit_tbf_runs_at_the_rate_less_headers() {
-    require!();
-    let l = Link::new("t");
+/// Tests that load the CPU or need it calm (bulk TCP, delay accuracy) run
+/// one at a time: on this 2-core machine a second bulk flow would take the
+/// daemon's core and show up as shaping or timer error.
+static HEAVY: Mutex<()> = Mutex::new(());
+
+fn heavy() -> std::sync::MutexGuard<'static, ()> {
+    HEAVY.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Goodput of bulk TCP through a link whose `dev a0` has the tree `cmds`
+/// makes, against what a shaper of `rate_bps` lets through: the rate less
+/// the headers it counts (on a TUN device, IP and TCP: 52 bytes with
+/// timestamps in every 1500-byte packet, so 1448/1500 of it is data).
+fn shaped_goodput_ratio(what: &str, rate_bps: f64, cmds: &[String]) -> f64 {
+    let _g = heavy();
+    let l = Link::new(&what.replace(' ', ""));
     l.up(&[]);
-    l.ok(&[
-        "tc", "-n", &l.name, "qdisc", "add", "dev", "a0", "root", "tbf", "rate", "10mbit", "burst",
-        "10kb", "latency", "50ms",
-    ]);
-    let goodput = bulk_tcp(&l, 4.0);
-    // tbf counts IP bytes on a TUN device (no link-layer header); each
-    // 1500-byte packet carries 1448 bytes of data (20 IP + 32 TCP with
-    // timestamps), so goodput is 10 Mbit/s x 1448/1500 = 9.653 Mbit/s. The
-    // burst (10 kB over 3 s) adds under 0.3 %.
-    let expect = 10e6 * 1448.0 / 1500.0;
+    for cmd in cmds {
+        let mut args = vec!["tc", "-n", &l.name];
+        args.extend(cmd.split(' '));
+        l.ok(&args);
+    }
+    let goodput = bulk_tcp(&l, 5.0, window_for(rate_bps));
+    let expect = rate_bps * 1448.0 / 1500.0;
     let ratio = goodput / expect;
     eprintln!(
-        "tbf 10mbit: goodput {:.3} Mbit/s ({:.1}% of {:.3})",
+        "{what}: goodput {:.4} Mbit/s ({:+.2}% of {:.4})",
         goodput / 1e6,
-        ratio * 100.0,
+        (ratio - 1.0) * 100.0,
         expect / 1e6
     );
-    assert!(
-        (0.97..=1.01).contains(&ratio),
-        "goodput {goodput} vs {expect}"
-    );
+    let stats = l.ok(&["tc", "-s", "-n", &l.name, "qdisc", "show", "dev", "a0"]);
+    eprintln!("{stats}");
+    ratio
+}
+
+/// The tbf of the rate matrix: a burst of a millisecond at the rate (at
+/// least 10 kB, so TCP's GSO packets of up to 64 kB are segmented at the
+/// higher rates), and a 100 ms queue.
+fn tbf_at(rate: &str, bps: f64) -> f64 {
+    let burst = ((bps / 8.0 / 1000.0) as u64).max(10_000);
+    let cmd = format!("qdisc add dev a0 root tbf rate {rate} burst {burst} latency 100ms");
+    shaped_goodput_ratio(&format!("tbf {rate}"), bps, &[cmd])
+}
+
+/// The htb of the rate matrix: one class of `rate R ceil R` (default
+/// bursts), every packet in it.
+fn htb_at(rate: &str, bps: f64) -> f64 {
+    let cmds = [
+        "qdisc add dev a0 root handle 1: htb default 10".to_string(),
+        format!("class add dev a0 parent 1: classid 1:10 htb rate {rate} ceil {rate}"),
+    ];
+    shaped_goodput_ratio(&format!("htb {rate}"), bps, &cmds)
+}
+
+macro_rules! rate_matrix {
+    ($($name:ident: $f:ident($rate:expr, $bps:expr);)*) => {$(
+        #[test]
+        fn $name() {
+            require!();
+            let ratio = $f($rate, $bps);
+            assert!((0.98..=1.02).contains(&ratio), "goodput {:.2}% of the rate less headers", ratio * 100.0);
+        }
+    )*};
+}
+
+rate_matrix! {
+    tbf_1mbit_shapes_bulk_tcp_within_2_percent: tbf_at("1mbit", 1e6);
+    tbf_10mbit_shapes_bulk_tcp_within_2_percent: tbf_at("10mbit", 1e7);
+    tbf_100mbit_shapes_bulk_tcp_within_2_percent: tbf_at("100mbit", 1e8);
+    tbf_1gbit_shapes_bulk_tcp_within_2_percent: tbf_at("1gbit", 1e9);
+    htb_1mbit_shapes_bulk_tcp_within_2_percent: htb_at("1mbit", 1e6);
+    htb_10mbit_shapes_bulk_tcp_within_2_percent: htb_at("10mbit", 1e7);
+    htb_100mbit_shapes_bulk_tcp_within_2_percent: htb_at("100mbit", 1e8);
+    htb_1gbit_shapes_bulk_tcp_within_2_percent: htb_at("1gbit", 1e9);
 }
 
 #[test]
-fn bulk_tcp_through_an_htb_class_behind_a_faster_wire_runs_at_the_class_rate() {
+fn an_htb_class_behind_a_faster_wire_shapes_and_shows_its_counters() {
     require!();
+    let _g = heavy();
     let l = Link::new("h");
     // The wire (20 Mbit/s) is faster than the class, so the class shapes.
     l.up(&["--rate", "20mbit"]);
@@ -318,7 +362,7 @@ fn bulk_tcp_through_an_htb_class_behind_a_faster_wire_runs_at_the_class_rate() {
         args.extend(cmd.split(' '));
         l.ok(&args);
     }
-    let goodput = bulk_tcp(&l, 4.0);
+    let goodput = bulk_tcp(&l, 4.0, window_for(5e6));
     let expect = 5e6 * 1448.0 / 1500.0;
     let ratio = goodput / expect;
     eprintln!(
@@ -328,7 +372,7 @@ fn bulk_tcp_through_an_htb_class_behind_a_faster_wire_runs_at_the_class_rate() {
         expect / 1e6
     );
     assert!(
-        (0.97..=1.01).contains(&ratio),
+        (0.98..=1.02).contains(&ratio),
         "goodput {goodput} vs {expect}"
     );
     let stats = l.ok(&["tc", "-s", "-n", &l.name, "class", "show", "dev", "a0"]);
@@ -341,10 +385,12 @@ fn bulk_tcp_through_an_htb_class_behind_a_faster_wire_runs_at_the_class_rate() {
 #[test]
 fn bulk_tcp_through_a_10mbit_wire_runs_at_the_wire_rate() {
     require!();
+    let _g = heavy();
     let l = Link::new("w");
     // A 100-packet modem buffer after the default qdisc.
     l.up(&["--rate", "10mbit", "--buffer", "100p"]);
-    let goodput = bulk_tcp(&l, 4.0);
+    // A 64 kB window: under the 1000-packet qdisc, over what the wire holds.
+    let goodput = bulk_tcp(&l, 4.0, Some(64 << 10));
     let expect = 10e6 * 1448.0 / 1500.0;
     let ratio = goodput / expect;
     eprintln!(
@@ -354,9 +400,89 @@ fn bulk_tcp_through_a_10mbit_wire_runs_at_the_wire_rate() {
         expect / 1e6
     );
     assert!(
-        (0.97..=1.01).contains(&ratio),
+        (0.98..=1.02).contains(&ratio),
         "goodput {goodput} vs {expect}"
     );
+}
+
+/// The `q` quantile of `v` (sorted in place).
+fn quantile(v: &mut [f64], q: f64) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[((v.len() - 1) as f64 * q).round() as usize]
+}
+
+/// RTTs in ms of `count` ICMP echoes from side a to side b, 2 ms apart,
+/// measured with kernel receive timestamps.
+fn probe(l: &Link, count: u16) -> Vec<f64> {
+    let addr = l.addr_b().parse().expect("address");
+    traffic::icmp_rtts(&l.ns('a'), addr, count, Duration::from_millis(2), 56)
+        .expect("ICMP probe")
+        .iter()
+        .map(|d| d.as_secs_f64() * 1e3)
+        .collect()
+}
+
+#[test]
+fn netem_delay_50ms_adds_50ms_within_0_2ms_at_the_99th_percentile() {
+    require!();
+    let _g = heavy();
+    let l = Link::new("n");
+    l.up(&[]);
+    let mut base = probe(&l, 1000);
+    assert!(base.len() >= 990, "unshaped echoes lost: {}", base.len());
+    l.ok(&[
+        "tc", "-n", &l.name, "qdisc", "add", "dev", "a0", "root", "netem", "delay", "50ms",
+    ]);
+    let mut shaped = probe(&l, 1000);
+    assert!(shaped.len() >= 990, "shaped echoes lost: {}", shaped.len());
+    let min = shaped.iter().cloned().fold(f64::INFINITY, f64::min);
+    assert!(min >= 50.0, "an RTT below the 50 ms delay: {min}");
+    // The same quantile of the unshaped RTT plus 50 ms: netem's error alone.
+    let mut report = String::new();
+    let mut worst: f64 = 0.0;
+    for q in [0.5, 0.9, 0.99] {
+        let (b, s) = (quantile(&mut base, q), quantile(&mut shaped, q));
+        let err = s - 50.0 - b;
+        worst = worst.max(err.abs());
+        report += &format!("p{:.0}: {s:.3} ms = 50 + {b:.3} {err:+.3} ms; ", q * 100.0);
+    }
+    eprintln!("netem delay 50ms: {report}");
+    assert!(worst < 0.2, "{report}");
+}
+
+#[test]
+fn netem_normal_jitter_has_the_configured_mean_and_deviation() {
+    require!();
+    let _g = heavy();
+    let l = Link::new("j");
+    l.up(&[]);
+    let mut base = probe(&l, 500);
+    let base_median = quantile(&mut base, 0.5);
+    l.ok(&[
+        "tc",
+        "-n",
+        &l.name,
+        "qdisc",
+        "add",
+        "dev",
+        "a0",
+        "root",
+        "netem",
+        "delay",
+        "100ms",
+        "10ms",
+        "distribution",
+        "normal",
+    ]);
+    let shaped = probe(&l, 2500);
+    assert!(shaped.len() >= 2450, "echoes lost: {}", shaped.len());
+    let n = shaped.len() as f64;
+    let delays: Vec<f64> = shaped.iter().map(|r| r - base_median).collect();
+    let mean = delays.iter().sum::<f64>() / n;
+    let sd = (delays.iter().map(|d| (d - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+    eprintln!("netem 100ms 10ms normal: mean {mean:.3} ms, deviation {sd:.3} ms over {n} echoes");
+    assert!((mean - 100.0).abs() <= 5.0, "mean {mean} ms");
+    assert!((sd - 10.0).abs() <= 0.5, "deviation {sd} ms");
 }
 
 #[test]

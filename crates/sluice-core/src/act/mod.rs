@@ -309,7 +309,7 @@ impl TcAction {
     /// Run the action: count the packet, then let the kind decide.
     pub fn act(&mut self, pkt: &mut Packet, now: Time) -> Verdict {
         self.bytes += pkt.len as u64;
-        self.packets += 1;
+        self.packets += pkt.segs() as u64;
         self.tm.touch(now);
         self.kind.inner_mut().act(pkt, now)
     }

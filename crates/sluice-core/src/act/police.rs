@@ -339,7 +339,7 @@ impl Action for Police {
 
     fn act(&mut self, pkt: &mut Packet, now: Time) -> Verdict {
         self.est_bytes += pkt.len as u64;
-        self.est_packets += 1;
+        self.est_packets += pkt.segs() as u64;
         if let Some(e) = &mut self.est {
             let s = Stats {
                 bytes: self.est_bytes,
@@ -349,7 +349,8 @@ impl Action for Police {
             e.update(now, &s);
         }
         let p = &self.params;
-        let ret = if self.exceeds_avrate() || pkt.len > p.mtu {
+        // A GSO packet is checked segment by segment (`tcf_police_mtu_check`).
+        let ret = if self.exceeds_avrate() || crate::gso::seg_len(pkt) > p.mtu {
             None
         } else if p.rate.is_none() && p.pps.is_none() {
             // Only an mtu (or avrate) limit: conforming packets are not counted.

@@ -303,6 +303,8 @@ pub struct Cbq {
     tx_class: Option<u32>,
     tx_borrowed: Option<u32>,
     tx_len: u32,
+    /// Wire packets of the packet sent last (its GSO segments).
+    tx_segs: u32,
     /// Time of the last dequeue, ticks.
     now: i64,
     wd_expires: i64,
@@ -474,6 +476,7 @@ impl Cbq {
             tx_class: None,
             tx_borrowed: None,
             tx_len: 0,
+            tx_segs: 1,
             now: 0,
             wd_expires: 0,
             toplevel: TC_CBQ_MAXLEVEL,
@@ -672,13 +675,13 @@ impl Cbq {
         let Some(this) = self.tx_class.take() else {
             return;
         };
-        let len = self.tx_len;
+        let (len, segs) = (self.tx_len, self.tx_segs as u64);
         let link_l2t = self.cl(self.link).rate.l2t(len);
         let now = self.now + link_l2t;
         let mut cur = Some(this);
         while let Some(id) = cur {
             let c = self.cl_mut(id);
-            c.packets += 1;
+            c.packets += segs;
             c.bytes += len as u64;
             let mut avgidle = c.avgidle;
             let mut idle = now.wrapping_sub(c.last);
@@ -857,6 +860,7 @@ impl Cbq {
                         c.deficit += c.quantum;
                     } else if let Some(p) = self.leaf_dequeue(cl, cx) {
                         let b = borrow.unwrap_or(cl);
+                        self.tx_segs = p.segs();
                         self.sent(prio, cl, b, p.len);
                         return Some(p);
                     } else {

@@ -1209,7 +1209,7 @@ impl Qdisc for Hfsc {
             let len = pkt.len;
             let c = self.clm(i);
             c.bytes += len as u64;
-            c.packets += 1;
+            c.packets += pkt.segs() as u64;
             self.update_vf(i, len);
             if realtime {
                 let c = self.clm(i);

@@ -783,7 +783,7 @@ impl Htb {
 
     /// `htb_charge_class`: a packet of `bytes` left leaf `ix`, lent by the class
     /// at `level` on its path; charge every class up to the root.
-    fn charge_class(&mut self, ix: Ix, level: usize, bytes: u32) {
+    fn charge_class(&mut self, ix: Ix, level: usize, bytes: u32, segs: u32) {
         let now = self.now;
         let mut cur = Some(ix);
         while let Some(cix) = cur {
@@ -804,7 +804,7 @@ impl Htb {
             if c.level != 0 {
                 // Leaves counted their packet when it left the queue.
                 c.bytes += bytes as u64;
-                c.packets += 1;
+                c.packets += segs as u64;
             }
             let (old_mode, parent) = (c.cmode, c.parent);
             let mut diff = 0;
@@ -973,11 +973,11 @@ impl Htb {
                 return None;
             }
         };
-        let len = pkt.len;
+        let (len, segs) = (pkt.len, pkt.segs());
         let mut next = false;
         if let Some(c) = self.cl_mut(ix) {
             c.bytes += len as u64;
-            c.packets += 1;
+            c.packets += segs as u64;
             let d = &mut c.deficit[level];
             *d = d.wrapping_sub(len as i32);
             if *d < 0 {
@@ -991,7 +991,7 @@ impl Htb {
         if self.leaf_qlen(ix) == 0 {
             self.deactivate(ix);
         }
-        self.charge_class(ix, level, len);
+        self.charge_class(ix, level, len, segs);
         Some(pkt)
     }
 

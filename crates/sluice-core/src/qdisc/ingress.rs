@@ -181,7 +181,7 @@ impl Ingress {
         let full_len = pkt.len;
         pkt.len = full_len.saturating_sub(strip);
         self.counters.bytes += pkt.len as u64;
-        self.counters.packets += 1;
+        self.counters.packets += pkt.segs() as u64;
         let verdict = block.classify(pkt, now).map(|r| r.verdict);
         pkt.len = full_len;
         match verdict {

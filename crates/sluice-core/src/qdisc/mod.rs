@@ -83,6 +83,12 @@ pub struct Cx {
     pub now: Time,
     shed_packets: u64,
     shed_bytes: u64,
+    /// Packets and bytes that segmentation added below (a GSO packet
+    /// counted once became its segments), for every node on the way up.
+    split_packets: u64,
+    split_bytes: i64,
+    /// Drops the qdisc being called counts itself, its ancestors not.
+    own_drops: u64,
     /// Every queued packet shed during calls with this context, with its
     /// reason and length (for tracing; the front end clears it). Refused
     /// packets are not listed: the outermost enqueue returns their reason.
@@ -108,6 +114,31 @@ impl Cx {
         self.shed_packets += 1;
         self.shed_bytes += len as u64;
         self.drops.push((reason, len));
+    }
+
+    /// Report that a packet queued below as one (counted at `len` bytes)
+    /// now stands in the queue as `1 + extra` packets of `len + byte_delta`
+    /// bytes: a GSO packet segmented (`tbf_segment`, `netem_segment`). Each
+    /// node on the way up grows its queue length and backlog accordingly,
+    /// as the kernel's `qdisc_tree_reduce_backlog` with a negative count.
+    pub fn split(&mut self, extra: u32, byte_delta: i64) {
+        self.split_packets += extra as u64;
+        self.split_bytes += byte_delta;
+    }
+
+    /// Count `n` drops at the qdisc being called only (not its parents): the
+    /// kernel's `qdisc_qstats_drop(sch)` for segments a qdisc could not queue.
+    pub fn drop_here(&mut self, n: u64) {
+        self.own_drops += n;
+    }
+
+    fn tally(&self) -> (u64, u64, u64, i64) {
+        (
+            self.shed_packets,
+            self.shed_bytes,
+            self.split_packets,
+            self.split_bytes,
+        )
     }
 }
 
@@ -574,9 +605,9 @@ impl QdiscNode {
             t.apply(&mut pkt);
         }
         let len = pkt.len;
-        let (p0, b0) = (cx.shed_packets, cx.shed_bytes);
+        let t0 = cx.tally();
         let r = self.qdisc.enqueue(pkt, cx);
-        self.account_shed(cx, p0, b0);
+        self.account_shed(cx, t0);
         // The answer is passed on as it came (no packet moves on the way up).
         match &r {
             Ok(()) => {
@@ -596,28 +627,28 @@ impl QdiscNode {
     #[inline]
     pub fn dequeue(&mut self, cx: &mut Cx) -> Dequeue {
         if let Some(p) = self.peeked.take() {
-            self.count_out(p.len, cx.now);
+            self.count_out(p.len, p.segs(), cx.now);
             return Dequeue::Packet(p);
         }
-        let (p0, b0) = (cx.shed_packets, cx.shed_bytes);
+        let t0 = cx.tally();
         // The qdisc's answer is passed on as it came (no packet moves here).
         let d = self.qdisc.dequeue(cx);
-        self.account_shed(cx, p0, b0);
+        self.account_shed(cx, t0);
         if let Dequeue::Packet(p) = &d {
-            self.count_out(p.len, cx.now);
+            self.count_out(p.len, p.segs(), cx.now);
         }
         d
     }
 
-    /// Count a packet of `len` bytes leaving the qdisc.
+    /// Count a packet of `len` bytes (`segs` wire packets) leaving the qdisc.
     #[inline]
-    fn count_out(&mut self, len: u32, now: Time) {
+    fn count_out(&mut self, len: u32, segs: u32, now: Time) {
         self.stats.qlen -= 1;
         // A child's size table may have changed the length since this
         // qdisc counted it in (the kernel's backlog drifts the same way).
         self.stats.backlog = self.stats.backlog.saturating_sub(len as u64);
         self.stats.bytes += len as u64;
-        self.stats.packets += 1;
+        self.stats.packets += segs as u64;
         if let Some(e) = &mut self.estimator {
             e.update(now, &self.stats);
         }
@@ -627,9 +658,9 @@ impl QdiscNode {
     /// packet is dequeued from the qdisc and held here until `dequeue`.
     pub fn peek(&mut self, cx: &mut Cx) -> Option<&Packet> {
         if self.peeked.is_none() {
-            let (p0, b0) = (cx.shed_packets, cx.shed_bytes);
+            let t0 = cx.tally();
             let d = self.qdisc.dequeue(cx);
-            self.account_shed(cx, p0, b0);
+            self.account_shed(cx, t0);
             match d {
                 Dequeue::Packet(p) => self.peeked = Some(p),
                 _ => return None,
@@ -643,9 +674,9 @@ impl QdiscNode {
     /// when it is empty (for round-robin parents such as drr and ets).
     pub fn peek_or_wait(&mut self, cx: &mut Cx) -> Result<&Packet, Option<Time>> {
         if self.peeked.is_none() {
-            let (p0, b0) = (cx.shed_packets, cx.shed_bytes);
+            let t0 = cx.tally();
             let d = self.qdisc.dequeue(cx);
-            self.account_shed(cx, p0, b0);
+            self.account_shed(cx, t0);
             match d {
                 Dequeue::Packet(p) => self.peeked = Some(p),
                 Dequeue::Wait(t) => return Err(Some(t)),
@@ -674,14 +705,23 @@ impl QdiscNode {
         }
     }
 
+    /// Apply what happened below during one call: packets shed (dropped
+    /// from the queue), packets split into segments, drops counted here.
     #[inline]
-    fn account_shed(&mut self, cx: &Cx, p0: u64, b0: u64) {
+    fn account_shed(&mut self, cx: &mut Cx, t0: (u64, u64, u64, i64)) {
+        let (p0, b0, sp0, sb0) = t0;
+        let (sp, sb) = (cx.split_packets - sp0, cx.split_bytes - sb0);
+        if sp > 0 || sb != 0 {
+            self.stats.qlen += sp as u32;
+            self.stats.backlog = self.stats.backlog.saturating_add_signed(sb);
+        }
         let (p, b) = (cx.shed_packets - p0, cx.shed_bytes - b0);
         if p > 0 {
             self.stats.qlen -= p as u32;
             self.stats.backlog -= b;
             self.stats.drops += p;
         }
+        self.stats.drops += std::mem::take(&mut cx.own_drops);
     }
 
     /// Find the qdisc with handle `major:` in this subtree.

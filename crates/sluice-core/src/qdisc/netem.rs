@@ -73,6 +73,16 @@
 //! lost and ECN-marked count as drops, a reordered packet as a requeue, and
 //! the queue length covers the tfifo, the requeued packets and the child.
 //!
+//! # GSO packets
+//!
+//! As in the kernel, a GSO packet chosen for corruption is segmented first
+//! (`netem_segment`), its checksum completed, and only the first segment
+//! corrupted; the other segments go through netem's enqueue again one by
+//! one (loss, duplication, corruption, limit), and one refused counts a
+//! second drop, as the kernel's loop does. netem does not otherwise
+//! segment: `rate` times a GSO packet by its whole length, every segment's
+//! headers included.
+//!
 //! # Deviations
 //!
 //! - **Duplicates.** The kernel enqueues the copy at the *root* qdisc of
@@ -94,7 +104,6 @@
 //! - A packet its parent holds peeked ([`QdiscNode::peek`]) is out of
 //!   netem's queue length (the kernel counts it until it is dequeued), so
 //!   `limit` admits one packet more while a parent holds one.
-//! - GSO segmentation before corruption does not apply (no GSO).
 
 mod prandom;
 mod tfifo;
@@ -836,7 +845,28 @@ impl Netem {
             return Err((pkt, DropReason::Aqm));
         }
         let copy = (count > 1).then(|| pkt.clone());
+        let (prev_len, mut rest) = (pkt.len, Vec::new());
         if self.p.corrupt != 0 && self.p.corrupt >= self.cor.corrupt.next(&mut self.prng) {
+            if pkt.gso.is_some() {
+                // `netem_segment`: corrupt the first segment only; the
+                // others are enqueued after it, each as a packet of its own.
+                match crate::gso::segment(&pkt) {
+                    Ok(segs) if !segs.is_empty() => {
+                        let mut segs = segs.into_iter();
+                        pkt = segs.next().expect("not empty");
+                        rest = segs.collect();
+                    }
+                    _ => {
+                        self.counts.drops += 1;
+                        return Err((pkt, DropReason::QueueFull));
+                    }
+                }
+            }
+            // An offloaded checksum is computed before the bit flips.
+            if crate::gso::checksum_help(&mut pkt).is_err() {
+                self.counts.drops += 1;
+                return Err((pkt, DropReason::QueueFull));
+            }
             self.corrupt(&mut pkt);
         }
         if self.qlen() >= self.p.limit as u64 {
@@ -845,6 +875,7 @@ impl Netem {
             return Err((pkt, DropReason::QueueFull));
         }
         dups.extend(copy);
+        let first_len = pkt.len;
         let now = ns(cx.now);
         let p = &self.p;
         if p.gap == 0
@@ -889,13 +920,45 @@ impl Netem {
                 pkt,
             });
         }
+        if !rest.is_empty() {
+            self.enqueue_segments(rest, prev_len, first_len, cx, is_dup, dups);
+        }
         Ok(())
+    }
+
+    /// The segments after the first of a GSO packet segmented for
+    /// corruption: each goes through netem's enqueue again (loss,
+    /// duplication, corruption, limit). One refused counts one more drop,
+    /// as the kernel's loop does on top of netem_enqueue's own. The tree
+    /// counted one packet of `prev_len` bytes; it now holds the first
+    /// segment (`first_len`) and those queued ([`Cx::split`]).
+    fn enqueue_segments(
+        &mut self,
+        rest: Vec<Packet>,
+        prev_len: u32,
+        first_len: u32,
+        cx: &mut Cx,
+        is_dup: bool,
+        dups: &mut Vec<Packet>,
+    ) {
+        let (mut queued, mut bytes) = (0u32, first_len as i64);
+        for seg in rest {
+            let len = seg.len;
+            match self.enqueue_packet(seg, cx, is_dup, dups) {
+                Ok(()) => {
+                    queued += 1;
+                    bytes += len as i64;
+                }
+                Err(_) => self.counts.drops += 1,
+            }
+        }
+        cx.split(queued, bytes - prev_len as i64);
     }
 
     /// A packet leaves netem (`deliver:`).
     fn deliver(&mut self, pkt: Packet) -> Dequeue {
         self.counts.bytes += pkt.len as u64;
-        self.counts.packets += 1;
+        self.counts.packets += pkt.segs() as u64;
         Dequeue::Packet(pkt)
     }
 

@@ -47,9 +47,9 @@
 //!
 //! Enqueue drops a packet longer than `max_size`, the longest packet either
 //! bucket can ever pay for (derived from `burst` and `pburst`, or from the
-//! time depths with `psched_ns_t2l` when tc did not send them). The kernel
-//! segments such packets when they are GSO super-packets; sluice has no GSO,
-//! so they are dropped and counted, as the kernel does for non-GSO packets.
+//! time depths with `psched_ns_t2l` when tc did not send them), unless it is
+//! a GSO packet whose segments fit: those are segmented in software and
+//! queued one by one (`tbf_segment`, [`crate::gso::segment`]).
 //!
 //! # Deviations
 //!
@@ -407,6 +407,41 @@ impl Tbf {
             }
     }
 
+    /// `tbf_segment`: a GSO packet longer than `max_size` whose segments
+    /// fit goes into the inner queue as its segments. The tree counted one
+    /// packet; it now counts the segments queued ([`Cx::split`]). Segments
+    /// the inner queue refuses are drops here; when it refuses them all,
+    /// the packet is refused.
+    fn segment(&mut self, pkt: Packet, cx: &mut Cx) -> Result<(), (Packet, DropReason)> {
+        let Ok(segs) = crate::gso::segment(&pkt) else {
+            return Err((pkt, DropReason::QueueFull));
+        };
+        let (mut queued, mut bytes, mut refused) = (0u32, 0i64, 0u64);
+        for seg in segs {
+            let len = seg.len;
+            let ok = if self.fifo_overflows(len) {
+                self.child.stats.drops += 1;
+                false
+            } else {
+                self.child.offer(seg, cx).is_ok()
+            };
+            if ok {
+                queued += 1;
+                bytes += len as i64;
+            } else {
+                refused += 1;
+            }
+        }
+        if queued == 0 {
+            // The node counts the refused packet as one of the drops.
+            cx.drop_here(refused - 1);
+            return Err((pkt, DropReason::QueueFull));
+        }
+        cx.drop_here(refused);
+        cx.split(queued - 1, bytes - pkt.len as i64);
+        Ok(())
+    }
+
     /// Would a tail-drop fifo child refuse `len` more bytes, counting the head
     /// packet its node holds peeked? The kernel's fifos peek in place
     /// (`qdisc_peek_head`), so their limit covers the head packet, but
@@ -462,6 +497,10 @@ impl Qdisc for Tbf {
 
     fn enqueue(&mut self, pkt: Packet, cx: &mut Cx) -> Result<(), (Packet, DropReason)> {
         if pkt.len > self.params.max_size || !self.timeable(pkt.len) {
+            let seg = crate::gso::seg_len(&pkt);
+            if pkt.gso.is_some() && seg <= self.params.max_size && self.timeable(seg) {
+                return self.segment(pkt, cx);
+            }
             return Err((pkt, DropReason::QueueFull));
         }
         if self.fifo_overflows(pkt.len) {
