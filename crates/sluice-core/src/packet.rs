@@ -40,6 +40,14 @@ pub struct Packet {
     /// The real length while a size table ([`crate::stab`]) has made `len`
     /// something else (the kernel's `skb->len` beside `qdisc_pkt_len`).
     pub skb_len: Option<u32>,
+    /// `skb->tc_index`: set from the class minor by the ingress (and
+    /// clsact) filters on `ok`; gred picks the virtual queue from its low
+    /// four bits, and rewrites them to the default VQ when they name none.
+    pub tc_index: u16,
+    /// Scratch space of the qdisc holding the packet (the kernel's
+    /// `qdisc_skb_cb(skb)->data`): sfb keeps the packet's two bin hashes
+    /// here between enqueue and dequeue. Meaningless outside a qdisc.
+    pub cb: [u32; 2],
 }
 
 impl Packet {
