@@ -1189,6 +1189,9 @@ const KINDS: &[&str] = &[
     "fq_pie",
     "fq",
     "cake",
+    "sfb",
+    "gred",
+    "hhf",
     "u32",
     "fw",
     "matchall",
@@ -1287,6 +1290,13 @@ const WORDS: &[&str] = &[
     "memory_limit",
     "dq_rate_estimator",
     "qevent",
+    "setup",
+    "vqs",
+    "vq",
+    "grio",
+    "rehash",
+    "penalty_rate",
+    "admit_bytes",
     "DEV",
 ];
 const VALUES: &[&str] = &[
