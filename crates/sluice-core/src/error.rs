@@ -27,6 +27,7 @@ pub enum Errno {
     ELOOP,
     ENOTSUPP,
     EAGAIN,
+    ENOSYS,
 }
 
 impl Errno {
@@ -49,6 +50,7 @@ impl Errno {
             Errno::ELOOP => "Too many levels of symbolic links",
             Errno::ENOTSUPP => "Unknown error 524",
             Errno::EAGAIN => "Resource temporarily unavailable",
+            Errno::ENOSYS => "Function not implemented",
         }
     }
 }

@@ -241,6 +241,8 @@ pub fn split(pkt: &Packet, per_piece: u16) -> Result<Vec<Packet>, GsoError> {
             }),
             csum_partial: pkt.csum_partial,
             pkt_type: pkt.pkt_type,
+            tc_index: pkt.tc_index,
+            cb: pkt.cb,
         });
     }
     Ok(pieces)

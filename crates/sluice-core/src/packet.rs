@@ -49,6 +49,14 @@ pub struct Packet {
     /// Checksum offload (`CHECKSUM_PARTIAL`): the transport checksum is
     /// not computed yet; its field holds the pseudo-header sum.
     pub csum_partial: Option<CsumPartial>,
+    /// `skb->tc_index`: set from the class minor by the ingress (and
+    /// clsact) filters on `ok`; gred picks the virtual queue from its low
+    /// four bits, and rewrites them to the default VQ when they name none.
+    pub tc_index: u16,
+    /// Scratch space of the qdisc holding the packet (the kernel's
+    /// `qdisc_skb_cb(skb)->data`): sfb keeps the packet's two bin hashes
+    /// here between enqueue and dequeue. Meaningless outside a qdisc.
+    pub cb: [u32; 2],
 }
 
 /// A GSO packet's `skb_shinfo` fields: it carries `segs` segments' payload

@@ -371,7 +371,11 @@ fn qdisc_modify(net: &mut Net, a: &mut Args, flags: Option<NlFlags>) -> CmdResul
         None => d
             .delete_qdisc(parent, handle, kind.as_deref())
             .map_err(kernel_err),
-        Some(fl) => {
+        Some(mut fl) => {
+            if let Some(QdiscOpts::Gred(g)) = &qopts {
+                // q_gred.c's `setup` asks for creation whatever the verb.
+                fl.create |= g.dps.is_some();
+            }
             let req = QdiscRequest {
                 parent,
                 handle,
@@ -673,7 +677,7 @@ fn print_qdisc(d: &Device, q: &QdiscNode, show_dev: bool, opts: &Opts, out: &mut
     if matches!(o, QdiscOpts::Ingress(_) | QdiscOpts::Clsact(_)) {
         out.text("---------------- ");
     }
-    q::print_qdisc(&o, out, opts.details);
+    q::print_qdisc(&o, out, opts.details, opts.stats);
     out.close();
     out.nl();
     if let (true, Some(t)) = (opts.details, &q.stab) {

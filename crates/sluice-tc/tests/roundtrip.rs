@@ -1321,6 +1321,9 @@ const KINDS: &[&str] = &[
     "fq_pie",
     "fq",
     "cake",
+    "sfb",
+    "gred",
+    "hhf",
     "u32",
     "fw",
     "matchall",
@@ -1420,6 +1423,13 @@ const WORDS: &[&str] = &[
     "memory_limit",
     "dq_rate_estimator",
     "qevent",
+    "setup",
+    "vqs",
+    "vq",
+    "grio",
+    "rehash",
+    "penalty_rate",
+    "admit_bytes",
     "DEV",
 ];
 const VALUES: &[&str] = &[

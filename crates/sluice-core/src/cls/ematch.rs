@@ -390,8 +390,9 @@ fn meta_int(id: u16, pkt: &Packet, rnd: &mut dyn FnMut() -> u32) -> Option<u64> 
         DATALEN => pkt.data.len() as u64,
         MACLEN => MAC_LEN as u64,
         NFMARK => pkt.mark as u64,
-        // No tc_index, route class or VLAN in sluice's packets.
-        TCINDEX | RTCLASSID | VLAN_TAG => 0,
+        TCINDEX => pkt.tc_index as u64,
+        // No route class or VLAN in sluice's packets.
+        RTCLASSID | VLAN_TAG => 0,
         RXHASH => pkt.hash as u64,
         _ => return None,
     })

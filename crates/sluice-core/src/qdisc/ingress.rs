@@ -37,8 +37,11 @@
 //! the qdisc keeps its own, which differ (it counts only passed packets, at
 //! full length); front ends should report `counters()`.
 //!
+//! A packet a filter passes (`ok`, or `reclassify` run out) takes the class
+//! minor as its `tc_index`, as `tc_run` sets `skb->tc_index`; gred reads it.
+//!
 //! Not modelled: shared blocks (`ingress_block`/`egress_block` indexes),
-//! `skb->tc_index` (set from the class id on `ok`), tcx/BPF links.
+//! tcx/BPF links.
 //!
 //! [`QdiscNode`]: super::QdiscNode
 
@@ -182,8 +185,13 @@ impl Ingress {
         pkt.len = full_len.saturating_sub(strip);
         self.counters.bytes += pkt.len as u64;
         self.counters.packets += pkt.segs() as u64;
-        let verdict = block.classify(pkt, now).map(|r| r.verdict);
+        let res = block.classify(pkt, now);
         pkt.len = full_len;
+        let verdict = res.map(|r| r.verdict);
+        if let Some(r) = res.filter(|r| matches!(r.verdict, Verdict::Ok | Verdict::Reclassify)) {
+            // `skb->tc_index = TC_H_MIN(res.classid)`, what gred reads.
+            pkt.tc_index = r.classid.minor();
+        }
         match verdict {
             Some(Verdict::Shot) => {
                 self.counters.drops += 1;
@@ -632,7 +640,9 @@ mod tests {
         let mut cx = Cx::new(Time(0));
         let p = Packet { id: 7, ..udp(50) };
         assert!(n.enqueue(p.clone(), &mut cx).is_ok());
-        assert_eq!(n.dequeue(&mut cx), Dequeue::Packet(p));
+        // Passed with class :1, which becomes its tc_index.
+        let passed = Packet { tc_index: 1, ..p };
+        assert_eq!(n.dequeue(&mut cx), Dequeue::Packet(passed));
         assert_eq!(n.dequeue(&mut cx), Dequeue::Empty);
         let q = with_filter(
             IngressKind::Ingress,

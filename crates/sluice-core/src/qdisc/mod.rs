@@ -28,7 +28,9 @@ pub mod flow_hash;
 pub mod fq;
 pub mod fq_codel;
 pub mod fq_pie;
+pub mod gred;
 pub mod hfsc;
+pub mod hhf;
 pub mod htb;
 pub mod ingress;
 pub mod multiq;
@@ -42,6 +44,7 @@ pub mod prio;
 pub mod qfq;
 pub mod red;
 pub mod red_law;
+pub mod sfb;
 pub mod sfq;
 pub mod skbprio;
 pub mod tbf;
@@ -221,6 +224,9 @@ pub enum QdiscOpts {
     Multiq(multiq::MultiqOpts),
     Fq(fq::FqOpts),
     Cake(cake::CakeOpts),
+    Sfb(sfb::SfbOpts),
+    Gred(gred::GredOpts),
+    Hhf(hhf::HhfOpts),
     Noqueue,
     Noop,
 }
@@ -256,6 +262,9 @@ impl QdiscOpts {
             QdiscOpts::Multiq(_) => "multiq",
             QdiscOpts::Fq(_) => "fq",
             QdiscOpts::Cake(_) => "cake",
+            QdiscOpts::Sfb(_) => "sfb",
+            QdiscOpts::Gred(_) => "gred",
+            QdiscOpts::Hhf(_) => "hhf",
             QdiscOpts::Noqueue => "noqueue",
             QdiscOpts::Noop => "noop",
         }
@@ -291,6 +300,9 @@ pub const KINDS: &[&str] = &[
     "plug",
     "fq",
     "cake",
+    "sfb",
+    "gred",
+    "hhf",
 ];
 
 /// Build a qdisc of the kind `opts` names (`qdisc_create` + `init`).
@@ -329,6 +341,9 @@ pub fn create(opts: &QdiscOpts, dev: &DevInfo) -> TcResult<Box<dyn Qdisc>> {
         QdiscOpts::Multiq(o) => return Err(multiq::refuse(o, dev)),
         QdiscOpts::Fq(o) => Box::new(fq::Fq::new(o, dev)?),
         QdiscOpts::Cake(o) => Box::new(cake::Cake::new(o, dev)?),
+        QdiscOpts::Sfb(o) => Box::new(sfb::Sfb::new(o, dev)?),
+        QdiscOpts::Gred(o) => Box::new(gred::Gred::new(o, dev)?),
+        QdiscOpts::Hhf(o) => Box::new(hhf::Hhf::new(o, dev)?),
         QdiscOpts::Noqueue => Box::new(noqueue::Noqueue::new(false)),
         QdiscOpts::Noop => Box::new(noqueue::Noqueue::new(true)),
     })
@@ -375,6 +390,10 @@ pub enum XStats {
     Cake(cake::CakeXstats),
     /// cake class (queue) statistics.
     CakeClass(cake::CakeClassXstats),
+    /// sfb qdisc statistics.
+    Sfb(sfb::SfbXstats),
+    /// hhf qdisc statistics.
+    Hhf(hhf::HhfXstats),
 }
 
 /// A queueing discipline. Implementations keep their own queues and state;

@@ -11,7 +11,9 @@ mod fifo;
 mod fq;
 mod fq_codel;
 mod fq_pie;
+mod gred;
 mod hfsc;
+mod hhf;
 mod htb;
 mod multiq;
 mod netem;
@@ -21,6 +23,7 @@ mod plug;
 mod prio;
 mod qfq;
 mod red;
+mod sfb;
 mod sfq;
 mod skbprio;
 mod tbf;
@@ -53,6 +56,9 @@ pub fn parse_qdisc(
         "choke" => return choke::parse(args, dev),
         "pie" => return pie::parse(args, dev),
         "fq_pie" => return fq_pie::parse(args, dev),
+        "gred" => return gred::parse(args, dev),
+        "sfb" => return sfb::parse(args),
+        "hhf" => return hhf::parse(args),
         "pfifo" | "bfifo" | "pfifo_head_drop" => fifo::parse(kind, args)?,
         "pfifo_fast" => pfifo_fast::parse(args)?,
         "htb" => htb::parse_qdisc(args)?,
@@ -85,8 +91,9 @@ pub fn parse_qdisc(
     }))
 }
 
-/// Print a qdisc's options (`print_qopt`).
-pub fn print_qdisc(opts: &QdiscOpts, out: &mut Out, details: bool) {
+/// Print a qdisc's options (`print_qopt`); `stats` is `tc -s`, which
+/// gred's printer looks at.
+pub fn print_qdisc(opts: &QdiscOpts, out: &mut Out, details: bool, stats: bool) {
     let _ = details;
     match opts {
         QdiscOpts::Pfifo(o) | QdiscOpts::PfifoHeadDrop(o) => fifo::print(false, o, out),
@@ -110,6 +117,9 @@ pub fn print_qdisc(opts: &QdiscOpts, out: &mut Out, details: bool) {
         QdiscOpts::Multiq(o) => multiq::print(o, out),
         QdiscOpts::Fq(o) => fq::print(o, out, details),
         QdiscOpts::Cake(o) => cake::print(o, out, details),
+        QdiscOpts::Sfb(o) => sfb::print(o, out),
+        QdiscOpts::Gred(o) => gred::print(o, out, details, stats),
+        QdiscOpts::Hhf(o) => hhf::print(o, out),
         _ => {}
     }
 }
@@ -164,6 +174,8 @@ pub fn print_xstats(x: &XStats, out: &mut Out) {
         XStats::Fq(x) => fq::print_xstats(x, out),
         XStats::Cake(x) => cake::print_xstats(x, out),
         XStats::CakeClass(x) => cake::print_class_xstats(x, out),
+        XStats::Sfb(x) => sfb::print_xstats(x, out),
+        XStats::Hhf(x) => hhf::print_xstats(x, out),
     }
 }
 
