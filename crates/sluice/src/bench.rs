@@ -21,6 +21,7 @@
 //! (`benches/qdisc.rs`), which reuse [`QdiscCase`].
 
 use sluice_core::packet::{Packet, ETH_P_IP};
+use sluice_core::qdisc::pfifo_fast::tos_to_priority;
 use sluice_core::qdisc::{Cx, Dequeue};
 use sluice_core::time::{Duration, Time};
 use sluice_tc::net::Net;
@@ -72,8 +73,12 @@ fn plain(_: usize, _: &mut Packet) {}
 
 /// prio: spread flows over the bands by TOS, as the default priomap reads it
 /// (0x10 interactive -> band 0, 0 best effort -> band 1, 0x08 bulk -> band 2).
+/// prio and pfifo_fast read `skb->priority`, which a socket sending with
+/// `IP_TOS` gets from the TOS (`rt_tos2priority`), so both are set.
 fn prio_tos(i: usize, p: &mut Packet) {
-    p.data[1] = [0x10, 0x00, 0x08][i % 3];
+    let tos = [0x10, 0x00, 0x08][i % 3];
+    p.data[1] = tos;
+    p.priority = tos_to_priority(tos);
 }
 
 /// htb: flows 0-3 go to ports 5001-5004, classified by the four u32 filters

@@ -256,6 +256,7 @@ fn drop_one<Q: CodelQueue>(q: &mut Q, stats: &mut CodelStats, pkt: Packet) {
 
 /// `codel_dequeue`: the next packet of `q` that CoDel lets through, dropping
 /// or marking on the way as the control law says.
+#[inline]
 pub fn codel_dequeue<Q: CodelQueue>(
     q: &mut Q,
     params: &CodelParams,
@@ -336,6 +337,7 @@ pub fn codel_dequeue<Q: CodelQueue>(
 
 /// The `end:` of `codel_dequeue`: CE-mark a packet that waited longer than
 /// `ce_threshold` (if its DS field matches the selector).
+#[inline]
 fn ce_threshold_mark(
     skb: Option<Packet>,
     params: &CodelParams,

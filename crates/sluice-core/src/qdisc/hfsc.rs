@@ -358,15 +358,51 @@ impl RuntimeSc {
 struct Tree(Vec<(u64, u64, usize)>);
 
 impl Tree {
+    /// Trees up to this size are searched linearly: fewer instructions than
+    /// a bisection for the handful of entries they usually hold.
+    const LINEAR: usize = 16;
+
+    /// The index of the first entry not less than `e`.
+    fn lower_bound(&self, e: &(u64, u64, usize)) -> usize {
+        if self.0.len() <= Self::LINEAR {
+            self.0.iter().position(|x| x >= e).unwrap_or(self.0.len())
+        } else {
+            self.0.partition_point(|x| x < e)
+        }
+    }
+
     fn insert(&mut self, e: (u64, u64, usize)) {
-        let at = self.0.partition_point(|x| *x < e);
+        let at = self.lower_bound(&e);
         self.0.insert(at, e);
     }
 
     fn remove(&mut self, e: &(u64, u64, usize)) {
-        if let Ok(at) = self.0.binary_search(e) {
+        let at = self.lower_bound(e);
+        if self.0.get(at) == Some(e) {
             self.0.remove(at);
         }
+    }
+
+    /// `remove(old)` then `insert(new)` in one pass: the entry slides from
+    /// its old place to its new one (usually a step or two), shifting the
+    /// entries in between. Entries are unique (insertion numbers are).
+    fn replace(&mut self, old: &(u64, u64, usize), new: (u64, u64, usize)) {
+        let at = self.lower_bound(old);
+        if self.0.get(at) != Some(old) {
+            self.insert(new);
+            return;
+        }
+        let v = &mut self.0;
+        let mut i = at;
+        while i + 1 < v.len() && v[i + 1] < new {
+            v[i] = v[i + 1];
+            i += 1;
+        }
+        while i > 0 && v[i - 1] > new {
+            v[i] = v[i - 1];
+            i -= 1;
+        }
+        v[i] = new;
     }
 
     fn first(&self) -> Option<&(u64, u64, usize)> {
@@ -677,9 +713,15 @@ impl Hfsc {
         }
     }
 
+    /// `eltree_update`: remove and insert again under a new insertion number.
     fn eltree_update(&mut self, i: usize) {
-        self.eltree_remove(i);
-        self.eltree_insert(i);
+        let Some((e0, s0)) = self.cl(i).el_node else {
+            return self.eltree_insert(i);
+        };
+        let s = self.next_seq();
+        let e = self.cl(i).e;
+        self.eligible.replace(&(e0, s0, i), (e, s, i));
+        self.clm(i).el_node = Some((e, s));
     }
 
     /// `eltree_get_mindl`: among the classes eligible by `now`, the one with
@@ -713,9 +755,16 @@ impl Hfsc {
         }
     }
 
+    /// `vttree_update`: remove and insert again under a new insertion number.
     fn vttree_update(&mut self, i: usize) {
-        self.vttree_remove(i);
-        self.vttree_insert(i);
+        let Some(p) = self.cl(i).parent else { return };
+        let Some((k0, s0)) = self.cl(i).vt_node else {
+            return self.vttree_insert(i);
+        };
+        let s = self.next_seq();
+        let vt = self.cl(i).vt;
+        self.clm(p).vt_tree.replace(&(k0, s0, i), (vt, s, i));
+        self.clm(i).vt_node = Some((vt, s));
     }
 
     fn cftree_insert(&mut self, i: usize) {
@@ -733,9 +782,16 @@ impl Hfsc {
         }
     }
 
+    /// `cftree_update`: remove and insert again under a new insertion number.
     fn cftree_update(&mut self, i: usize) {
-        self.cftree_remove(i);
-        self.cftree_insert(i);
+        let Some(p) = self.cl(i).parent else { return };
+        let Some((k0, s0)) = self.cl(i).cf_node else {
+            return self.cftree_insert(i);
+        };
+        let s = self.next_seq();
+        let f = self.cl(i).f;
+        self.clm(p).cf_tree.replace(&(k0, s0, i), (f, s, i));
+        self.clm(i).cf_node = Some((f, s));
     }
 
     /// `vttree_firstfit`: the active child of `i` with the smallest vt that fits by `now`.
@@ -1496,6 +1552,35 @@ impl Classful for Hfsc {
 mod tests {
     use super::*;
     use std::collections::HashMap;
+
+    proptest::proptest! {
+        /// `Tree::replace` is `remove` then `insert`, at every size (both
+        /// sides of the linear-search threshold) and for absent entries.
+        #[test]
+        fn tree_replace_is_remove_then_insert(
+            keys in proptest::collection::vec(0u64..20, 0..40),
+            pick in 0usize..41,
+            new_key in 0u64..20,
+        ) {
+            let mut a = Tree::default();
+            for (s, &k) in keys.iter().enumerate() {
+                a.insert((k, s as u64, s));
+            }
+            // The model: a sorted vector updated by bisection.
+            let mut b = a.0.clone();
+            proptest::prop_assert!(b.windows(2).all(|w| w[0] < w[1]));
+            // An entry of the tree, or (past the end) one that is not in it.
+            let old = a.iter().nth(pick).copied().unwrap_or((7, 999, 999));
+            let new = (new_key, 1000, old.2);
+            a.replace(&old, new);
+            if let Ok(at) = b.binary_search(&old) {
+                b.remove(at);
+            }
+            let at = b.partition_point(|x| *x < new);
+            b.insert(at, new);
+            proptest::prop_assert_eq!(&a.0, &b);
+        }
+    }
 
     const SEC: u64 = 1_000_000_000;
     const MS: u64 = 1_000_000;

@@ -368,8 +368,24 @@ fn einval() -> TcError {
     TcError::errno(Errno::EINVAL)
 }
 
-fn bits(mask: u8) -> impl Iterator<Item = usize> {
-    (0..TC_HTB_NUMPRIO).filter(move |p| mask & (1 << p) != 0)
+/// The priorities set in `mask`, lowest first.
+fn bits(mask: u8) -> Bits {
+    Bits(mask)
+}
+
+/// Iterator over the set bits of a priority mask (one step per set bit).
+struct Bits(u8);
+
+impl Iterator for Bits {
+    type Item = usize;
+    fn next(&mut self) -> Option<usize> {
+        if self.0 == 0 {
+            return None;
+        }
+        let p = self.0.trailing_zeros() as usize;
+        self.0 &= self.0 - 1;
+        Some(p)
+    }
 }
 
 fn time_ns(t: Time) -> i64 {

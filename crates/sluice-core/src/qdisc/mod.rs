@@ -618,7 +618,12 @@ impl QdiscNode {
 
     /// [`QdiscNode::enqueue`] that hands a refused packet back, for a parent
     /// qdisc that must itself answer with the packet.
-    #[inline]
+    ///
+    /// `offer` and `dequeue` are inlined into every caller, even a parent's
+    /// loop over its children: the wrapper is small, and inlined it saves a
+    /// call and a packet copy per tree level (`sluice bench`: prio -8 %,
+    /// tbf -3 % instructions per packet against a plain `#[inline]`).
+    #[inline(always)]
     pub fn offer(&mut self, mut pkt: Packet, cx: &mut Cx) -> Result<(), (Packet, DropReason)> {
         if let Some(t) = &self.stab {
             t.apply(&mut pkt);
@@ -643,7 +648,7 @@ impl QdiscNode {
     }
 
     /// Dequeue through the qdisc, keeping the counters.
-    #[inline]
+    #[inline(always)]
     pub fn dequeue(&mut self, cx: &mut Cx) -> Dequeue {
         if let Some(p) = self.peeked.take() {
             self.count_out(p.len, p.segs(), cx.now);

@@ -518,8 +518,18 @@ impl Sfq {
         Err(())
     }
 
-    /// The kernel's `perturb_timer`, run lazily.
+    /// The kernel's `perturb_timer`, run lazily. The common case, no
+    /// perturbation or none due yet, is checked inline on every packet.
+    #[inline]
     fn maybe_perturb(&mut self, cx: &mut Cx) {
+        if self.p.perturb_secs <= 0 || self.next_perturb.is_some_and(|due| cx.now < due) {
+            return;
+        }
+        self.perturb_now(cx);
+    }
+
+    #[inline(never)]
+    fn perturb_now(&mut self, cx: &mut Cx) {
         let period = self.p.perturb_period();
         if period.0 == 0 {
             return;

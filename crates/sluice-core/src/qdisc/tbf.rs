@@ -177,6 +177,10 @@ struct TbfParams {
     peak: Option<RateCfg>,
     /// Peak bucket depth in nanoseconds (kept and dumped even without a peak rate).
     mtu_ns: i64,
+    /// The longest packet both buckets can time exactly (whose wire length
+    /// fits 32 bits at each rate), or `None` when no length can be timed.
+    /// Computed once here: the wire length only grows with the length.
+    max_timeable: Option<u32>,
 }
 
 impl TbfParams {
@@ -231,6 +235,7 @@ impl TbfParams {
             buffer_ns,
             peak,
             mtu_ns,
+            max_timeable: max_timeable(&rate, peak.as_ref()),
         })
     }
 
@@ -284,6 +289,32 @@ fn wire_len(spec: &RateSpec, len: u32) -> u64 {
         wire = wire.div_ceil(48) * 53;
     }
     wire
+}
+
+/// Whether both buckets can time a packet of `len` bytes exactly: its wire
+/// length fits 32 bits at `rate` and at `peak`.
+fn timeable_at(rate: &RateCfg, peak: Option<&RateCfg>, len: u32) -> bool {
+    let fits = |r: &RateCfg| wire_len(&r.spec(), len) <= u32::MAX as u64;
+    fits(rate) && peak.is_none_or(fits)
+}
+
+/// The longest length [`timeable_at`] accepts, found by bisection (the wire
+/// length never decreases as the length grows), or `None` if none is.
+fn max_timeable(rate: &RateCfg, peak: Option<&RateCfg>) -> Option<u32> {
+    if !timeable_at(rate, peak, 0) {
+        return None;
+    }
+    // Invariant: `lo` is timeable; every length above `hi` is not.
+    let (mut lo, mut hi) = (0u32, u32::MAX);
+    while lo < hi {
+        let mid = lo + (hi - lo).div_ceil(2);
+        if timeable_at(rate, peak, mid) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    Some(lo)
 }
 
 /// `psched_ns_t2l`: how many bytes `ns` nanoseconds carry at `rate` (the
@@ -399,12 +430,7 @@ impl Tbf {
 
     /// Whether both buckets can time a packet of `len` bytes exactly.
     fn timeable(&self, len: u32) -> bool {
-        let fits = |r: &RateCfg| wire_len(&r.spec(), len) <= u32::MAX as u64;
-        fits(&self.params.rate)
-            && match &self.params.peak {
-                Some(p) => fits(p),
-                None => true,
-            }
+        self.params.max_timeable.is_some_and(|m| len <= m)
     }
 
     /// `tbf_segment`: a GSO packet longer than `max_size` whose segments
@@ -708,6 +734,38 @@ mod tests {
             linklayer: LinkLayer::Ethernet,
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn the_longest_timeable_length_is_the_boundary_of_timeable_lengths() {
+        let spec = |overhead, linklayer| {
+            RateCfg::new(RateSpec {
+                rate: 1_000 * MBIT,
+                overhead,
+                mpu: 64,
+                linklayer,
+            })
+        };
+        let eth0 = spec(0, LinkLayer::Ethernet);
+        let eth_big = spec(i32::MAX, LinkLayer::Ethernet);
+        let atm = spec(40, LinkLayer::Atm);
+        for (rate, peak) in [
+            (eth0, None),
+            (eth_big, None),
+            (atm, None),
+            (eth0, Some(atm)),
+            (eth_big, Some(eth0)),
+        ] {
+            let m = max_timeable(&rate, peak.as_ref()).unwrap();
+            assert!(timeable_at(&rate, peak.as_ref(), m));
+            assert!(m == u32::MAX || !timeable_at(&rate, peak.as_ref(), m + 1));
+            for len in [0, 1, 1500, m / 2, m.saturating_sub(1)] {
+                assert!(timeable_at(&rate, peak.as_ref(), len), "{len}");
+            }
+        }
+        // ATM cells: 2^32 - 1 bytes need more than 2^32 - 1 wire bytes.
+        assert!(max_timeable(&atm, None).unwrap() < u32::MAX);
+        assert_eq!(max_timeable(&eth0, None), Some(u32::MAX));
     }
 
     /// Options as iproute2 sends them for `rate R burst B limit L`.
