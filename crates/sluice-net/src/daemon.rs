@@ -10,6 +10,7 @@
 //! the last stretch. Signals are blocked and read from the signalfd, so a
 //! signal never interrupts a half-done operation.
 
+use crate::awake::KeepAwake;
 use crate::clock::{self, Timer, SPIN};
 use crate::control;
 use crate::io::{deliver, read_batch, Buffers, IoStats};
@@ -103,16 +104,23 @@ pub fn main(json: &str) -> i32 {
     };
     println!("ready");
     let _ = std::io::stdout().flush();
+    // Before prefer_cpu: the pollers must not start at real-time priority.
+    let keep = spec
+        .keep_awake
+        .wanted()
+        .then(KeepAwake::start)
+        .and_then(Result::ok);
     eprintln!(
-        "sluice link {}: carrying packets, with {}",
+        "sluice link {}: carrying packets, with {}{}",
         spec.name,
-        clock::prefer_cpu()
+        clock::prefer_cpu(),
+        if keep.is_some() { ", CPUs kept awake while it carries traffic" } else { "" }
     );
     // Nobody reads our stdout any more.
     if let Ok(null) = File::options().write(true).open("/dev/null") {
         let _ = nix::unistd::dup2_stdout(&null);
     }
-    let code = match run_loop(&mut running, &signals) {
+    let code = match run_loop(&mut running, &signals, keep.as_ref()) {
         Ok(sig) => {
             eprintln!("sluice link {}: {sig}, cleaning up", spec.name);
             0
@@ -211,8 +219,13 @@ fn configure(side: &Side, mtu: u32) -> Result<(), String> {
     Ok(())
 }
 
-/// Carry packets until a signal; returns the signal's name.
-pub fn run_loop(r: &mut Running, signals: &SignalFd) -> Result<String, String> {
+/// Carry packets until a signal; returns the signal's name. `keep` (if
+/// any) hears of every turn of the loop.
+pub fn run_loop(
+    r: &mut Running,
+    signals: &SignalFd,
+    keep: Option<&KeepAwake>,
+) -> Result<String, String> {
     let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).map_err(|e| format!("epoll: {e}"))?;
     let mut timer = Timer::new().map_err(|e| format!("timerfd: {e}"))?;
     let add = |fd: std::os::fd::BorrowedFd<'_>, tok| {
@@ -281,6 +294,9 @@ pub fn run_loop(r: &mut Running, signals: &SignalFd) -> Result<String, String> {
                 TOK_CONTROL => control::serve(&r.listener, &mut r.plane, &r.io, now),
                 _ => {}
             }
+        }
+        if let Some(k) = keep {
+            k.touch(now.0, r.plane.next_wake().map(|t| t.0));
         }
     }
 }

@@ -10,6 +10,8 @@
 //! - [`io`]: the packet I/O trait, with an in-memory loopback for tests.
 //! - [`tun`]: TUN devices (Linux) with offloads, the real [`io::PacketIo`].
 //! - [`vnet`]: the virtio-net header: GSO and checksum offload metadata.
+//! - [`awake`]: pollers that keep a virtual machine's CPUs out of their
+//!   idle halt while the link carries traffic (wake-ups within microseconds).
 //! - [`clock`]: the monotonic clock and a precise timer (timerfd plus a
 //!   short busy-wait tail).
 //! - [`link`]: `sluice link up/down/list`: namespaces, addresses, the
@@ -22,6 +24,7 @@
 //! Everything here except `plane` and `io` is Linux-only I/O at the edge.
 #![warn(missing_docs)]
 
+pub mod awake;
 pub mod clock;
 pub mod control;
 pub mod daemon;

@@ -104,6 +104,9 @@ pub struct LinkSpec {
     pub mtu: u32,
     /// The third octet of the 10.77.X.0/24 subnet the link took, if it took one.
     pub subnet: Option<u8>,
+    /// Keep the CPUs out of their idle halt while traffic flows ([`crate::awake`]).
+    #[serde(default)]
+    pub keep_awake: crate::awake::Mode,
 }
 
 /// A running (or crashed) link as its record says.

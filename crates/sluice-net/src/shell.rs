@@ -27,6 +27,8 @@ pub struct ShellOpts {
     pub down: Wire,
     /// The command and its arguments (empty: `$SHELL`).
     pub command: Vec<String>,
+    /// `--keep-awake`.
+    pub keep_awake: crate::awake::Mode,
 }
 
 /// Masquerade `subnet` out of every interface but `host_if`, and forward its traffic.
@@ -114,6 +116,7 @@ pub fn spec(name: &str, o: &ShellOpts) -> LinkSpec {
         nat_subnet: Some("10.77.{X}.0/24".into()),
         mtu: 1500,
         subnet: None,
+        keep_awake: o.keep_awake,
     }
 }
 

@@ -162,6 +162,7 @@ impl BenchLink {
             nat_subnet: None,
             mtu: 1500,
             subnet: None,
+            keep_awake: Default::default(),
         };
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
         // Tied: the daemon goes (and cleans up) if this process is killed.

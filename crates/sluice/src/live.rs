@@ -74,6 +74,10 @@ struct WireArgs {
     /// Loss b->a.
     #[arg(long)]
     loss_ba: Option<String>,
+    /// Keep the CPUs out of their idle halt while the link carries traffic,
+    /// for wake-ups within microseconds: auto (in a virtual machine), on, off.
+    #[arg(long, default_value = "auto")]
+    keep_awake: sluice_net::awake::Mode,
 }
 
 #[derive(Args)]
@@ -210,6 +214,7 @@ pub fn link_main(args: &[String]) -> i32 {
                 nat_subnet: None,
                 mtu: a.mtu,
                 subnet: None,
+                keep_awake: a.wire.keep_awake,
             };
             match link::up(&exe(), spec) {
                 Ok(rec) => {
@@ -327,6 +332,7 @@ pub fn shell_main(args: &[String]) -> i32 {
         up,
         down,
         command: cli.command,
+        keep_awake: cli.wire.keep_awake,
     };
     shell::run(&exe(), &opts)
 }
