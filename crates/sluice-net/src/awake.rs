@@ -117,8 +117,7 @@ impl KeepAwake {
                 .name(format!("keep-awake-{cpu}"))
                 .spawn(move || {
                     let mut one = CpuSet::new();
-                    if one.set(cpu).is_err() || sched_setaffinity(Pid::from_raw(0), &one).is_err()
-                    {
+                    if one.set(cpu).is_err() || sched_setaffinity(Pid::from_raw(0), &one).is_err() {
                         return;
                     }
                     let param = nix::libc::sched_param { sched_priority: 0 };
@@ -178,7 +177,8 @@ fn poll(sh: &Shared) {
         }
         let g = sh.lock.lock().unwrap_or_else(|e| e.into_inner());
         // Re-check under the lock: a touch between the load and here has notified already.
-        if sh.until.load(Ordering::Relaxed) <= crate::clock::now().0 && !sh.stop.load(Ordering::Relaxed)
+        if sh.until.load(Ordering::Relaxed) <= crate::clock::now().0
+            && !sh.stop.load(Ordering::Relaxed)
         {
             let _ = sh
                 .wake
@@ -223,7 +223,11 @@ mod tests {
     #[test]
     fn one_poller_per_cpu_that_sleeps_once_the_link_is_quiet_and_stops_on_drop() {
         let cpus = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0))
-            .map(|m| (0..nix::sched::CpuSet::count()).filter(|&c| m.is_set(c).unwrap_or(false)).count())
+            .map(|m| {
+                (0..nix::sched::CpuSet::count())
+                    .filter(|&c| m.is_set(c).unwrap_or(false))
+                    .count()
+            })
             .unwrap();
         let k = KeepAwake::start().unwrap();
         std::thread::sleep(std::time::Duration::from_millis(50));

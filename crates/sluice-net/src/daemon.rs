@@ -114,7 +114,11 @@ pub fn main(json: &str) -> i32 {
         "sluice link {}: carrying packets, with {}{}",
         spec.name,
         clock::prefer_cpu(),
-        if keep.is_some() { ", CPUs kept awake while it carries traffic" } else { "" }
+        if keep.is_some() {
+            ", CPUs kept awake while it carries traffic"
+        } else {
+            ""
+        }
     );
     // Nobody reads our stdout any more.
     if let Ok(null) = File::options().write(true).open("/dev/null") {

@@ -38,7 +38,7 @@
 //! dequeue, as codel does. qevents (`TCA_RED_*_BLOCK`) are not supported.
 
 use super::fifo::{Fifo, FifoKind, FifoOpts};
-use super::noqueue::Noqueue;
+use super::noqueue::{child_leaves, child_leaves_ref, noop_child, swap_child};
 use super::red_law::{
     self, red_check_params, RedAction, RedParams, RedVars, RED_STAB_SIZE, TC_RED_ADAPTATIVE,
     TC_RED_ECN, TC_RED_HARDDROP, TC_RED_HISTORIC_FLAGS, TC_RED_NODROP,
@@ -145,11 +145,6 @@ pub struct Red {
     now: Time,
     /// Packets (count, bytes) discarded by `change`, not yet reported.
     purged: (u64, u64),
-}
-
-/// The noop qdisc the kernel puts in the class when it has no qdisc.
-fn noop_child(parent: Handle) -> QdiscNode {
-    QdiscNode::new(Handle::UNSPEC, parent, Box::new(Noqueue::new(true)))
 }
 
 /// `red_get_flags` + `red_validate_flags`: the flags after applying the
@@ -267,10 +262,6 @@ impl Red {
 
     fn class_id(&self) -> Handle {
         Handle::new(self.major, 1)
-    }
-
-    fn child_is_noop(&self) -> bool {
-        self.child.kind() == "noop"
     }
 
     /// Report what `change` discarded, and run the adaptation steps due.
@@ -477,25 +468,16 @@ impl Classful for Red {
         if classid.major() != 0 {
             self.major = classid.major();
         }
-        let new = new.unwrap_or_else(|| noop_child(self.class_id()));
-        let old = std::mem::replace(&mut self.child, new);
-        Ok((old.kind() != "noop").then_some(old))
+        let class = self.class_id();
+        Ok(swap_child(&mut self.child, new, class))
     }
 
     fn leaves(&mut self) -> Vec<&mut QdiscNode> {
-        if self.child_is_noop() {
-            Vec::new()
-        } else {
-            vec![&mut self.child]
-        }
+        child_leaves(&mut self.child)
     }
 
     fn leaves_ref(&self) -> Vec<&QdiscNode> {
-        if self.child_is_noop() {
-            Vec::new()
-        } else {
-            vec![&self.child]
-        }
+        child_leaves_ref(&self.child)
     }
 }
 

@@ -83,7 +83,7 @@
 
 use super::fifo::Fifo;
 use super::flow_hash::{flow_hash, jhash_3words};
-use super::noqueue::Noqueue;
+use super::noqueue::{child_leaves, child_leaves_ref, noop_child, swap_child};
 use super::{
     wrong_kind, ClassInfo, ClassOpts, Classful, Cx, Dequeue, DevInfo, Qdisc, QdiscNode, QdiscOpts,
     XStats,
@@ -255,11 +255,6 @@ pub struct Sfb {
     purged: (u64, u64),
 }
 
-/// The noop qdisc the class holds when its qdisc is deleted.
-fn noop_child(parent: Handle) -> QdiscNode {
-    QdiscNode::new(Handle::UNSPEC, parent, Box::new(Noqueue::new(true)))
-}
-
 impl Sfb {
     /// `sfb_init`: noop inside, then the options as `change` applies them.
     pub fn new(o: &SfbOpts, dev: &DevInfo) -> TcResult<Self> {
@@ -334,10 +329,6 @@ impl Sfb {
 
     fn class_id(&self) -> Handle {
         Handle::new(self.major, 1)
-    }
-
-    fn child_is_noop(&self) -> bool {
-        self.child.kind() == "noop"
     }
 
     /// Report what `change` discarded; date a fresh configuration.
@@ -685,25 +676,16 @@ impl Classful for Sfb {
         if classid.major() != 0 {
             self.major = classid.major();
         }
-        let new = new.unwrap_or_else(|| noop_child(self.class_id()));
-        let old = std::mem::replace(&mut self.child, new);
-        Ok((old.kind() != "noop").then_some(old))
+        let class = self.class_id();
+        Ok(swap_child(&mut self.child, new, class))
     }
 
     fn leaves(&mut self) -> Vec<&mut QdiscNode> {
-        if self.child_is_noop() {
-            Vec::new()
-        } else {
-            vec![&mut self.child]
-        }
+        child_leaves(&mut self.child)
     }
 
     fn leaves_ref(&self) -> Vec<&QdiscNode> {
-        if self.child_is_noop() {
-            Vec::new()
-        } else {
-            vec![&self.child]
-        }
+        child_leaves_ref(&self.child)
     }
 }
 
