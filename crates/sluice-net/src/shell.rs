@@ -151,7 +151,10 @@ pub fn run(exe: &Path, o: &ShellOpts) -> i32 {
         let _ = signal(Signal::SIGQUIT, SigHandler::SigIgn);
     }
     let code = match cmd.status() {
-        Ok(s) => s.code().unwrap_or(128 + 2),
+        // Killed by a signal: 128 + its number, as a shell reports it.
+        Ok(s) => s.code().unwrap_or_else(|| {
+            128 + std::os::unix::process::ExitStatusExt::signal(&s).unwrap_or(2)
+        }),
         Err(e) => {
             eprintln!("sluice shell: cannot run the command: {e}");
             127

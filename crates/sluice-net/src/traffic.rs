@@ -26,14 +26,17 @@ pub fn enter_netns(ns: &str) -> Result<(), String> {
     setns(&f, CloneFlags::CLONE_NEWNET).map_err(|e| format!("setns {ns}: {e}"))
 }
 
-/// Run `f` on a thread of its own inside namespace `ns`.
+/// Run `f` on a thread of its own inside namespace `ns` (`""`: the
+/// calling thread's own, such as the host's end of a `sluice shell` link).
 fn in_netns<T: Send + 'static>(
     ns: &str,
     f: impl FnOnce() -> Result<T, String> + Send + 'static,
 ) -> std::thread::JoinHandle<Result<T, String>> {
     let ns = ns.to_string();
     std::thread::spawn(move || {
-        enter_netns(&ns)?;
+        if !ns.is_empty() {
+            enter_netns(&ns)?;
+        }
         f()
     })
 }
@@ -43,7 +46,10 @@ fn join<T>(h: std::thread::JoinHandle<Result<T, String>>) -> Result<T, String> {
         .map_err(|_| "a traffic thread panicked".to_string())?
 }
 
-/// Where traffic goes: from namespace `from` to `to`, whose address is `addr`.
+/// Where traffic goes: from namespace `from` to `to`, whose address is
+/// `addr`. For the built-in tools (not iperf3) an empty name is the
+/// namespace of the thread that starts the traffic (for a `sluice shell`
+/// link, whose side b is the host's).
 #[derive(Clone, Debug)]
 pub struct Endpoints {
     /// The sender's namespace.
@@ -73,6 +79,11 @@ pub struct TcpRun {
     /// does not hold them up for longer than the path's buffers last: what
     /// is measured is then the path, not the machine's load.
     pub urgent: bool,
+    /// The sender's congestion control (`TCP_CONGESTION`, e.g. "cubic");
+    /// `None`: the namespace's default (`net.ipv4.tcp_congestion_control`,
+    /// which may be bbr, which keeps a bottleneck's queue short where a
+    /// loss-based one such as cubic or reno fills it).
+    pub congestion: Option<&'static str>,
 }
 
 impl Default for TcpRun {
@@ -83,6 +94,7 @@ impl Default for TcpRun {
             warm: 1.0,
             rcvbuf: None,
             urgent: false,
+            congestion: None,
         }
     }
 }
@@ -99,6 +111,7 @@ pub fn tcp_goodput(p: &Endpoints, run: TcpRun) -> Result<f64, String> {
         warm,
         rcvbuf,
         urgent,
+        congestion,
     } = run;
     let (tx, rx) = mpsc::channel();
     let receiver = in_netns(&p.to, move || {
@@ -151,6 +164,15 @@ pub fn tcp_goodput(p: &Endpoints, run: TcpRun) -> Result<f64, String> {
             crate::clock::prefer_cpu();
         }
         let mut s = TcpStream::connect(addr).map_err(|e| format!("connect {addr}: {e}"))?;
+        if let Some(cc) = congestion {
+            // Before any data: the connection runs on it from the start.
+            nix::sys::socket::setsockopt(
+                &s,
+                nix::sys::socket::sockopt::TcpCongestion,
+                &std::ffi::OsString::from(cc),
+            )
+            .map_err(|e| format!("congestion control {cc}: {e}"))?;
+        }
         s.set_write_timeout(Some(Duration::from_millis(200)))
             .map_err(|e| e.to_string())?;
         let buf = vec![0x5au8; 1 << 17];
