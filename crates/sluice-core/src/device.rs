@@ -16,7 +16,7 @@ use crate::error::{Errno, TcError, TcResult};
 use crate::handle::Handle;
 use crate::qdisc::{DevInfo, QdiscNode, QdiscOpts};
 use crate::stab::SizeTable;
-use crate::stats::RateEstimator;
+use crate::stats::{DropReason, RateEstimator};
 use serde::{Deserialize, Serialize};
 
 /// What kind of interface this is (decides the default qdisc).
@@ -33,12 +33,17 @@ pub enum DevKind {
     Dummy,
     /// An Ethernet-like NIC with a transmit queue (the simulator's links).
     Ether,
+    /// An intermediate functional block (`ifb`): what mirred redirects to
+    /// it goes through its egress qdiscs and then back where it came from
+    /// (up the stack of the device it arrived on, or out of the device
+    /// that sent it), so ingress traffic can be shaped by a full qdisc tree.
+    Ifb,
 }
 
 impl DevKind {
     /// Does the device declare `IFF_NO_QUEUE` (default qdisc noqueue)?
     pub fn no_queue(&self) -> bool {
-        !matches!(self, DevKind::Ether)
+        !matches!(self, DevKind::Ether | DevKind::Ifb)
     }
 }
 
@@ -502,14 +507,25 @@ impl Device {
         pkt: crate::packet::Packet,
         now: crate::time::Time,
     ) -> Option<crate::packet::Packet> {
+        self.receive_verdict(pkt, now).ok()
+    }
+
+    /// [`Device::receive`], saying why a packet did not pass: dropped (a
+    /// policer, `gact drop`) or [`DropReason::Stolen`] (an action took it:
+    /// a mirred redirect, which is not a loss).
+    pub fn receive_verdict(
+        &mut self,
+        pkt: crate::packet::Packet,
+        now: crate::time::Time,
+    ) -> Result<crate::packet::Packet, DropReason> {
         let Some(ing) = self.ingress.as_mut() else {
-            return Some(pkt);
+            return Ok(pkt);
         };
         let mut cx = crate::qdisc::Cx::new(now);
-        ing.enqueue(pkt, &mut cx).ok()?;
+        ing.enqueue(pkt, &mut cx)?;
         match ing.dequeue(&mut cx) {
-            crate::qdisc::Dequeue::Packet(p) => Some(p),
-            _ => None,
+            crate::qdisc::Dequeue::Packet(p) => Ok(p),
+            _ => Err(DropReason::Stolen),
         }
     }
 

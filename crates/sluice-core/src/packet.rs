@@ -53,6 +53,16 @@ pub struct Packet {
     /// clsact) filters on `ok`; gred picks the virtual queue from its low
     /// four bits, and rewrites them to the default VQ when they name none.
     pub tc_index: u16,
+    /// `skb->skb_iif`: the device the packet came in on or, once a mirred
+    /// action has sent it on, the device it was redirected from (where an
+    /// ifb device hands it back).
+    pub skb_iif: u32,
+    /// `skb->from_ingress`: mirred took it from an ingress path (an ifb
+    /// device passes it up that device's stack; else out of its egress).
+    pub from_ingress: bool,
+    /// How many times mirred has sent it on: the loop guard (the kernel's
+    /// old `tc_verd` TTL), so a redirect loop ends in a drop.
+    pub redirects: u8,
     /// Scratch space of the qdisc holding the packet (the kernel's
     /// `qdisc_skb_cb(skb)->data`): sfb keeps the packet's two bin hashes
     /// here between enqueue and dequeue. Meaningless outside a qdisc.

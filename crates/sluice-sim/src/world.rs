@@ -20,10 +20,12 @@
 use crate::engine::EventQueue;
 use crate::host::{Host, HostEvent, Output};
 use crate::ip::ipv4_info;
+use sluice_core::device::DevKind;
 use sluice_core::netfilter::{Hook, Ifaces, Verdict};
 use sluice_core::packet::Packet;
 use sluice_core::port::{Port, PortConfig};
 use sluice_core::qdisc::pfifo_fast::tos_to_priority;
+use sluice_core::stats::DropReason;
 use sluice_core::time::Time;
 use sluice_tc::net::Net;
 use std::collections::{BTreeMap, VecDeque};
@@ -36,7 +38,8 @@ pub struct Iface {
     pub dev: usize,
     /// Transmit buffer and wire.
     pub port: Port,
-    /// The (node, interface) at the other end.
+    /// The (node, interface) at the other end; an ifb device's interface
+    /// is its own peer (what it sends comes back to this node).
     pub peer: (usize, usize),
     /// The time of the port wake-up already scheduled, if any.
     scheduled: Option<Time>,
@@ -61,6 +64,9 @@ pub struct Node {
     /// Has iptables rules (else its hooks are skipped); refreshed whenever
     /// [`World::run_until`] starts, since `net` may change between runs.
     nf_active: bool,
+    /// Has mirred actions (else nothing is looked for in their outbox);
+    /// refreshed as `nf_active` is.
+    mirred_active: bool,
 }
 
 /// What can happen.
@@ -103,6 +109,8 @@ pub struct Census {
     pub arrived: u64,
     /// Dropped by ingress policers.
     pub ingress_dropped: u64,
+    /// Taken by an egress action (a mirred redirect) instead of queued.
+    pub stolen: u64,
 }
 
 /// Counters of packets that did not make it, by place.
@@ -120,7 +128,15 @@ pub struct LossCounters {
     /// Dropped by an iptables rule or chain policy.
     #[serde(skip_serializing_if = "is_zero")]
     pub netfilter: u64,
+    /// Sent by mirred round a loop more than [`MIRRED_LIMIT`] times, or to
+    /// a device that cannot carry it.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub mirred: u64,
 }
+
+/// How many times mirred may send one packet on before it is dropped (the
+/// kernel's `MIRRED_NEST_LIMIT`).
+pub const MIRRED_LIMIT: u8 = 4;
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
@@ -135,6 +151,7 @@ pub struct World {
     /// Where packets were lost.
     pub losses: LossCounters,
     entered: u64,
+    stolen: u64,
     in_flight: u64,
     arrived: u64,
     /// Packets a port finished, reused from wake to wake.
@@ -150,6 +167,7 @@ impl Default for World {
             queue: EventQueue::default(),
             losses: LossCounters::default(),
             entered: 0,
+            stolen: 0,
             in_flight: 0,
             arrived: 0,
             delivered: vec![],
@@ -170,6 +188,7 @@ impl World {
             host: Host::new(addr),
             router,
             nf_active: false,
+            mirred_active: false,
         });
         self.nodes.len() - 1
     }
@@ -292,15 +311,98 @@ impl World {
         let n = &mut self.nodes[node];
         let ifc = &mut n.ifaces[iface];
         let shed_before = ifc.port.stats.qdisc_shed;
-        if ifc
-            .port
-            .send(&mut n.net.devices[ifc.dev], pkt, now)
-            .is_err()
-        {
-            self.losses.egress += 1;
+        let dev = ifc.dev;
+        match ifc.port.send(&mut n.net.devices[dev], pkt, now) {
+            Ok(()) => {}
+            Err(DropReason::Stolen) => self.stolen += 1,
+            Err(_) => self.losses.egress += 1,
         }
         self.losses.egress += ifc.port.stats.qdisc_shed - shed_before;
         self.schedule_port(node, iface);
+        self.send_mirrored(node, dev, false);
+    }
+
+    /// Deliver what mirred actions of `node` sent while a packet passed
+    /// device `from` (at its ingress, or its egress): each goes to its
+    /// target's ingress (as if it arrived there) or out of the target (its
+    /// qdiscs: an ifb device's come back through [`World::from_ifb`]),
+    /// remembering where it came from, as `tcf_mirred_act` does.
+    fn send_mirrored(&mut self, node: usize, from: usize, at_ingress: bool) {
+        if !self.nodes[node].mirred_active {
+            return;
+        }
+        let sent = self.nodes[node].net.actions.take_mirrored();
+        let origin = &self.nodes[node].net.devices[from];
+        let (origin, mac) = (origin.ifindex, origin.info.hard_header_len);
+        for m in sent {
+            let mut pkt = m.pkt;
+            if at_ingress {
+                // Copied while the ingress filters saw the length without
+                // the MAC header: push it back (`tcf_mirred_act`), for the
+                // egress target sends whole frames and an ingress target's
+                // filters pull it again themselves.
+                pkt.len += mac;
+            }
+            pkt.skb_iif = origin;
+            pkt.from_ingress = at_ingress;
+            pkt.redirects += 1;
+            let devices = &self.nodes[node].net.devices;
+            let target = devices.iter().position(|d| d.ifindex == m.ifindex);
+            let (Some(target), true) = (target, pkt.redirects <= MIRRED_LIMIT) else {
+                self.losses.mirred += 1;
+                continue;
+            };
+            if m.ingress {
+                self.receive(node, target, pkt);
+            } else if let Some(iface) = self.iface_of(node, target) {
+                self.enqueue(node, iface, pkt);
+            } else {
+                self.losses.mirred += 1;
+            }
+        }
+    }
+
+    /// The interface that transmits out of device `dev`: a link's, or an
+    /// ifb device's own (made the first time something is sent to it: an
+    /// infinitely fast port whose deliveries come back to this node).
+    fn iface_of(&mut self, node: usize, dev: usize) -> Option<usize> {
+        let n = &mut self.nodes[node];
+        if let Some(i) = n.ifaces.iter().position(|i| i.dev == dev) {
+            return Some(i);
+        }
+        if n.net.devices[dev].kind != DevKind::Ifb {
+            return None;
+        }
+        let i = n.ifaces.len();
+        n.ifaces.push(Iface {
+            dev,
+            port: Port::new(PortConfig {
+                rate_bps: 0,
+                ..PortConfig::default()
+            }),
+            peer: (node, i),
+            scheduled: None,
+        });
+        Some(i)
+    }
+
+    /// A packet an ifb device finished with goes back where mirred took it
+    /// from (`ifb_ri_tasklet`): up the stack of the device it arrived on,
+    /// without that device's ingress filters again, or out of the device
+    /// that sent it.
+    fn from_ifb(&mut self, node: usize, pkt: Packet, now: Time) {
+        let devices = &self.nodes[node].net.devices;
+        let Some(origin) = devices.iter().position(|d| d.ifindex == pkt.skb_iif) else {
+            self.losses.mirred += 1;
+            return;
+        };
+        if pkt.from_ingress {
+            self.up_the_stack(node, origin, pkt, now);
+        } else if let Some(iface) = self.iface_of(node, origin) {
+            self.enqueue(node, iface, pkt);
+        } else {
+            self.losses.mirred += 1;
+        }
     }
 
     fn schedule_port(&mut self, node: usize, iface: usize) {
@@ -317,6 +419,7 @@ impl World {
     pub fn run_until(&mut self, until: Time) {
         for n in &mut self.nodes {
             n.nf_active = !n.net.netfilter.is_idle();
+            n.mirred_active = n.net.actions.has_kind("mirred");
         }
         while let Some((now, ev)) = self.queue.pop_until(until) {
             match ev {
@@ -362,19 +465,43 @@ impl World {
         self.schedule_port(node, iface);
     }
 
-    fn arrive(&mut self, node: usize, iface: usize, pkt: Packet, now: Time) {
+    fn arrive(&mut self, node: usize, iface: usize, mut pkt: Packet, now: Time) {
         self.in_flight -= 1;
         self.arrived += 1;
-        let n = &mut self.nodes[node];
-        let dev = n.ifaces[iface].dev;
-        let Some(mut pkt) = n.net.devices[dev].receive(pkt, now) else {
-            self.losses.ingress += 1;
+        let dev = self.nodes[node].ifaces[iface].dev;
+        if self.nodes[node].net.devices[dev].kind == DevKind::Ifb {
+            self.from_ifb(node, pkt, now);
             return;
-        };
-        let Some(info) = ipv4_info(&pkt) else { return };
-        // A new skb on this host: no mark; the priority the IP stack derives
-        // from the TOS (ip_forward and local delivery both start from it).
+        }
+        // A new skb on this host: what the sender's stack and qdiscs set
+        // stays there.
         pkt.mark = 0;
+        pkt.priority = 0;
+        pkt.tc_index = 0;
+        pkt.redirects = 0;
+        pkt.from_ingress = false;
+        pkt.skb_iif = self.nodes[node].net.devices[dev].ifindex;
+        self.receive(node, dev, pkt);
+    }
+
+    /// A packet received on device `dev`: its ingress qdisc (policers,
+    /// mirred), then the stack.
+    fn receive(&mut self, node: usize, dev: usize, pkt: Packet) {
+        let now = self.queue.now();
+        let verdict = self.nodes[node].net.devices[dev].receive_verdict(pkt, now);
+        self.send_mirrored(node, dev, true);
+        match verdict {
+            Ok(pkt) => self.up_the_stack(node, dev, pkt, now),
+            Err(DropReason::Stolen) => {}
+            Err(_) => self.losses.ingress += 1,
+        }
+    }
+
+    /// A received packet past ingress: for this node (PREROUTING, INPUT,
+    /// the host), or forwarded by a router.
+    fn up_the_stack(&mut self, node: usize, dev: usize, mut pkt: Packet, now: Time) {
+        let Some(info) = ipv4_info(&pkt) else { return };
+        // The priority the IP stack derives from the TOS (`ip_forward`).
         pkt.priority = tos_to_priority(info.tos);
         if info.dst == self.nodes[node].addr {
             let n = &mut self.nodes[node];
@@ -438,6 +565,7 @@ impl World {
     pub fn census(&self) -> Census {
         let mut c = Census {
             entered: self.entered,
+            stolen: self.stolen,
             in_flight: self.in_flight,
             arrived: self.arrived,
             ..Census::default()

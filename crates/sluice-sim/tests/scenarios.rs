@@ -109,6 +109,75 @@ fn a_single_flow_on_an_empty_path_gets_the_bottleneck_rate() {
     );
 }
 
+/// The common way to shape what a host receives: its ingress redirected
+/// by mirred to an ifb device whose egress qdisc shapes. A TBF of 2 Mbit/s
+/// on ifb0 holds a download over a 10 Mbit/s path to 2 Mbit/s (of frames,
+/// so 1448/1514 of it is payload), the rest of the path untouched; and the
+/// census still accounts for every packet, the redirected ones included.
+#[test]
+fn ingress_shaping_through_an_ifb_device_holds_a_download_to_the_rate() {
+    let sc = Scenario::parse(
+        r#"
+        name = "ifb"
+        duration = "20s"
+        seed = 1
+        [[node]]
+        name = "s"
+        addr = "10.0.0.1"
+        [[node]]
+        name = "d"
+        addr = "10.0.1.1"
+        tc = [
+            "ip link add ifb0 type ifb",
+            "ip link set dev ifb0 up",
+            "tc qdisc add dev eth0 handle ffff: ingress",
+            "tc filter add dev eth0 parent ffff: protocol ip matchall action mirred egress redirect dev ifb0",
+            "tc qdisc add dev ifb0 root tbf rate 2mbit burst 10k latency 50ms",
+        ]
+        [[link]]
+        a = "s:eth0"
+        b = "d:eth0"
+        rate = "10mbit"
+        delay = "10ms"
+        buffer = "100p"
+        [[workload]]
+        type = "tcp"
+        from = "s"
+        to = "d"
+        name = "f"
+        "#,
+    )
+    .unwrap();
+    let mut b = build(&sc, &sc.vars_for(None, &no_overrides())).unwrap();
+    b.world.run_until(b.duration);
+    let c = b.world.census();
+    assert_eq!(
+        c.entered,
+        c.qdisc_dropped + c.ring_dropped + c.queued + c.transmitted + c.stolen,
+        "{c:?}"
+    );
+    assert_eq!(
+        c.transmitted,
+        c.wire_lost + c.in_flight + c.arrived,
+        "{c:?}"
+    );
+    assert!(
+        c.stolen == 0 && b.world.losses.mirred == 0,
+        "{c:?} {:?}",
+        b.world.losses
+    );
+    let r = run(b, "default", false);
+    // Payload of 2 Mbit/s of 1514-byte frames, plus at most the 10 kB
+    // bucket the TBF starts with, over the whole 20 s.
+    let payload = 2.0 * 1448.0 / 1514.0;
+    let most = payload + 10_000.0 * 8.0 / 20.0 / 1e6;
+    let g = r.flows[0].bytes as f64 * 8.0 / 20.0 / 1e6;
+    assert!(
+        g > 0.95 * payload && g <= most,
+        "goodput {g} vs {payload}..{most}"
+    );
+}
+
 #[test]
 fn queueing_delay_is_backlog_over_rate() {
     // 2x overload of a 1 Mbit/s link into a 50-packet fifo: the queue stays
@@ -190,7 +259,7 @@ fn every_packet_is_delivered_dropped_or_still_queued() {
     );
     assert_eq!(
         c.entered,
-        c.qdisc_dropped + c.ring_dropped + c.queued + c.transmitted,
+        c.qdisc_dropped + c.ring_dropped + c.queued + c.transmitted + c.stolen,
         "{c:?}"
     );
     assert_eq!(

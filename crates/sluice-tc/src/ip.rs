@@ -192,6 +192,14 @@ fn link_add(net: &mut Net, a: &mut Args) -> CmdResult {
         "ether" | "sluice" => {
             net.add_device(info(&name), DevKind::Ether);
         }
+        "ifb" => {
+            // ifb_setup's queue length wins over a `txqueuelen` given here.
+            let info = DevInfo {
+                txqueuelen: IFB_TXQUEUELEN,
+                ..info(&name)
+            };
+            net.add_device(info, DevKind::Ifb);
+        }
         _ => return Err(Fail::new(2, "Error: Unknown device type.")),
     }
     Ok(())
@@ -236,16 +244,19 @@ fn link_set(net: &mut Net, a: &mut Args) -> CmdResult {
     Ok(())
 }
 
+/// An ifb device's transmit queue length (`TX_Q_LIMIT` in drivers/net/ifb.c).
+const IFB_TXQUEUELEN: u32 = 32;
+
 fn show_link(net: &Net, d: &Device) -> String {
     let name = match &d.kind {
         DevKind::Veth { peer } => format!("{}@{}", d.info.name, peer),
         _ => d.info.name.clone(),
     };
     let mut flags = vec![];
-    if d.kind == DevKind::Loopback {
-        flags.push("LOOPBACK");
-    } else {
-        flags.extend(["BROADCAST", "MULTICAST"]);
+    match d.kind {
+        DevKind::Loopback => flags.push("LOOPBACK"),
+        DevKind::Ifb => flags.extend(["BROADCAST", "NOARP"]),
+        _ => flags.extend(["BROADCAST", "MULTICAST"]),
     }
     let peer_up = match &d.kind {
         DevKind::Veth { peer } => net.dev(peer).is_some_and(|p| p.up),
@@ -267,7 +278,7 @@ fn show_link(net: &Net, d: &Device) -> String {
     } else {
         d.root.kind().to_string()
     };
-    let state = if d.kind == DevKind::Loopback {
+    let state = if matches!(d.kind, DevKind::Loopback | DevKind::Ifb) {
         if d.up {
             "UNKNOWN"
         } else {
@@ -304,4 +315,40 @@ fn show_link(net: &Net, d: &Device) -> String {
         },
         link
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(net: &mut Net, line: &str) -> Outcome {
+        let words: Vec<String> = line.split_whitespace().map(String::from).collect();
+        run(net, &words)
+    }
+
+    /// Without its MAC address (random in the kernel, derived from the index here).
+    fn first_line(o: &Outcome) -> &str {
+        o.stdout.lines().next().unwrap_or("")
+    }
+
+    /// Captured on Linux 6.18 with iproute2 6.1: `ip link add ifb7 type ifb`
+    /// (`txqueuelen 100` given or not: ifb's own 32 stays), `ip link show`,
+    /// then `ip link set ifb7 up` and `ip link show` again.
+    #[test]
+    fn an_ifb_device_shows_as_the_kernels_does() {
+        let mut net = Net::new();
+        assert_eq!(
+            ip(&mut net, "link add ifb7 type ifb txqueuelen 100").code,
+            0
+        );
+        assert_eq!(
+            first_line(&ip(&mut net, "link show ifb7")),
+            "2: ifb7: <BROADCAST,NOARP> mtu 1500 qdisc noop state DOWN mode DEFAULT group default qlen 32"
+        );
+        assert_eq!(ip(&mut net, "link set ifb7 up").code, 0);
+        assert_eq!(
+            first_line(&ip(&mut net, "link show ifb7")),
+            "2: ifb7: <BROADCAST,NOARP,UP,LOWER_UP> mtu 1500 qdisc pfifo_fast state UNKNOWN mode DEFAULT group default qlen 32"
+        );
+    }
 }

@@ -439,6 +439,12 @@ impl ActionTable {
         }
     }
 
+    /// Does the namespace hold any action of `kind` (standalone or inside a
+    /// filter)? A front end skips work for kinds nobody uses.
+    pub fn has_kind(&self, kind: &str) -> bool {
+        self.kinds.get(kind).is_some_and(|m| !m.is_empty())
+    }
+
     /// Take what mirred actions sent since the last call, in order.
     pub fn take_mirrored(&self) -> Vec<mirred::Mirrored> {
         std::mem::take(&mut *self.outbox.lock().unwrap_or_else(|e| e.into_inner()))
