@@ -10,12 +10,45 @@
 //! the plane never reads a clock: the daemon passes a monotonic `now`, tests
 //! pass virtual time, and [`Plane::next_wake`] says when to come back.
 //!
+//! # Netfilter: which hooks a live packet crosses
+//!
+//! The link's namespace (`sluice iptables -n LINK`) holds one netfilter, as
+//! it holds one set of devices. A packet read from side a's TUN was written
+//! by a program in `NAME-a` (or routed out through it) and is now leaving
+//! through `a0`: in the kernel that is `ip_local_out` → NF_INET_LOCAL_OUT →
+//! (re-routing) → `ip_output` → NF_INET_POST_ROUTING → `dev_queue_xmit`, the
+//! egress qdisc. So the plane runs it through **OUTPUT** then
+//! **POSTROUTING**, each in table priority order (mangle −150, then filter
+//! 0; filter has no POSTROUTING), with `-o a0` (`-o b0` for b→a) and no
+//! input interface, right before `dev a0`'s qdiscs: a MARK set in either
+//! chain reaches the fw classifier, CLASSIFY sets the priority HTB and
+//! PRIO read, DSCP rewrites the header the u32 and dsfield filters see, and
+//! a DROP (rule or policy) ends the packet before any qdisc counts it
+//! (counted as `netfilter_drops`). Forwarded traffic (`sluice shell`'s NAT
+//! side) is treated the same, since the plane models no routing: a rule
+//! meant for it goes in POSTROUTING, which both kinds cross.
+//!
+//! PREROUTING, INPUT and FORWARD see no live packet. On the receiving side
+//! the kernel order is ingress qdisc → NF_INET_PRE_ROUTING → INPUT; the
+//! plane hands the packet to the far TUN right after the ingress qdisc, and
+//! the receiving namespace's own kernel hooks (real iptables in `NAME-b`)
+//! run there. Repeating them in sluice would mark packets no qdisc reads
+//! and, with one connection table for both ends, track each packet twice.
+//! That one table sees both directions of a connection at their egress
+//! (as a router's conntrack does), so `CONNMARK --save-mark` on a→b and
+//! `--restore-mark` on b→a work, and replies are ESTABLISHED.
+//!
+//! With no rule anywhere and every policy ACCEPT (the default), the hooks
+//! are skipped by one flag test per packet ([`Plane::kick`] refreshes it
+//! after every policy change), so the fast path costs nothing extra.
+//!
 //! Every queue is bounded: the qdiscs by their limits, the port by its
 //! buffer, and the delay line by [`DELAY_LINE_MAX_BYTES`] (the wire itself
 //! holds at most rate × delay; the cap only matters for an unlimited rate
 //! with a long delay, and drops counted as `delay_line_drops`).
 
 use sluice_core::device::Device;
+use sluice_core::netfilter::{Hook, Ifaces, Verdict};
 use sluice_core::packet::{Packet, ETH_P_IP, ETH_P_IPV6};
 use sluice_core::port::{Port, PortConfig};
 use sluice_core::qdisc::DevInfo;
@@ -112,6 +145,8 @@ pub struct DirStats {
     pub malformed: u64,
     /// Packets read that were GSO packets (each stands for several wire packets).
     pub rx_gso: u64,
+    /// Packets an iptables rule or policy dropped (OUTPUT, POSTROUTING).
+    pub netfilter_drops: u64,
     /// Packets the egress qdisc tree refused.
     pub qdisc_drops: u64,
     /// Packets dropped because the delay line was full.
@@ -149,6 +184,7 @@ impl Default for DirStats {
             rx_packets: 0,
             malformed: 0,
             rx_gso: 0,
+            netfilter_drops: 0,
             qdisc_drops: 0,
             delay_line_drops: 0,
             ingress_drops: 0,
@@ -199,6 +235,9 @@ pub struct Plane {
     pub net: Net,
     dirs: [Direction; 2],
     next_id: u64,
+    /// The namespace has a rule or a DROP policy: run the hooks (see the
+    /// module's essay; refreshed by [`Plane::kick`]).
+    netfilter_active: bool,
 }
 
 impl Plane {
@@ -233,6 +272,7 @@ impl Plane {
             net,
             dirs: [dir(ab), dir(ba)],
             next_id: 0,
+            netfilter_active: false,
         }
     }
 
@@ -257,10 +297,28 @@ impl Plane {
         self.dirs[d].stats.rx_gso += pkt.gso.is_some() as u64;
         pkt.id = self.next_id;
         self.next_id += 1;
+        if self.netfilter_active && self.local_out(dir, &mut pkt, now) == Verdict::Drop {
+            self.dirs[d].stats.netfilter_drops += 1;
+            return;
+        }
         let (egress, _) = sides(&mut self.net.devices, dir);
         if self.dirs[d].port.send(egress, pkt, now).is_err() {
             self.dirs[d].stats.qdisc_drops += 1;
         }
+    }
+
+    /// OUTPUT then POSTROUTING, leaving through the sending side's device
+    /// (the module's essay says why these two).
+    fn local_out(&mut self, dir: Dir, pkt: &mut Packet, now: Time) -> Verdict {
+        let Net {
+            devices, netfilter, ..
+        } = &mut self.net;
+        let oif = &devices[if dir == Dir::AB { DEV_A } else { DEV_B }].info.name;
+        let ifaces = Ifaces {
+            iif: None,
+            oif: Some(oif),
+        };
+        netfilter.traverse(&[Hook::Output, Hook::Postrouting], pkt, ifaces, now)
     }
 
     /// Do everything due at `now`; `out` receives each packet to hand to
@@ -313,15 +371,22 @@ impl Plane {
             .min()
     }
 
-    /// Restart both ports after a policy change (a new qdisc may hold packets
-    /// or no longer be throttled).
+    /// Take up a policy change: restart both ports (a new qdisc may hold
+    /// packets or no longer be throttled) and note whether the netfilter
+    /// hooks now have anything to do.
     pub fn kick(&mut self, now: Time) {
+        self.netfilter_active = !self.net.netfilter.is_idle();
         for dir in Dir::BOTH {
             let (egress, _) = sides(&mut self.net.devices, dir);
             let st = &mut self.dirs[dir as usize];
             st.port.advance(egress, now, &mut st.scratch);
             st.take_departures();
         }
+    }
+
+    /// Do live packets cross the netfilter hooks (a rule or a DROP policy exists)?
+    pub fn netfilter_active(&self) -> bool {
+        self.netfilter_active
     }
 
     /// Counters of one direction.
