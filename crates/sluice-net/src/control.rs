@@ -406,4 +406,52 @@ mod tests {
         assert_eq!(v["a_to_b"]["plane"]["malformed"], 0);
         assert_eq!(v["b_to_a"]["wire"]["tx_packets"], 0);
     }
+
+    fn send(plane: &mut Plane, req: Request) -> Response {
+        let req: Request = serde_json::from_str(&serde_json::to_string(&req).unwrap()).unwrap();
+        handle(req, plane, &IoStats::default(), Time(0))
+    }
+
+    fn words(line: &str) -> Vec<String> {
+        line.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn iptables_commands_change_the_live_tables_with_iptables_errors_and_codes() {
+        let mut plane = Plane::new(PortConfig::default(), PortConfig::default(), 1500);
+        let ipt = |plane: &mut Plane, line: &str| {
+            send(plane, Request::Iptables { argv: words(line) })
+        };
+        let r = ipt(&mut plane, "-A OUTPUT -p icmp -j DROP");
+        assert_eq!((r.code, r.stderr.as_str()), (0, ""));
+        assert!(plane.netfilter_active());
+        let r = ipt(&mut plane, "-S OUTPUT");
+        assert_eq!(r.stdout, "-P OUTPUT ACCEPT\n-A OUTPUT -p icmp -j DROP\n");
+        let r = ipt(&mut plane, "-A NOSUCH -j DROP");
+        assert_eq!(r.code, 1);
+        assert_eq!(r.stderr, "iptables: No chain/target/match by that name.\n");
+        let r = ipt(&mut plane, "-t nat -L");
+        assert_eq!(r.code, 3);
+        let r = ipt(&mut plane, "-t mangle -A OUTPUT -j MARK");
+        assert_eq!(r.code, 2);
+        let r = ipt(&mut plane, "-D OUTPUT 1");
+        assert_eq!(r.code, 0);
+        assert!(!plane.netfilter_active());
+    }
+
+    #[test]
+    fn ip_link_show_lists_the_live_devices_and_changes_are_refused() {
+        let mut plane = Plane::new(PortConfig::default(), PortConfig::default(), 1400);
+        let r = send(&mut plane, Request::Ip { argv: words("link show dev a0") });
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert!(r.stdout.contains("a0: "), "{}", r.stdout);
+        assert!(r.stdout.contains("mtu 1400 qdisc pfifo_fast state UP"), "{}", r.stdout);
+        let r = send(&mut plane, Request::Ip { argv: words("link show") });
+        assert!(r.stdout.contains("b0: ") && r.stdout.contains("lo: "), "{}", r.stdout);
+        let r = send(&mut plane, Request::Ip { argv: words("link set dev a0 mtu 9000") });
+        assert_eq!(r.code, 2);
+        assert!(r.stderr.contains("only `ip link show` is live"), "{}", r.stderr);
+        let r = send(&mut plane, Request::Ip { argv: words("link show dev a0") });
+        assert!(r.stdout.contains("mtu 1400 "), "{}", r.stdout);
+    }
 }

@@ -793,4 +793,136 @@ mod tests {
         let s = plane.stats(Dir::AB);
         assert_eq!((s.rx_packets, s.malformed, s.rx_gso), (4, 3, 1));
     }
+
+    // ---- Netfilter: OUTPUT then POSTROUTING before the egress qdisc ----
+
+    /// Run an iptables command on the plane's namespace and take it up, as
+    /// the control socket does.
+    fn ipt(plane: &mut Plane, cmd: &str) -> String {
+        let words: Vec<String> = cmd.split(' ').map(String::from).collect();
+        let o = sluice_tc::iptables::run(&mut plane.net, &words);
+        assert_eq!(o.code, 0, "iptables {cmd}: {}", o.stderr);
+        plane.kick(Time(0));
+        o.stdout
+    }
+
+    /// An IPv4/UDP packet to `dport`, 100 bytes.
+    fn udp_to(dport: u16) -> Vec<u8> {
+        let mut p = ipv4(100);
+        p[20..22].copy_from_slice(&5000u16.to_be_bytes());
+        p[22..24].copy_from_slice(&dport.to_be_bytes());
+        p[24..26].copy_from_slice(&80u16.to_be_bytes());
+        p
+    }
+
+    #[test]
+    fn the_hooks_run_only_while_a_rule_or_drop_policy_exists() {
+        let mut plane = Plane::new(wire(0, 0), wire(0, 0), 1500);
+        assert!(!plane.netfilter_active());
+        ipt(&mut plane, "-A OUTPUT -j ACCEPT");
+        assert!(plane.netfilter_active());
+        ipt(&mut plane, "-F");
+        assert!(!plane.netfilter_active());
+        ipt(&mut plane, "-P OUTPUT DROP");
+        assert!(plane.netfilter_active());
+        plane.input(Dir::AB, &ipv4(100), Time(0));
+        assert_eq!(plane.stats(Dir::AB).netfilter_drops, 1);
+        ipt(&mut plane, "-P OUTPUT ACCEPT");
+        assert!(!plane.netfilter_active());
+    }
+
+    #[test]
+    fn mangle_output_then_filter_output_then_mangle_postrouting_then_the_qdisc() {
+        // Each chain sees what the one before it did: mangle OUTPUT marks 1,
+        // filter OUTPUT matches mark 1 (and would drop mark 0), mangle
+        // POSTROUTING turns 1 into 2, and the fw filter on a0 classifies by 2.
+        let mut plane = Plane::new(wire(0, 0), wire(0, 0), 1500);
+        for cmd in [
+            "qdisc add dev a0 root handle 1: htb default 10",
+            "class add dev a0 parent 1: classid 1:10 htb rate 100mbit",
+            "class add dev a0 parent 1: classid 1:20 htb rate 100mbit",
+            "filter add dev a0 parent 1: protocol ip handle 2 fw flowid 1:20",
+        ] {
+            tc(&mut plane, cmd);
+        }
+        ipt(&mut plane, "-t mangle -A OUTPUT -p udp --dport 22 -j MARK --set-mark 1");
+        ipt(&mut plane, "-A OUTPUT -m mark --mark 1 -j ACCEPT");
+        ipt(&mut plane, "-A OUTPUT -p udp --dport 22 -j DROP");
+        ipt(&mut plane, "-t mangle -A POSTROUTING -m mark --mark 1 -j MARK --set-mark 2");
+        for _ in 0..3 {
+            plane.input(Dir::AB, &udp_to(22), Time(0));
+        }
+        plane.input(Dir::AB, &udp_to(53), Time(0));
+        let got = run_packets(&mut plane, Time(1000 * MS));
+        assert_eq!(got.len(), 4);
+        // (HTB takes its two classes in turn, so the order is theirs.)
+        let mut marks: Vec<u32> = got.iter().map(|(_, p)| p.mark).collect();
+        marks.sort();
+        assert_eq!(marks, [0, 2, 2, 2]);
+        let c = tc(&mut plane, "-s class show dev a0");
+        let sent = |class: &str| {
+            let at = c.find(&format!("class htb {class} ")).expect(class);
+            c[at..].split("Sent ").nth(1).unwrap().split(" pkt").next().unwrap().to_string()
+        };
+        assert_eq!(sent("1:20"), "300 bytes 3");
+        assert_eq!(sent("1:10"), "100 bytes 1");
+        // Counters: three packets met each rule that matched them.
+        let l = ipt(&mut plane, "-t mangle -L -v -n -x");
+        assert!(l.contains("       3      300 MARK       17"), "{l}");
+        assert_eq!(plane.stats(Dir::AB).netfilter_drops, 0);
+    }
+
+    #[test]
+    fn a_drop_ends_the_packet_before_any_qdisc_counts_it_and_o_picks_the_direction() {
+        let mut plane = Plane::new(wire(0, 0), wire(0, 0), 1500);
+        ipt(&mut plane, "-A OUTPUT -o a0 -p udp --dport 22 -j DROP");
+        for dir in Dir::BOTH {
+            plane.input(dir, &udp_to(22), Time(0));
+            plane.input(dir, &udp_to(53), Time(0));
+        }
+        let mut got = vec![];
+        plane.poll(Time(0), &mut |d, p| got.push((d, p.data[23])));
+        assert_eq!(got, [(Dir::AB, 53), (Dir::BA, 22), (Dir::BA, 53)]);
+        assert_eq!(plane.stats(Dir::AB).netfilter_drops, 1);
+        assert_eq!(plane.stats(Dir::BA).netfilter_drops, 0);
+        let s = tc(&mut plane, "-s qdisc show dev a0");
+        assert!(s.contains("Sent 100 bytes 1 pkt (dropped 0"), "{s}");
+        let l = ipt(&mut plane, "-L OUTPUT -v -n -x");
+        assert!(l.contains("       1      100 DROP       17"), "{l}");
+    }
+
+    #[test]
+    fn input_prerouting_and_forward_see_no_live_packet() {
+        let mut plane = Plane::new(wire(0, 0), wire(0, 0), 1500);
+        for chain in ["INPUT", "FORWARD"] {
+            ipt(&mut plane, &format!("-A {chain} -j DROP"));
+        }
+        ipt(&mut plane, "-t mangle -A PREROUTING -j DROP");
+        plane.input(Dir::AB, &ipv4(100), Time(0));
+        plane.input(Dir::BA, &ipv4(100), Time(0));
+        let mut n = 0;
+        plane.poll(Time(0), &mut |_, _| n += 1);
+        assert_eq!(n, 2);
+    }
+
+    #[test]
+    fn connmark_saved_on_the_way_out_is_restored_on_the_reply() {
+        // One connection table sees both directions at their egress.
+        let mut plane = Plane::new(wire(0, 0), wire(0, 0), 1500);
+        ipt(&mut plane, "-t mangle -A POSTROUTING -o a0 -j MARK --set-mark 7");
+        ipt(&mut plane, "-t mangle -A POSTROUTING -o a0 -j CONNMARK --save-mark");
+        ipt(&mut plane, "-t mangle -A OUTPUT -o b0 -j CONNMARK --restore-mark");
+        ipt(&mut plane, "-t mangle -A OUTPUT -o b0 -m state --state ESTABLISHED -j ACCEPT");
+        plane.input(Dir::AB, &udp_to(22), Time(0));
+        let mut reply = udp_to(5000);
+        reply[12..16].copy_from_slice(&[10, 0, 0, 2]);
+        reply[16..20].copy_from_slice(&[10, 0, 0, 1]);
+        reply[20..22].copy_from_slice(&22u16.to_be_bytes());
+        plane.input(Dir::BA, &reply, Time(0));
+        let mut marks = vec![];
+        plane.poll(Time(0), &mut |d, p| marks.push((d, p.mark)));
+        assert_eq!(marks, [(Dir::AB, 7), (Dir::BA, 7)]);
+        let l = ipt(&mut plane, "-t mangle -L OUTPUT -v -n -x");
+        assert!(l.contains("       1      100 ACCEPT"), "{l}");
+    }
 }
