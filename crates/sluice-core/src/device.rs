@@ -33,12 +33,15 @@ pub enum DevKind {
     Dummy,
     /// An Ethernet-like NIC with a transmit queue (the simulator's links).
     Ether,
+    /// A TUN device: layer 3, point-to-point, no link-layer header, with a
+    /// transmit queue (`sluice link`'s `a0` and `b0`).
+    Tun,
 }
 
 impl DevKind {
     /// Does the device declare `IFF_NO_QUEUE` (default qdisc noqueue)?
     pub fn no_queue(&self) -> bool {
-        !matches!(self, DevKind::Ether)
+        !matches!(self, DevKind::Ether | DevKind::Tun)
     }
 }
 

@@ -445,7 +445,11 @@ mod tests {
         let r = send(&mut plane, Request::Ip { argv: words("link show dev a0") });
         assert_eq!(r.code, 0, "{}", r.stderr);
         assert!(r.stdout.contains("a0: "), "{}", r.stdout);
-        assert!(r.stdout.contains("mtu 1400 qdisc pfifo_fast state UP"), "{}", r.stdout);
+        assert_eq!(
+            r.stdout,
+            "2: a0: <POINTOPOINT,MULTICAST,NOARP,UP,LOWER_UP> mtu 1400 qdisc pfifo_fast \
+             state UNKNOWN mode DEFAULT group default qlen 1000\n    link/none \n"
+        );
         let r = send(&mut plane, Request::Ip { argv: words("link show") });
         assert!(r.stdout.contains("b0: ") && r.stdout.contains("lo: "), "{}", r.stdout);
         let r = send(&mut plane, Request::Ip { argv: words("link set dev a0 mtu 9000") });

@@ -253,7 +253,7 @@ impl Plane {
                 hard_header_len: 0,
                 seed: 0,
             };
-            let idx = net.add_device(info, sluice_core::device::DevKind::Ether);
+            let idx = net.add_device(info, sluice_core::device::DevKind::Tun);
             if let Some(d) = net.devices.iter_mut().find(|d| d.ifindex == idx) {
                 d.set_up(true);
             }

@@ -244,6 +244,8 @@ fn show_link(net: &Net, d: &Device) -> String {
     let mut flags = vec![];
     if d.kind == DevKind::Loopback {
         flags.push("LOOPBACK");
+    } else if d.kind == DevKind::Tun {
+        flags.extend(["POINTOPOINT", "MULTICAST", "NOARP"]);
     } else {
         flags.extend(["BROADCAST", "MULTICAST"]);
     }
@@ -267,7 +269,8 @@ fn show_link(net: &Net, d: &Device) -> String {
     } else {
         d.root.kind().to_string()
     };
-    let state = if d.kind == DevKind::Loopback {
+    // Loopback and TUN devices report no carrier state (operstate unknown).
+    let state = if matches!(d.kind, DevKind::Loopback | DevKind::Tun) {
         if d.up {
             "UNKNOWN"
         } else {
@@ -282,6 +285,9 @@ fn show_link(net: &Net, d: &Device) -> String {
     };
     let link = if d.kind == DevKind::Loopback {
         "link/loopback 00:00:00:00:00:00 brd 00:00:00:00:00:00".to_string()
+    } else if d.kind == DevKind::Tun {
+        // ip prints the (empty) address after a space.
+        "link/none ".to_string()
     } else {
         format!(
             "link/ether 02:00:00:00:{:02x}:{:02x} brd ff:ff:ff:ff:ff:ff",
