@@ -419,9 +419,8 @@ mod tests {
     #[test]
     fn iptables_commands_change_the_live_tables_with_iptables_errors_and_codes() {
         let mut plane = Plane::new(PortConfig::default(), PortConfig::default(), 1500);
-        let ipt = |plane: &mut Plane, line: &str| {
-            send(plane, Request::Iptables { argv: words(line) })
-        };
+        let ipt =
+            |plane: &mut Plane, line: &str| send(plane, Request::Iptables { argv: words(line) });
         let r = ipt(&mut plane, "-A OUTPUT -p icmp -j DROP");
         assert_eq!((r.code, r.stderr.as_str()), (0, ""));
         assert!(plane.netfilter_active());
@@ -442,7 +441,12 @@ mod tests {
     #[test]
     fn ip_link_show_lists_the_live_devices_and_changes_are_refused() {
         let mut plane = Plane::new(PortConfig::default(), PortConfig::default(), 1400);
-        let r = send(&mut plane, Request::Ip { argv: words("link show dev a0") });
+        let r = send(
+            &mut plane,
+            Request::Ip {
+                argv: words("link show dev a0"),
+            },
+        );
         assert_eq!(r.code, 0, "{}", r.stderr);
         assert!(r.stdout.contains("a0: "), "{}", r.stdout);
         assert_eq!(
@@ -450,12 +454,35 @@ mod tests {
             "2: a0: <POINTOPOINT,MULTICAST,NOARP,UP,LOWER_UP> mtu 1400 qdisc pfifo_fast \
              state UNKNOWN mode DEFAULT group default qlen 1000\n    link/none \n"
         );
-        let r = send(&mut plane, Request::Ip { argv: words("link show") });
-        assert!(r.stdout.contains("b0: ") && r.stdout.contains("lo: "), "{}", r.stdout);
-        let r = send(&mut plane, Request::Ip { argv: words("link set dev a0 mtu 9000") });
+        let r = send(
+            &mut plane,
+            Request::Ip {
+                argv: words("link show"),
+            },
+        );
+        assert!(
+            r.stdout.contains("b0: ") && r.stdout.contains("lo: "),
+            "{}",
+            r.stdout
+        );
+        let r = send(
+            &mut plane,
+            Request::Ip {
+                argv: words("link set dev a0 mtu 9000"),
+            },
+        );
         assert_eq!(r.code, 2);
-        assert!(r.stderr.contains("only `ip link show` is live"), "{}", r.stderr);
-        let r = send(&mut plane, Request::Ip { argv: words("link show dev a0") });
+        assert!(
+            r.stderr.contains("only `ip link show` is live"),
+            "{}",
+            r.stderr
+        );
+        let r = send(
+            &mut plane,
+            Request::Ip {
+                argv: words("link show dev a0"),
+            },
+        );
         assert!(r.stdout.contains("mtu 1400 "), "{}", r.stdout);
     }
 }

@@ -313,7 +313,9 @@ impl Plane {
         let Net {
             devices, netfilter, ..
         } = &mut self.net;
-        let oif = &devices[if dir == Dir::AB { DEV_A } else { DEV_B }].info.name;
+        let oif = &devices[if dir == Dir::AB { DEV_A } else { DEV_B }]
+            .info
+            .name;
         let ifaces = Ifaces {
             iif: None,
             oif: Some(oif),
@@ -845,10 +847,16 @@ mod tests {
         ] {
             tc(&mut plane, cmd);
         }
-        ipt(&mut plane, "-t mangle -A OUTPUT -p udp --dport 22 -j MARK --set-mark 1");
+        ipt(
+            &mut plane,
+            "-t mangle -A OUTPUT -p udp --dport 22 -j MARK --set-mark 1",
+        );
         ipt(&mut plane, "-A OUTPUT -m mark --mark 1 -j ACCEPT");
         ipt(&mut plane, "-A OUTPUT -p udp --dport 22 -j DROP");
-        ipt(&mut plane, "-t mangle -A POSTROUTING -m mark --mark 1 -j MARK --set-mark 2");
+        ipt(
+            &mut plane,
+            "-t mangle -A POSTROUTING -m mark --mark 1 -j MARK --set-mark 2",
+        );
         for _ in 0..3 {
             plane.input(Dir::AB, &udp_to(22), Time(0));
         }
@@ -862,7 +870,14 @@ mod tests {
         let c = tc(&mut plane, "-s class show dev a0");
         let sent = |class: &str| {
             let at = c.find(&format!("class htb {class} ")).expect(class);
-            c[at..].split("Sent ").nth(1).unwrap().split(" pkt").next().unwrap().to_string()
+            c[at..]
+                .split("Sent ")
+                .nth(1)
+                .unwrap()
+                .split(" pkt")
+                .next()
+                .unwrap()
+                .to_string()
         };
         assert_eq!(sent("1:20"), "300 bytes 3");
         assert_eq!(sent("1:10"), "100 bytes 1");
@@ -909,10 +924,22 @@ mod tests {
     fn connmark_saved_on_the_way_out_is_restored_on_the_reply() {
         // One connection table sees both directions at their egress.
         let mut plane = Plane::new(wire(0, 0), wire(0, 0), 1500);
-        ipt(&mut plane, "-t mangle -A POSTROUTING -o a0 -j MARK --set-mark 7");
-        ipt(&mut plane, "-t mangle -A POSTROUTING -o a0 -j CONNMARK --save-mark");
-        ipt(&mut plane, "-t mangle -A OUTPUT -o b0 -j CONNMARK --restore-mark");
-        ipt(&mut plane, "-t mangle -A OUTPUT -o b0 -m state --state ESTABLISHED -j ACCEPT");
+        ipt(
+            &mut plane,
+            "-t mangle -A POSTROUTING -o a0 -j MARK --set-mark 7",
+        );
+        ipt(
+            &mut plane,
+            "-t mangle -A POSTROUTING -o a0 -j CONNMARK --save-mark",
+        );
+        ipt(
+            &mut plane,
+            "-t mangle -A OUTPUT -o b0 -j CONNMARK --restore-mark",
+        );
+        ipt(
+            &mut plane,
+            "-t mangle -A OUTPUT -o b0 -m state --state ESTABLISHED -j ACCEPT",
+        );
         plane.input(Dir::AB, &udp_to(22), Time(0));
         let mut reply = udp_to(5000);
         reply[12..16].copy_from_slice(&[10, 0, 0, 2]);

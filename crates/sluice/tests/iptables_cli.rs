@@ -102,7 +102,10 @@ fn sluice_iptables_takes_a_leading_dash_n_name_and_the_iptables_link_does_not() 
     // `-n` before an option is iptables' numeric output, in namespace $SLUICE_NETNS.
     let (out, err, code) = run(sluice, &state, "x", &["iptables", "-n", "-L", "OUTPUT"]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("DROP       0    --  0.0.0.0/0            0.0.0.0/0"), "{out}");
+    assert!(
+        out.contains("DROP       0    --  0.0.0.0/0            0.0.0.0/0"),
+        "{out}"
+    );
     // Invoked as iptables, `-n NAME` keeps iptables' meaning: NAME is not a namespace.
     let (_, err, code) = run(&link, &state, "x", &["-n", "y", "-L"]);
     assert_eq!(code, 2, "{err}");

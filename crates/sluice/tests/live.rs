@@ -722,19 +722,21 @@ fn live_iptables_marks_classify_real_packets_through_a_fw_filter() {
     // side a sends, such as IPv6 router solicitations, into 1:10).
     let stats = l.ok(&["tc", "-s", "-n", &l.name, "class", "show", "dev", "a0"]);
     assert_eq!(class_sent_packets(&stats, "1:20"), 10, "{stats}");
-    let listing = l.ok(&[
-        "iptables", "-n", &l.name, "-t", "mangle", "-L", "POSTROUTING", "-v", "-n", "-x",
-        "--line-numbers",
-    ]);
+    let mut args = vec!["iptables", "-n", &l.name];
+    args.extend("-t mangle -L POSTROUTING -v -n -x --line-numbers".split(' '));
+    let listing = l.ok(&args);
     assert_eq!(rule_packets(&listing, 1), 10, "{listing}");
     // `ip -n LINK link show` shows the live devices and the root qdisc.
     let shown = l.ok(&["ip", "-n", &l.name, "link", "show", "dev", "a0"]);
     assert!(
-        shown.contains("a0: <POINTOPOINT,MULTICAST,NOARP,UP,LOWER_UP> mtu 1500 qdisc htb state UNKNOWN"),
+        shown.contains(
+            "a0: <POINTOPOINT,MULTICAST,NOARP,UP,LOWER_UP> mtu 1500 qdisc htb state UNKNOWN"
+        ),
         "{shown}"
     );
     // Nothing was written to the offline namespace of that name.
-    assert!(!l.state.path().join("netns").join(format!("{}.log", l.name)).exists());
+    let log = l.state.path().join("netns").join(format!("{}.log", l.name));
+    assert!(!log.exists(), "{} was written", log.display());
 }
 
 #[test]
