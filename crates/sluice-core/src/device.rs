@@ -38,12 +38,15 @@ pub enum DevKind {
     /// (up the stack of the device it arrived on, or out of the device
     /// that sent it), so ingress traffic can be shaped by a full qdisc tree.
     Ifb,
+    /// A TUN device: layer 3, point-to-point, no link-layer header, with a
+    /// transmit queue (`sluice link`'s `a0` and `b0`).
+    Tun,
 }
 
 impl DevKind {
     /// Does the device declare `IFF_NO_QUEUE` (default qdisc noqueue)?
     pub fn no_queue(&self) -> bool {
-        !matches!(self, DevKind::Ether | DevKind::Ifb)
+        !matches!(self, DevKind::Ether | DevKind::Ifb | DevKind::Tun)
     }
 }
 

@@ -1,4 +1,5 @@
-//! The control socket: `sluice tc -n LINK ...` against a running link.
+//! The control socket: `sluice tc -n LINK ...`, `sluice iptables -n LINK
+//! ...` and `sluice ip -n LINK link show` against a running link.
 //!
 //! # How `-n` fits the state directory
 //!
@@ -14,6 +15,16 @@
 //! deleted network namespace's does. With no link of that name running,
 //! `-n NAME` is the ordinary offline namespace, untouched.
 //!
+//! `sluice iptables -n NAME` goes the same way and runs sluice-tc's own
+//! `iptables::run` against the same namespace, whose tables the plane's
+//! OUTPUT and POSTROUTING hooks apply to live packets (plane.rs says which
+//! hooks and why); `-L -v` shows live counters. `sluice ip -n NAME` is
+//! forwarded for what only reads (`ip link show` lists `a0` and `b0` with
+//! their MTU, qdisc, state and queue length); changes are refused, because
+//! the devices are the daemon's TUN devices: their MTU and addresses are
+//! set by `sluice link up` in the real namespaces, and adding or deleting
+//! devices would not change what the plane carries.
+//!
 //! # Protocol
 //!
 //! One request per connection: a JSON [`Request`] on one line, answered by
@@ -28,7 +39,7 @@ use crate::link;
 use crate::plane::{Dir, Plane};
 use serde::{Deserialize, Serialize};
 use sluice_core::time::Time;
-use sluice_tc::{tc, Outcome};
+use sluice_tc::{ip, iptables, tc, Outcome};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
@@ -43,6 +54,17 @@ pub enum Request {
         argv: Vec<String>,
         /// The batch file's contents, for `-b`.
         batch: Option<String>,
+    },
+    /// An iptables command line (the words after `iptables`, without
+    /// sluice's leading `-n LINK`).
+    Iptables {
+        /// The words after `iptables`.
+        argv: Vec<String>,
+    },
+    /// An `ip` command line that only reads (the words after `ip`, `-n LINK` removed).
+    Ip {
+        /// The words after `ip`.
+        argv: Vec<String>,
     },
     /// The link's own counters (TUN I/O, wires, delay lines).
     Status,
@@ -141,6 +163,20 @@ pub fn handle(req: Request, plane: &mut Plane, io: &IoStats, now: Time) -> Respo
             plane.kick(now);
             o.into()
         }
+        Request::Iptables { argv } => {
+            let o = iptables::run(&mut plane.net, &argv);
+            // A first rule switches the hooks on, the last one off.
+            plane.kick(now);
+            o.into()
+        }
+        Request::Ip { argv } if ip::mutates(&argv) => Response {
+            stderr: "sluice: a running link's devices cannot be changed with ip \
+                     (sluice link up sets their MTU and addresses); only `ip link show` is live\n"
+                .into(),
+            code: 2,
+            ..Default::default()
+        },
+        Request::Ip { argv } => ip::run(&mut plane.net, &argv).into(),
         Request::Status => Response {
             stdout: status(plane, io),
             ..Default::default()
@@ -209,23 +245,48 @@ pub fn request(name: &str, req: &Request) -> Result<Response, String> {
     serde_json::from_str(&line).map_err(|e| format!("link {name}: bad answer: {e}"))
 }
 
+/// The running link `netns` names, or `None` (then the command goes to the
+/// offline state directory); a link whose daemon died is an error.
+fn running(netns: Option<&str>) -> Option<Result<&str, Outcome>> {
+    let name = netns?;
+    let dir = sluice_tc::state::state_dir().join("links");
+    let rec = link::read_record(&dir, name)?;
+    if !link::alive(&rec) {
+        return Some(Err(fail(format!(
+            "link {name}'s daemon is gone; `sluice link down {name}` removes its leftovers"
+        ))));
+    }
+    Some(Ok(name))
+}
+
+fn fail(msg: String) -> Outcome {
+    Outcome {
+        stderr: format!("sluice: {msg}\n"),
+        code: 1,
+        ..Default::default()
+    }
+}
+
+/// Send `req` to link `name` and turn its answer into what the command prints.
+fn forward(name: &str, req: &Request) -> Outcome {
+    match request(name, req) {
+        Ok(r) => Outcome {
+            stdout: r.stdout,
+            stderr: r.stderr,
+            code: r.code,
+        },
+        Err(e) => fail(e),
+    }
+}
+
 /// If `netns` names a running link, run the tc command line `argv` there
 /// and return what it printed; `None` when no link of that name runs (the
 /// command then goes to the offline state directory).
 pub fn forward_tc(netns: Option<&str>, argv: &[String]) -> Option<Outcome> {
-    let name = netns?;
-    let dir = sluice_tc::state::state_dir().join("links");
-    let rec = link::read_record(&dir, name)?;
-    let fail = |msg: String| Outcome {
-        stderr: format!("sluice: {msg}\n"),
-        code: 1,
-        ..Default::default()
+    let name = match running(netns)? {
+        Ok(n) => n,
+        Err(o) => return Some(o),
     };
-    if !link::alive(&rec) {
-        return Some(fail(format!(
-            "link {name}'s daemon is gone; `sluice link down {name}` removes its leftovers"
-        )));
-    }
     let batch = match tc::parse_global(argv) {
         Ok((opts, _)) => match opts.batch.as_deref() {
             Some("-") => Some(std::io::read_to_string(std::io::stdin()).unwrap_or_default()),
@@ -249,14 +310,31 @@ pub fn forward_tc(netns: Option<&str>, argv: &[String]) -> Option<Outcome> {
         argv: argv.to_vec(),
         batch,
     };
-    Some(match request(name, &req) {
-        Ok(r) => Outcome {
-            stdout: r.stdout,
-            stderr: r.stderr,
-            code: r.code,
-        },
-        Err(e) => fail(e),
-    })
+    Some(forward(name, &req))
+}
+
+/// [`forward_tc`] for an iptables command line (`argv` without `-n LINK`).
+pub fn forward_iptables(netns: Option<&str>, argv: &[String]) -> Option<Outcome> {
+    let name = match running(netns)? {
+        Ok(n) => n,
+        Err(o) => return Some(o),
+    };
+    let req = Request::Iptables {
+        argv: argv.to_vec(),
+    };
+    Some(forward(name, &req))
+}
+
+/// [`forward_tc`] for an `ip` command line (`argv` without `-n LINK`).
+pub fn forward_ip(netns: Option<&str>, argv: &[String]) -> Option<Outcome> {
+    let name = match running(netns)? {
+        Ok(n) => n,
+        Err(o) => return Some(o),
+    };
+    let req = Request::Ip {
+        argv: argv.to_vec(),
+    };
+    Some(forward(name, &req))
 }
 
 #[cfg(test)]
@@ -327,5 +405,84 @@ mod tests {
             serde_json::from_str(&status(&plane, &IoStats::default())).unwrap();
         assert_eq!(v["a_to_b"]["plane"]["malformed"], 0);
         assert_eq!(v["b_to_a"]["wire"]["tx_packets"], 0);
+    }
+
+    fn send(plane: &mut Plane, req: Request) -> Response {
+        let req: Request = serde_json::from_str(&serde_json::to_string(&req).unwrap()).unwrap();
+        handle(req, plane, &IoStats::default(), Time(0))
+    }
+
+    fn words(line: &str) -> Vec<String> {
+        line.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn iptables_commands_change_the_live_tables_with_iptables_errors_and_codes() {
+        let mut plane = Plane::new(PortConfig::default(), PortConfig::default(), 1500);
+        let ipt =
+            |plane: &mut Plane, line: &str| send(plane, Request::Iptables { argv: words(line) });
+        let r = ipt(&mut plane, "-A OUTPUT -p icmp -j DROP");
+        assert_eq!((r.code, r.stderr.as_str()), (0, ""));
+        assert!(plane.netfilter_active());
+        let r = ipt(&mut plane, "-S OUTPUT");
+        assert_eq!(r.stdout, "-P OUTPUT ACCEPT\n-A OUTPUT -p icmp -j DROP\n");
+        let r = ipt(&mut plane, "-A NOSUCH -j DROP");
+        assert_eq!(r.code, 1);
+        assert_eq!(r.stderr, "iptables: No chain/target/match by that name.\n");
+        let r = ipt(&mut plane, "-t nat -L");
+        assert_eq!(r.code, 3);
+        let r = ipt(&mut plane, "-t mangle -A OUTPUT -j MARK");
+        assert_eq!(r.code, 2);
+        let r = ipt(&mut plane, "-D OUTPUT 1");
+        assert_eq!(r.code, 0);
+        assert!(!plane.netfilter_active());
+    }
+
+    #[test]
+    fn ip_link_show_lists_the_live_devices_and_changes_are_refused() {
+        let mut plane = Plane::new(PortConfig::default(), PortConfig::default(), 1400);
+        let r = send(
+            &mut plane,
+            Request::Ip {
+                argv: words("link show dev a0"),
+            },
+        );
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert!(r.stdout.contains("a0: "), "{}", r.stdout);
+        assert_eq!(
+            r.stdout,
+            "2: a0: <POINTOPOINT,MULTICAST,NOARP,UP,LOWER_UP> mtu 1400 qdisc pfifo_fast \
+             state UNKNOWN mode DEFAULT group default qlen 1000\n    link/none \n"
+        );
+        let r = send(
+            &mut plane,
+            Request::Ip {
+                argv: words("link show"),
+            },
+        );
+        assert!(
+            r.stdout.contains("b0: ") && r.stdout.contains("lo: "),
+            "{}",
+            r.stdout
+        );
+        let r = send(
+            &mut plane,
+            Request::Ip {
+                argv: words("link set dev a0 mtu 9000"),
+            },
+        );
+        assert_eq!(r.code, 2);
+        assert!(
+            r.stderr.contains("only `ip link show` is live"),
+            "{}",
+            r.stderr
+        );
+        let r = send(
+            &mut plane,
+            Request::Ip {
+                argv: words("link show dev a0"),
+            },
+        );
+        assert!(r.stdout.contains("mtu 1400 "), "{}", r.stdout);
     }
 }

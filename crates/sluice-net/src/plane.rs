@@ -10,12 +10,45 @@
 //! the plane never reads a clock: the daemon passes a monotonic `now`, tests
 //! pass virtual time, and [`Plane::next_wake`] says when to come back.
 //!
+//! # Netfilter: which hooks a live packet crosses
+//!
+//! The link's namespace (`sluice iptables -n LINK`) holds one netfilter, as
+//! it holds one set of devices. A packet read from side a's TUN was written
+//! by a program in `NAME-a` (or routed out through it) and is now leaving
+//! through `a0`: in the kernel that is `ip_local_out` → NF_INET_LOCAL_OUT →
+//! (re-routing) → `ip_output` → NF_INET_POST_ROUTING → `dev_queue_xmit`, the
+//! egress qdisc. So the plane runs it through **OUTPUT** then
+//! **POSTROUTING**, each in table priority order (mangle −150, then filter
+//! 0; filter has no POSTROUTING), with `-o a0` (`-o b0` for b→a) and no
+//! input interface, right before `dev a0`'s qdiscs: a MARK set in either
+//! chain reaches the fw classifier, CLASSIFY sets the priority HTB and
+//! PRIO read, DSCP rewrites the header the u32 and dsfield filters see, and
+//! a DROP (rule or policy) ends the packet before any qdisc counts it
+//! (counted as `netfilter_drops`). Forwarded traffic (`sluice shell`'s NAT
+//! side) is treated the same, since the plane models no routing: a rule
+//! meant for it goes in POSTROUTING, which both kinds cross.
+//!
+//! PREROUTING, INPUT and FORWARD see no live packet. On the receiving side
+//! the kernel order is ingress qdisc → NF_INET_PRE_ROUTING → INPUT; the
+//! plane hands the packet to the far TUN right after the ingress qdisc, and
+//! the receiving namespace's own kernel hooks (real iptables in `NAME-b`)
+//! run there. Repeating them in sluice would mark packets no qdisc reads
+//! and, with one connection table for both ends, track each packet twice.
+//! That one table sees both directions of a connection at their egress
+//! (as a router's conntrack does), so `CONNMARK --save-mark` on a→b and
+//! `--restore-mark` on b→a work, and replies are ESTABLISHED.
+//!
+//! With no rule anywhere and every policy ACCEPT (the default), the hooks
+//! are skipped by one flag test per packet ([`Plane::kick`] refreshes it
+//! after every policy change), so the fast path costs nothing extra.
+//!
 //! Every queue is bounded: the qdiscs by their limits, the port by its
 //! buffer, and the delay line by [`DELAY_LINE_MAX_BYTES`] (the wire itself
 //! holds at most rate × delay; the cap only matters for an unlimited rate
 //! with a long delay, and drops counted as `delay_line_drops`).
 
 use sluice_core::device::Device;
+use sluice_core::netfilter::{Hook, Ifaces, Verdict};
 use sluice_core::packet::{Packet, ETH_P_IP, ETH_P_IPV6};
 use sluice_core::port::{Port, PortConfig};
 use sluice_core::qdisc::DevInfo;
@@ -112,6 +145,8 @@ pub struct DirStats {
     pub malformed: u64,
     /// Packets read that were GSO packets (each stands for several wire packets).
     pub rx_gso: u64,
+    /// Packets an iptables rule or policy dropped (OUTPUT, POSTROUTING).
+    pub netfilter_drops: u64,
     /// Packets the egress qdisc tree refused.
     pub qdisc_drops: u64,
     /// Packets dropped because the delay line was full.
@@ -149,6 +184,7 @@ impl Default for DirStats {
             rx_packets: 0,
             malformed: 0,
             rx_gso: 0,
+            netfilter_drops: 0,
             qdisc_drops: 0,
             delay_line_drops: 0,
             ingress_drops: 0,
@@ -199,6 +235,9 @@ pub struct Plane {
     pub net: Net,
     dirs: [Direction; 2],
     next_id: u64,
+    /// The namespace has a rule or a DROP policy: run the hooks (see the
+    /// module's essay; refreshed by [`Plane::kick`]).
+    netfilter_active: bool,
 }
 
 impl Plane {
@@ -214,7 +253,7 @@ impl Plane {
                 hard_header_len: 0,
                 seed: 0,
             };
-            let idx = net.add_device(info, sluice_core::device::DevKind::Ether);
+            let idx = net.add_device(info, sluice_core::device::DevKind::Tun);
             if let Some(d) = net.devices.iter_mut().find(|d| d.ifindex == idx) {
                 d.set_up(true);
             }
@@ -233,6 +272,7 @@ impl Plane {
             net,
             dirs: [dir(ab), dir(ba)],
             next_id: 0,
+            netfilter_active: false,
         }
     }
 
@@ -257,10 +297,30 @@ impl Plane {
         self.dirs[d].stats.rx_gso += pkt.gso.is_some() as u64;
         pkt.id = self.next_id;
         self.next_id += 1;
+        if self.netfilter_active && self.local_out(dir, &mut pkt, now) == Verdict::Drop {
+            self.dirs[d].stats.netfilter_drops += 1;
+            return;
+        }
         let (egress, _) = sides(&mut self.net.devices, dir);
         if self.dirs[d].port.send(egress, pkt, now).is_err() {
             self.dirs[d].stats.qdisc_drops += 1;
         }
+    }
+
+    /// OUTPUT then POSTROUTING, leaving through the sending side's device
+    /// (the module's essay says why these two).
+    fn local_out(&mut self, dir: Dir, pkt: &mut Packet, now: Time) -> Verdict {
+        let Net {
+            devices, netfilter, ..
+        } = &mut self.net;
+        let oif = &devices[if dir == Dir::AB { DEV_A } else { DEV_B }]
+            .info
+            .name;
+        let ifaces = Ifaces {
+            iif: None,
+            oif: Some(oif),
+        };
+        netfilter.traverse(&[Hook::Output, Hook::Postrouting], pkt, ifaces, now)
     }
 
     /// Do everything due at `now`; `out` receives each packet to hand to
@@ -313,15 +373,22 @@ impl Plane {
             .min()
     }
 
-    /// Restart both ports after a policy change (a new qdisc may hold packets
-    /// or no longer be throttled).
+    /// Take up a policy change: restart both ports (a new qdisc may hold
+    /// packets or no longer be throttled) and note whether the netfilter
+    /// hooks now have anything to do.
     pub fn kick(&mut self, now: Time) {
+        self.netfilter_active = !self.net.netfilter.is_idle();
         for dir in Dir::BOTH {
             let (egress, _) = sides(&mut self.net.devices, dir);
             let st = &mut self.dirs[dir as usize];
             st.port.advance(egress, now, &mut st.scratch);
             st.take_departures();
         }
+    }
+
+    /// Do live packets cross the netfilter hooks (a rule or a DROP policy exists)?
+    pub fn netfilter_active(&self) -> bool {
+        self.netfilter_active
     }
 
     /// Counters of one direction.
@@ -727,5 +794,162 @@ mod tests {
         assert_eq!(got.len(), 1);
         let s = plane.stats(Dir::AB);
         assert_eq!((s.rx_packets, s.malformed, s.rx_gso), (4, 3, 1));
+    }
+
+    // ---- Netfilter: OUTPUT then POSTROUTING before the egress qdisc ----
+
+    /// Run an iptables command on the plane's namespace and take it up, as
+    /// the control socket does.
+    fn ipt(plane: &mut Plane, cmd: &str) -> String {
+        let words: Vec<String> = cmd.split(' ').map(String::from).collect();
+        let o = sluice_tc::iptables::run(&mut plane.net, &words);
+        assert_eq!(o.code, 0, "iptables {cmd}: {}", o.stderr);
+        plane.kick(Time(0));
+        o.stdout
+    }
+
+    /// An IPv4/UDP packet to `dport`, 100 bytes.
+    fn udp_to(dport: u16) -> Vec<u8> {
+        let mut p = ipv4(100);
+        p[20..22].copy_from_slice(&5000u16.to_be_bytes());
+        p[22..24].copy_from_slice(&dport.to_be_bytes());
+        p[24..26].copy_from_slice(&80u16.to_be_bytes());
+        p
+    }
+
+    #[test]
+    fn the_hooks_run_only_while_a_rule_or_drop_policy_exists() {
+        let mut plane = Plane::new(wire(0, 0), wire(0, 0), 1500);
+        assert!(!plane.netfilter_active());
+        ipt(&mut plane, "-A OUTPUT -j ACCEPT");
+        assert!(plane.netfilter_active());
+        ipt(&mut plane, "-F");
+        assert!(!plane.netfilter_active());
+        ipt(&mut plane, "-P OUTPUT DROP");
+        assert!(plane.netfilter_active());
+        plane.input(Dir::AB, &ipv4(100), Time(0));
+        assert_eq!(plane.stats(Dir::AB).netfilter_drops, 1);
+        ipt(&mut plane, "-P OUTPUT ACCEPT");
+        assert!(!plane.netfilter_active());
+    }
+
+    #[test]
+    fn mangle_output_then_filter_output_then_mangle_postrouting_then_the_qdisc() {
+        // Each chain sees what the one before it did: mangle OUTPUT marks 1,
+        // filter OUTPUT matches mark 1 (and would drop mark 0), mangle
+        // POSTROUTING turns 1 into 2, and the fw filter on a0 classifies by 2.
+        let mut plane = Plane::new(wire(0, 0), wire(0, 0), 1500);
+        for cmd in [
+            "qdisc add dev a0 root handle 1: htb default 10",
+            "class add dev a0 parent 1: classid 1:10 htb rate 100mbit",
+            "class add dev a0 parent 1: classid 1:20 htb rate 100mbit",
+            "filter add dev a0 parent 1: protocol ip handle 2 fw flowid 1:20",
+        ] {
+            tc(&mut plane, cmd);
+        }
+        ipt(
+            &mut plane,
+            "-t mangle -A OUTPUT -p udp --dport 22 -j MARK --set-mark 1",
+        );
+        ipt(&mut plane, "-A OUTPUT -m mark --mark 1 -j ACCEPT");
+        ipt(&mut plane, "-A OUTPUT -p udp --dport 22 -j DROP");
+        ipt(
+            &mut plane,
+            "-t mangle -A POSTROUTING -m mark --mark 1 -j MARK --set-mark 2",
+        );
+        for _ in 0..3 {
+            plane.input(Dir::AB, &udp_to(22), Time(0));
+        }
+        plane.input(Dir::AB, &udp_to(53), Time(0));
+        let got = run_packets(&mut plane, Time(1000 * MS));
+        assert_eq!(got.len(), 4);
+        // (HTB takes its two classes in turn, so the order is theirs.)
+        let mut marks: Vec<u32> = got.iter().map(|(_, p)| p.mark).collect();
+        marks.sort();
+        assert_eq!(marks, [0, 2, 2, 2]);
+        let c = tc(&mut plane, "-s class show dev a0");
+        let sent = |class: &str| {
+            let at = c.find(&format!("class htb {class} ")).expect(class);
+            c[at..]
+                .split("Sent ")
+                .nth(1)
+                .unwrap()
+                .split(" pkt")
+                .next()
+                .unwrap()
+                .to_string()
+        };
+        assert_eq!(sent("1:20"), "300 bytes 3");
+        assert_eq!(sent("1:10"), "100 bytes 1");
+        // Counters: three packets met each rule that matched them.
+        let l = ipt(&mut plane, "-t mangle -L -v -n -x");
+        assert!(l.contains("       3      300 MARK       17"), "{l}");
+        assert_eq!(plane.stats(Dir::AB).netfilter_drops, 0);
+    }
+
+    #[test]
+    fn a_drop_ends_the_packet_before_any_qdisc_counts_it_and_o_picks_the_direction() {
+        let mut plane = Plane::new(wire(0, 0), wire(0, 0), 1500);
+        ipt(&mut plane, "-A OUTPUT -o a0 -p udp --dport 22 -j DROP");
+        for dir in Dir::BOTH {
+            plane.input(dir, &udp_to(22), Time(0));
+            plane.input(dir, &udp_to(53), Time(0));
+        }
+        let mut got = vec![];
+        plane.poll(Time(0), &mut |d, p| got.push((d, p.data[23])));
+        assert_eq!(got, [(Dir::AB, 53), (Dir::BA, 22), (Dir::BA, 53)]);
+        assert_eq!(plane.stats(Dir::AB).netfilter_drops, 1);
+        assert_eq!(plane.stats(Dir::BA).netfilter_drops, 0);
+        let s = tc(&mut plane, "-s qdisc show dev a0");
+        assert!(s.contains("Sent 100 bytes 1 pkt (dropped 0"), "{s}");
+        let l = ipt(&mut plane, "-L OUTPUT -v -n -x");
+        assert!(l.contains("       1      100 DROP       17"), "{l}");
+    }
+
+    #[test]
+    fn input_prerouting_and_forward_see_no_live_packet() {
+        let mut plane = Plane::new(wire(0, 0), wire(0, 0), 1500);
+        for chain in ["INPUT", "FORWARD"] {
+            ipt(&mut plane, &format!("-A {chain} -j DROP"));
+        }
+        ipt(&mut plane, "-t mangle -A PREROUTING -j DROP");
+        plane.input(Dir::AB, &ipv4(100), Time(0));
+        plane.input(Dir::BA, &ipv4(100), Time(0));
+        let mut n = 0;
+        plane.poll(Time(0), &mut |_, _| n += 1);
+        assert_eq!(n, 2);
+    }
+
+    #[test]
+    fn connmark_saved_on_the_way_out_is_restored_on_the_reply() {
+        // One connection table sees both directions at their egress.
+        let mut plane = Plane::new(wire(0, 0), wire(0, 0), 1500);
+        ipt(
+            &mut plane,
+            "-t mangle -A POSTROUTING -o a0 -j MARK --set-mark 7",
+        );
+        ipt(
+            &mut plane,
+            "-t mangle -A POSTROUTING -o a0 -j CONNMARK --save-mark",
+        );
+        ipt(
+            &mut plane,
+            "-t mangle -A OUTPUT -o b0 -j CONNMARK --restore-mark",
+        );
+        ipt(
+            &mut plane,
+            "-t mangle -A OUTPUT -o b0 -m state --state ESTABLISHED -j ACCEPT",
+        );
+        plane.input(Dir::AB, &udp_to(22), Time(0));
+        let mut reply = udp_to(5000);
+        reply[12..16].copy_from_slice(&[10, 0, 0, 2]);
+        reply[16..20].copy_from_slice(&[10, 0, 0, 1]);
+        reply[20..22].copy_from_slice(&22u16.to_be_bytes());
+        plane.input(Dir::BA, &reply, Time(0));
+        let mut marks = vec![];
+        plane.poll(Time(0), &mut |d, p| marks.push((d, p.mark)));
+        assert_eq!(marks, [(Dir::AB, 7), (Dir::BA, 7)]);
+        let l = ipt(&mut plane, "-t mangle -L OUTPUT -v -n -x");
+        assert!(l.contains("       1      100 ACCEPT"), "{l}");
     }
 }

@@ -256,6 +256,7 @@ fn show_link(net: &Net, d: &Device) -> String {
     match d.kind {
         DevKind::Loopback => flags.push("LOOPBACK"),
         DevKind::Ifb => flags.extend(["BROADCAST", "NOARP"]),
+        DevKind::Tun => flags.extend(["POINTOPOINT", "MULTICAST", "NOARP"]),
         _ => flags.extend(["BROADCAST", "MULTICAST"]),
     }
     let peer_up = match &d.kind {
@@ -278,7 +279,8 @@ fn show_link(net: &Net, d: &Device) -> String {
     } else {
         d.root.kind().to_string()
     };
-    let state = if matches!(d.kind, DevKind::Loopback | DevKind::Ifb) {
+    // Loopback, ifb and TUN devices report no carrier state (operstate unknown).
+    let state = if matches!(d.kind, DevKind::Loopback | DevKind::Ifb | DevKind::Tun) {
         if d.up {
             "UNKNOWN"
         } else {
@@ -293,6 +295,9 @@ fn show_link(net: &Net, d: &Device) -> String {
     };
     let link = if d.kind == DevKind::Loopback {
         "link/loopback 00:00:00:00:00:00 brd 00:00:00:00:00:00".to_string()
+    } else if d.kind == DevKind::Tun {
+        // ip prints the (empty) address after a space.
+        "link/none ".to_string()
     } else {
         format!(
             "link/ether 02:00:00:00:{:02x}:{:02x} brd ff:ff:ff:ff:ff:ff",

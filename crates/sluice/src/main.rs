@@ -125,20 +125,37 @@ fn run_ip(argv: &[String]) -> Outcome {
             words.push(w.clone());
         }
     }
-    let mut s = match open(netns_or_env(netns).as_deref()) {
+    let netns = netns_or_env(netns);
+    // A running link shows its devices live (sluice-net's control.rs).
+    if let Some(o) = sluice_net::control::forward_ip(netns.as_deref(), &words) {
+        return o;
+    }
+    let mut s = match open(netns.as_deref()) {
         Ok(s) => s,
         Err(o) => return o,
     };
     let o = ip::run(&mut s.net, &words);
     let changed = ip::mutates(&words);
-    let o = keep(&mut s, "ip", words, changed, o);
-    o
+    keep(&mut s, "ip", words, changed, o)
 }
 
-/// `iptables ...`: the namespace comes from `$SLUICE_NETNS` (iptables has no
-/// `-n NAME`; its `-n` means numeric output).
-fn run_iptables(argv: &[String]) -> Outcome {
-    let mut s = match open(netns_or_env(None).as_deref()) {
+/// `iptables ...`. iptables has no namespace option (its `-n` means
+/// numeric output), so the namespace comes from `$SLUICE_NETNS`, or, under
+/// `sluice iptables` only (`sluice_n`), from a leading `-n NAME` as the
+/// first two arguments, NAME not starting with `-` (`sluice iptables -n
+/// -L` stays numeric). A running link of that name takes the command live.
+fn run_iptables(argv: &[String], sluice_n: bool) -> Outcome {
+    let (netns, argv) = match argv {
+        [n, name, rest @ ..] if sluice_n && n == "-n" && !name.starts_with('-') => {
+            (Some(name.clone()), rest)
+        }
+        _ => (None, argv),
+    };
+    let netns = netns_or_env(netns);
+    if let Some(o) = sluice_net::control::forward_iptables(netns.as_deref(), argv) {
+        return o;
+    }
+    let mut s = match open(netns.as_deref()) {
         Ok(s) => s,
         Err(o) => return o,
     };
@@ -155,7 +172,12 @@ const USAGE: &str = "usage: sluice { tc | ip | iptables | sim } ARGS...
   sluice shell [...] [-- CMD]   a command behind a shaped link, NAT to the host (--help)
   sluice tc ...   the tc command language (iproute2 6.x syntax and output)
   sluice ip ...   the ip link subset that creates and configures devices
-  sluice iptables ...  iptables (mangle and filter tables; -h for the subset)
+  sluice iptables [-n NAME] ...  iptables (mangle and filter tables; -h for
+                  the subset) in namespace NAME; as the first two arguments
+                  only, since iptables' own -n means numeric output
+While link NAME runs, `sluice tc|iptables|ip -n NAME ...` act on it live: its
+packets cross OUTPUT then POSTROUTING (-o a0 or -o b0) before the egress qdisc,
+and `ip -n NAME link show` lists a0 and b0.
 Invoked through a link named tc, ip or iptables, sluice behaves as that tool.
 State lives in $SLUICE_STATE_DIR (default: a per-user directory).
 ";
@@ -184,11 +206,11 @@ fn main() -> ExitCode {
     let o = match prog.as_str() {
         "tc" => run_tc(&argv[1..]),
         "ip" => run_ip(&argv[1..]),
-        "iptables" => run_iptables(&argv[1..]),
+        "iptables" => run_iptables(&argv[1..], false),
         _ => match argv.get(1).map(String::as_str) {
             Some("tc") => run_tc(&argv[2..]),
             Some("ip") => run_ip(&argv[2..]),
-            Some("iptables") => run_iptables(&argv[2..]),
+            Some("iptables") => run_iptables(&argv[2..], true),
             Some("sim") => return ExitCode::from(sim::main(&argv[2..]) as u8),
             Some("bench") if argv.get(2).map(String::as_str) == Some("live") => {
                 return ExitCode::from(bench_live::main(&argv[3..]) as u8)

@@ -83,3 +83,30 @@ fn iptables_link_keeps_rules_per_namespace() {
         "{err}"
     );
 }
+
+#[test]
+fn sluice_iptables_takes_a_leading_dash_n_name_and_the_iptables_link_does_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let (bin, state) = (dir.path().join("bin"), dir.path().join("state"));
+    std::fs::create_dir_all(&bin).unwrap();
+    let link = bin.join("iptables");
+    let sluice = Path::new(env!("CARGO_BIN_EXE_sluice"));
+    std::os::unix::fs::symlink(sluice, &link).unwrap();
+    // `sluice iptables -n x ...` is namespace x (no link named x runs), whatever $SLUICE_NETNS says.
+    let add = ["iptables", "-n", "x", "-A", "OUTPUT", "-j", "DROP"];
+    assert_eq!(run(sluice, &state, "other", &add).2, 0);
+    let (out, _, _) = run(&link, &state, "x", &["-S", "OUTPUT"]);
+    assert_eq!(out, "-P OUTPUT ACCEPT\n-A OUTPUT -j DROP\n");
+    let (out, _, _) = run(&link, &state, "other", &["-S", "OUTPUT"]);
+    assert_eq!(out, "-P OUTPUT ACCEPT\n");
+    // `-n` before an option is iptables' numeric output, in namespace $SLUICE_NETNS.
+    let (out, err, code) = run(sluice, &state, "x", &["iptables", "-n", "-L", "OUTPUT"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("DROP       0    --  0.0.0.0/0            0.0.0.0/0"),
+        "{out}"
+    );
+    // Invoked as iptables, `-n NAME` keeps iptables' meaning: NAME is not a namespace.
+    let (_, err, code) = run(&link, &state, "x", &["-n", "y", "-L"]);
+    assert_eq!(code, 2, "{err}");
+}

@@ -1222,3 +1222,110 @@ fn kill_9_during_a_udp_flood_then_down_or_list_leave_nothing_behind() {
     );
     // `links` is dropped: `link down` of a link that is gone, harmlessly.
 }
+
+// ---- Live iptables: `sluice iptables -n LINK` and the plane's OUTPUT/POSTROUTING hooks ----
+
+/// The packets a `tc -s class show` block for `class` says were sent.
+fn class_sent_packets(stats: &str, class: &str) -> u64 {
+    let at = stats
+        .find(&format!("class htb {class} "))
+        .unwrap_or_else(|| panic!("no class {class}: {stats}"));
+    stats[at..]
+        .split("Sent ")
+        .nth(1)
+        .and_then(|s| s.split(" pkt").next())
+        .and_then(|s| s.split_whitespace().nth(2))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no counters for {class}: {stats}"))
+}
+
+/// The packet counter of rule `num` in an `iptables -L -v -n -x --line-numbers` listing.
+fn rule_packets(listing: &str, num: u32) -> u64 {
+    listing
+        .lines()
+        .find_map(|l| {
+            let mut w = l.split_whitespace();
+            (w.next() == Some(&num.to_string())).then(|| w.next()?.parse().ok())?
+        })
+        .unwrap_or_else(|| panic!("no rule {num}: {listing}"))
+}
+
+#[test]
+fn live_iptables_marks_classify_real_packets_through_a_fw_filter() {
+    require!("ping");
+    let _g = light();
+    let l = Link::new("ipm");
+    l.up(&[]);
+    for cmd in [
+        "qdisc add dev a0 root handle 1: htb default 10",
+        "class add dev a0 parent 1: classid 1:10 htb rate 100mbit",
+        "class add dev a0 parent 1: classid 1:20 htb rate 100mbit",
+        "filter add dev a0 parent 1: protocol ip handle 2 fw flowid 1:20",
+    ] {
+        let mut args = vec!["tc", "-n", &l.name];
+        args.extend(cmd.split(' '));
+        l.ok(&args);
+    }
+    let mark = "-t mangle -A POSTROUTING -o a0 -p icmp -j MARK --set-mark 2";
+    let mut args = vec!["iptables", "-n", &l.name];
+    args.extend(mark.split(' '));
+    l.ok(&args);
+    let r = l.ping(10, "0.02");
+    assert_eq!(r.len(), 10, "pings lost: {r:?}");
+    // The ten echo requests went into the marked class (anything else
+    // side a sends, such as IPv6 router solicitations, into 1:10).
+    let stats = l.ok(&["tc", "-s", "-n", &l.name, "class", "show", "dev", "a0"]);
+    assert_eq!(class_sent_packets(&stats, "1:20"), 10, "{stats}");
+    let mut args = vec!["iptables", "-n", &l.name];
+    args.extend("-t mangle -L POSTROUTING -v -n -x --line-numbers".split(' '));
+    let listing = l.ok(&args);
+    assert_eq!(rule_packets(&listing, 1), 10, "{listing}");
+    // `ip -n LINK link show` shows the live devices and the root qdisc.
+    let shown = l.ok(&["ip", "-n", &l.name, "link", "show", "dev", "a0"]);
+    assert!(
+        shown.contains(
+            "a0: <POINTOPOINT,MULTICAST,NOARP,UP,LOWER_UP> mtu 1500 qdisc htb state UNKNOWN"
+        ),
+        "{shown}"
+    );
+    // Nothing was written to the offline namespace of that name.
+    let log = l.state.path().join("netns").join(format!("{}.log", l.name));
+    assert!(!log.exists(), "{} was written", log.display());
+}
+
+#[test]
+fn live_iptables_drop_drops_pings_and_counts_them() {
+    require!("ping");
+    let _g = light();
+    let l = Link::new("ipd");
+    l.up(&[]);
+    let ipt = |words: &str| {
+        let mut args = vec!["iptables", "-n", &l.name];
+        args.extend(words.split(' '));
+        l.ok(&args)
+    };
+    ipt("-A OUTPUT -o a0 -p icmp -j DROP");
+    let r = l.ping(5, "0.02");
+    assert!(r.is_empty(), "pings passed a DROP rule: {r:?}");
+    let listing = ipt("-L OUTPUT -v -n -x --line-numbers");
+    assert_eq!(rule_packets(&listing, 1), 5, "{listing}");
+    // Deleted, the rule no longer acts; the link's status counts the drops.
+    ipt("-D OUTPUT 1");
+    let r = l.ping(5, "0.02");
+    assert_eq!(r.len(), 5, "pings lost after the DROP rule went: {r:?}");
+    let status = l.ok(&["link", "status", &l.name]);
+    assert!(status.contains("\"netfilter_drops\": 5"), "{status}");
+}
+
+#[test]
+fn dash_n_of_an_unknown_link_is_the_offline_namespace_for_iptables_and_ip() {
+    // No link named so runs: `-n` is the state directory's namespace, as for tc.
+    let l = Link::new("ipo");
+    l.ok(&["iptables", "-n", &l.name, "-A", "OUTPUT", "-j", "DROP"]);
+    let rules = l.ok(&["iptables", "-n", &l.name, "-S", "OUTPUT"]);
+    assert_eq!(rules, "-P OUTPUT ACCEPT\n-A OUTPUT -j DROP\n");
+    let log = l.state.path().join("netns").join(format!("{}.log", l.name));
+    assert!(log.exists(), "no offline log at {}", log.display());
+    let shown = l.ok(&["ip", "-n", &l.name, "link", "show"]);
+    assert!(shown.contains("lo: ") && !shown.contains("a0: "), "{shown}");
+}
