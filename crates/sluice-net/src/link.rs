@@ -17,6 +17,13 @@
 //! vanish with the daemon's file descriptors.) An exclusive lock on
 //! `links/lock` serializes these commands; `up` holds it until its daemon is
 //! ready, so nobody cleans up a link that is still being made.
+//!
+//! Without root (no CAP_NET_ADMIN) the link is *rootless*
+//! ([`LinkSpec::rootless`], [`crate::rootless`]): its namespaces live in a
+//! user namespace the daemon creates and are held by the daemon's file
+//! descriptors, which the record names ([`Record::netns_fds`]) so that
+//! [`exec`] can enter them; they go with the daemon, so clean-up is only the
+//! socket and record.
 
 use serde::{Deserialize, Serialize};
 use sluice_core::port::{PortConfig, TxBuffer};
