@@ -16,6 +16,8 @@ struct LinkCli {
 }
 
 #[derive(Subcommand)]
+// Parsed once per run: the size of `Up` costs nothing.
+#[allow(clippy::large_enum_variant)]
 enum LinkCmd {
     /// Create namespaces NAME-a and NAME-b joined by TUN devices a0 and b0, and start the daemon.
     Up(UpArgs),
