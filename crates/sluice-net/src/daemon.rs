@@ -48,6 +48,9 @@ pub struct Running {
     pub io: IoStats,
     /// Receive buffers, recycled.
     pub bufs: Buffers,
+    /// A rootless link's network namespaces of sides a and b, held open
+    /// (nothing else names them); empty for a root link.
+    pub netns: Vec<File>,
 }
 
 /// `sluice link __daemon SPEC-JSON`: run a link; the exit status of the process.
@@ -89,6 +92,7 @@ pub fn main(json: &str) -> i32 {
         spec: spec.clone(),
         pid,
         starttime: link::proc_starttime(pid).unwrap_or(0),
+        netns_fds: None,
     };
     if let Err(e) = link::write_record(&dir, &rec) {
         println!("error: cannot write {}: {e}", dir.display());
@@ -102,6 +106,19 @@ pub fn main(json: &str) -> i32 {
             return 1;
         }
     };
+    if let [a, b] = &running.netns[..] {
+        use std::os::fd::AsRawFd;
+        let rec = Record {
+            netns_fds: Some([a.as_raw_fd(), b.as_raw_fd()]),
+            ..rec
+        };
+        if let Err(e) = link::write_record(&dir, &rec) {
+            println!("error: cannot write {}: {e}", dir.display());
+            drop(running);
+            link::remove_leftovers(&dir, &spec);
+            return 1;
+        }
+    }
     println!("ready");
     let _ = std::io::stdout().flush();
     // Before prefer_cpu: the pollers must not start at real-time priority.
@@ -141,17 +158,23 @@ pub fn main(json: &str) -> i32 {
 
 /// Make the namespaces, TUN devices, addresses, NAT, initial policy and control socket.
 pub fn setup(spec: &LinkSpec, dir: &Path) -> Result<Running, String> {
-    for side in [&spec.a, &spec.b] {
-        if let Some(ns) = &side.netns {
-            link::run("ip", &["netns", "add", ns])?;
+    let (a, b, netns) = if spec.rootless {
+        make_rootless(spec)?
+    } else {
+        for side in [&spec.a, &spec.b] {
+            if let Some(ns) = &side.netns {
+                link::run("ip", &["netns", "add", ns])?;
+            }
         }
-    }
-    let home = File::open("/proc/thread-self/ns/net").map_err(|e| format!("own namespace: {e}"))?;
-    let a = open_tun(&spec.a, &home)?;
-    let b = open_tun(&spec.b, &home)?;
-    for side in [&spec.a, &spec.b] {
-        configure(side, spec.mtu)?;
-    }
+        let home =
+            File::open("/proc/thread-self/ns/net").map_err(|e| format!("own namespace: {e}"))?;
+        let a = open_tun(&spec.a, &home)?;
+        let b = open_tun(&spec.b, &home)?;
+        for side in [&spec.a, &spec.b] {
+            configure(side, side.netns.as_deref(), spec.mtu)?;
+        }
+        (a, b, vec![])
+    };
     if let (Some(subnet), Some(host)) = (
         &spec.nat_subnet,
         [&spec.a, &spec.b].iter().find(|s| s.netns.is_none()),
@@ -179,7 +202,28 @@ pub fn setup(spec: &LinkSpec, dir: &Path) -> Result<Running, String> {
         listener,
         io: IoStats::default(),
         bufs: Buffers::default(),
+        netns,
     })
+}
+
+/// A rootless link ([`crate::rootless`]): into a user namespace, then an
+/// empty network namespace for the daemon and one per side, each with its
+/// TUN device configured from inside (`ip` inherits the thread's namespace).
+fn make_rootless(spec: &LinkSpec) -> Result<(Tun, Tun, Vec<File>), String> {
+    crate::rootless::check_tun()?;
+    crate::rootless::enter_user_namespace()?;
+    let home = crate::rootless::new_netns()?;
+    let mut made = vec![];
+    for side in [&spec.a, &spec.b] {
+        let ns = crate::rootless::new_netns()?;
+        let tun = Tun::create(&side.ifname).map_err(|e| format!("TUN {}: {e}", side.ifname))?;
+        configure(side, None, spec.mtu)?;
+        setns(&home, CloneFlags::CLONE_NEWNET).map_err(|e| format!("setns back: {e}"))?;
+        made.push((tun, ns));
+    }
+    let (b, b_ns) = made.pop().expect("two sides");
+    let (a, a_ns) = made.pop().expect("two sides");
+    Ok((a, b, vec![a_ns, b_ns]))
 }
 
 fn open_tun(side: &Side, home: &File) -> Result<Tun, String> {
@@ -194,10 +238,15 @@ fn open_tun(side: &Side, home: &File) -> Result<Tun, String> {
     tun
 }
 
-fn configure(side: &Side, mtu: u32) -> Result<(), String> {
+/// Set a side's device up with its address and route, in the named
+/// namespace `netns` (`ip -n`), or in the calling thread's.
+fn configure(side: &Side, netns: Option<&str>, mtu: u32) -> Result<(), String> {
     let mut pre: Vec<&str> = vec![];
-    if let Some(ns) = &side.netns {
-        pre.extend(["-n", ns.as_str()]);
+    if let Some(ns) = netns {
+        pre.extend(["-n", ns]);
+    }
+    // A side of its own (not the host's) brings its loopback up.
+    if side.netns.is_some() {
         link::run("ip", &[&pre[..], &["link", "set", "lo", "up"]].concat())?;
     }
     let mtu = mtu.to_string();

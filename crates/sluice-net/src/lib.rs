@@ -18,6 +18,7 @@
 //!   links directory, leftovers of killed daemons.
 //! - [`daemon`]: the event loop that carries a link's packets.
 //! - [`control`]: the owner-only Unix control socket: `sluice tc -n LINK`.
+//! - [`rootless`]: links made without root, inside a user namespace.
 //! - [`shell`]: `sluice shell`: a command in a namespace behind a link, NAT to the host.
 //! - [`traffic`]: bulk TCP and UDP floods between namespaces, and a kernel veth pair (`sluice bench live`).
 //!
@@ -31,6 +32,7 @@ pub mod daemon;
 pub mod io;
 pub mod link;
 pub mod plane;
+pub mod rootless;
 pub mod shell;
 pub mod traffic;
 pub mod tun;

@@ -17,6 +17,13 @@
 //! vanish with the daemon's file descriptors.) An exclusive lock on
 //! `links/lock` serializes these commands; `up` holds it until its daemon is
 //! ready, so nobody cleans up a link that is still being made.
+//!
+//! Without root (no CAP_NET_ADMIN) the link is *rootless*
+//! ([`LinkSpec::rootless`], [`crate::rootless`]): its namespaces live in a
+//! user namespace the daemon creates and are held by the daemon's file
+//! descriptors, which the record names ([`Record::netns_fds`]) so that
+//! [`exec`] can enter them; they go with the daemon, so clean-up is only the
+//! socket and record.
 
 use serde::{Deserialize, Serialize};
 use sluice_core::port::{PortConfig, TxBuffer};
@@ -107,6 +114,10 @@ pub struct LinkSpec {
     /// Keep the CPUs out of their idle halt while traffic flows ([`crate::awake`]).
     #[serde(default)]
     pub keep_awake: crate::awake::Mode,
+    /// Made without root, inside a user namespace the daemon creates
+    /// ([`crate::rootless`]); the namespaces are not named in `/run/netns`.
+    #[serde(default)]
+    pub rootless: bool,
 }
 
 /// A running (or crashed) link as its record says.
@@ -118,6 +129,10 @@ pub struct Record {
     pub pid: i32,
     /// The daemon's start time in clock ticks since boot (`/proc/PID/stat` field 22).
     pub starttime: u64,
+    /// A rootless link's namespaces of sides a and b: the daemon's file
+    /// descriptors that hold them (`/proc/PID/fd/N`).
+    #[serde(default)]
+    pub netns_fds: Option<[i32; 2]>,
 }
 
 /// Errors of the link commands, with the message the user sees.
@@ -268,7 +283,8 @@ pub fn netns_exists(name: &str) -> bool {
 /// Remove everything a link made, whether or not its daemon still runs:
 /// namespaces, NAT rules, socket and record. Safe to repeat.
 pub fn remove_leftovers(dir: &Path, spec: &LinkSpec) {
-    for side in [&spec.a, &spec.b] {
+    // A rootless link's namespaces are nobody's names: they went with its daemon.
+    for side in [&spec.a, &spec.b].into_iter().filter(|_| !spec.rootless) {
         if let Some(ns) = &side.netns {
             if netns_exists(ns) {
                 let _ = run("ip", &["netns", "del", ns]);
@@ -321,7 +337,15 @@ pub fn up_tied(exe: &Path, mut spec: LinkSpec, tied: bool) -> Result<Record, Lin
     if let Some(rec) = read_record(&dir, &spec.name) {
         return Err(LinkError::Taken(spec.name, rec.pid));
     }
-    for side in [&spec.a, &spec.b] {
+    if spec.rootless {
+        if spec.nat_subnet.is_some() || [&spec.a, &spec.b].iter().any(|s| s.netns.is_none()) {
+            return Err(LinkError::Invalid(
+                "a device in the host's namespace (and NAT) needs root".into(),
+            ));
+        }
+        crate::rootless::check_tun().map_err(LinkError::Invalid)?;
+    }
+    for side in [&spec.a, &spec.b].into_iter().filter(|_| !spec.rootless) {
         if let Some(ns) = &side.netns {
             if netns_exists(ns) {
                 return Err(LinkError::ForeignNamespace(ns.clone()));
@@ -445,6 +469,58 @@ pub fn list() -> Result<Vec<Record>, LinkError> {
     Ok(records(&dir))
 }
 
+/// `sluice link exec NAME a|b -- CMD ARGS...`: run CMD in side a's or b's
+/// namespace, replacing this process; returns only on failure. A root
+/// link's side is `ip netns exec NAME-x`; a rootless one's is entered
+/// through its daemon ([`crate::rootless::enter`]), as root of the link's
+/// user namespace. Call it before any thread starts.
+pub fn exec(name: &str, side: &str, cmd: &[String]) -> LinkError {
+    use std::os::unix::process::CommandExt;
+    if let Err(e) = check_name(name) {
+        return e;
+    }
+    let Some(prog) = cmd.first() else {
+        return LinkError::Invalid("no command to run".into());
+    };
+    let dir = match links_dir() {
+        Ok(d) => d,
+        Err(e) => return e.into(),
+    };
+    let Some(rec) = read_record(&dir, name) else {
+        return LinkError::NoSuchLink(name.into());
+    };
+    if !alive(&rec) {
+        return LinkError::Daemon(format!(
+            "link {name}'s daemon is gone; `sluice link down {name}` removes its leftovers"
+        ));
+    }
+    let (s, i) = match side {
+        "a" => (&rec.spec.a, 0),
+        "b" => (&rec.spec.b, 1),
+        _ => return LinkError::Invalid(format!("side {side:?}: a or b")),
+    };
+    let Some(ns) = &s.netns else {
+        return LinkError::Invalid(format!(
+            "side {side} of link {name} is the host's namespace: run the command directly"
+        ));
+    };
+    if !rec.spec.rootless {
+        let err = Command::new("ip")
+            .args(["netns", "exec", ns])
+            .args(cmd)
+            .exec();
+        return LinkError::Invalid(format!("ip netns exec: {err}"));
+    }
+    let Some(fds) = rec.netns_fds else {
+        return LinkError::Daemon(format!("link {name}'s record holds no namespaces"));
+    };
+    if let Err(e) = crate::rootless::enter(rec.pid, fds[i]) {
+        return LinkError::Daemon(e);
+    }
+    let err = Command::new(prog).args(&cmd[1..]).exec();
+    LinkError::Invalid(format!("{prog}: {err}"))
+}
+
 /// One line per link for `sluice link list`.
 pub fn describe(rec: &Record) -> String {
     let side = |s: &Side| {
@@ -475,9 +551,10 @@ pub fn describe(rec: &Record) -> String {
         s
     };
     format!(
-        "{} pid {}: {} <-> {}; a->b{}; b->a{}",
+        "{} pid {}{}: {} <-> {}; a->b{}; b->a{}",
         rec.spec.name,
         rec.pid,
+        if rec.spec.rootless { " (rootless)" } else { "" },
         side(&rec.spec.a),
         side(&rec.spec.b),
         wire(&rec.spec.ab),

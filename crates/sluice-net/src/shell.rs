@@ -117,11 +117,21 @@ pub fn spec(name: &str, o: &ShellOpts) -> LinkSpec {
         mtu: 1500,
         subnet: None,
         keep_awake: o.keep_awake,
+        rootless: false,
     }
 }
 
 /// Run the shell; the command's exit status (or 1 when the link could not be made).
 pub fn run(exe: &Path, o: &ShellOpts) -> i32 {
+    if !crate::rootless::privileged() {
+        eprintln!(
+            "sluice shell: needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN): its host-side device and \
+             NAT live in the host's network namespace. Without root, `sluice link up NAME` works \
+             inside a user namespace, and `sluice link exec NAME a -- CMD` runs a command behind it \
+             (with no route beyond the link)"
+        );
+        return 1;
+    }
     let name = format!("shell{}", std::process::id());
     let rec = match link::up_tied(exe, spec(&name, o), true) {
         Ok(r) => r,

@@ -163,6 +163,7 @@ impl BenchLink {
             mtu: 1500,
             subnet: None,
             keep_awake: Default::default(),
+            rootless: false,
         };
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
         // Tied: the daemon goes (and cleans up) if this process is killed.

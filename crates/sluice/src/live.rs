@@ -16,6 +16,8 @@ struct LinkCli {
 }
 
 #[derive(Subcommand)]
+// Parsed once per run: the size of `Up` costs nothing.
+#[allow(clippy::large_enum_variant)]
 enum LinkCmd {
     /// Create namespaces NAME-a and NAME-b joined by TUN devices a0 and b0, and start the daemon.
     Up(UpArgs),
@@ -26,6 +28,18 @@ enum LinkCmd {
     },
     /// Show the running links (and remove the leftovers of dead ones).
     List,
+    /// Run a command in side a's or b's namespace (for a root link, as `ip netns exec NAME-a`;
+    /// for a rootless one, inside the link's user namespace).
+    Exec {
+        /// The link.
+        name: String,
+        /// The side: a or b.
+        #[arg(value_parser = ["a", "b"])]
+        side: String,
+        /// The command and its arguments.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
     /// The link's own counters (TUN I/O, malformed packets, wires), as JSON.
     Status {
         /// The link.
@@ -215,6 +229,8 @@ pub fn link_main(args: &[String]) -> i32 {
                 mtu: a.mtu,
                 subnet: None,
                 keep_awake: a.wire.keep_awake,
+                // Without root, the link lives in a user namespace (sluice-net's rootless.rs).
+                rootless: !sluice_net::rootless::privileged(),
             };
             match link::up(&exe(), spec) {
                 Ok(rec) => {
@@ -234,6 +250,19 @@ pub fn link_main(args: &[String]) -> i32 {
                 1
             }
         },
+        LinkCmd::Exec {
+            name,
+            side,
+            command,
+        } => {
+            let e = link::exec(&name, &side, &command);
+            eprintln!("sluice link: {e}");
+            if matches!(e, link::LinkError::Invalid(ref m) if m.contains("No such file")) {
+                127
+            } else {
+                1
+            }
+        }
         LinkCmd::List => match link::list() {
             Ok(recs) => {
                 for r in recs {
