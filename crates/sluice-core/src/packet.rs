@@ -117,6 +117,7 @@ impl Packet {
 
     /// Wire packets this packet stands for: `gso_segs` for a GSO packet,
     /// else 1. Packet counters count these, as the kernel's `bstats_update`.
+    #[inline]
     pub fn segs(&self) -> u32 {
         self.gso.map_or(1, |g| g.segs.max(1) as u32)
     }

@@ -6,7 +6,10 @@
 //! its root node: a batch of packets is enqueued, then the root is dequeued
 //! until it is empty. The packets are made once and recycled — a dequeued or
 //! refused packet goes back in the pool — so the loop allocates nothing per
-//! packet and measures only the qdiscs (and their statistics). The clock is
+//! packet and measures only the qdiscs (and their statistics). A recycled
+//! packet is offered again as new: its timestamp is the current time and
+//! the flow hash a qdisc stored in it (`skb->hash`) is cleared, so every
+//! packet is hashed as a forwarded packet without a NIC hash would be. The clock is
 //! virtual: each dequeued packet advances it by its serialization time on a
 //! 10 Gbit/s NIC, and a `Wait(t)` answer (a shaper's watchdog, netem's
 //! delay) jumps it to `t`, so shapers shape as they would under load.
@@ -305,6 +308,9 @@ impl QdiscCase {
         let mut cx = Cx::new(self.now);
         for mut p in self.pool.drain(..) {
             p.tstamp = cx.now;
+            // A recycled packet arrives as new: without the `skb->hash` a
+            // qdisc computed and kept on it last round (fq_codel, fq).
+            p.hash = 0;
             if let Err((p, _)) = root.offer(p, &mut cx) {
                 self.back.push(p);
             }

@@ -612,6 +612,7 @@ impl Tin {
         }
     }
 
+    #[inline]
     fn list(&mut self, c: Chain) -> &mut List {
         match c {
             Chain::New => &mut self.new_flows,
@@ -635,6 +636,7 @@ impl Tin {
     }
 
     /// `list_add_tail`: put queue `i` (on no list) at the tail of `c`.
+    #[inline]
     fn push_back(&mut self, c: Chain, i: usize) {
         let tail = self.list(c).tail;
         let fl = &mut self.flows[i];
@@ -650,6 +652,7 @@ impl Tin {
     }
 
     /// `list_del_init`: take queue `i` off whatever list it is on.
+    #[inline]
     fn unlink(&mut self, i: usize) {
         let (c, prev, next) = {
             let fl = &self.flows[i];
@@ -675,6 +678,7 @@ impl Tin {
     }
 
     /// `list_move_tail` of queue `i` to list `to` (or off every list).
+    #[inline]
     fn move_to(&mut self, i: usize, to: Chain) {
         self.unlink(i);
         if to != Chain::None {
@@ -1328,6 +1332,7 @@ impl Cake {
     }
 
     /// The host load of a queue under the dual/triple modes (at least 1).
+    #[inline]
     fn host_load(&self, tin: usize, f: usize) -> usize {
         let b = &self.tins[tin];
         let fl = &b.flows[f];
@@ -1339,6 +1344,50 @@ impl Cake {
             load = load.max(b.hosts[fl.dsthost as usize].dsthost_bulk_flow_count);
         }
         (load as usize).min(CAKE_QUEUES)
+    }
+
+    /// DRR++: queue `f` of `tin` has spent its deficit. A sparse queue
+    /// with packets turns bulk; the queue gets a quantum shared among its
+    /// hosts' bulk queues and goes to the tail of the old queues. With
+    /// many queues per host this runs many times a packet, so it indexes
+    /// the tin once (the same steps as `host_load`).
+    #[inline]
+    fn replenish(&mut self, tin: usize, f: usize) {
+        if self.tins[tin].flows[f].set == Set::Sparse {
+            self.sparse_to_bulk(tin, f);
+        }
+        // The random low bits dither away rounding errors.
+        let dither = self.rng.next_u32() >> 16;
+        let mode = self.p.flow_mode;
+        let b = &mut self.tins[tin];
+        let fl = &b.flows[f];
+        let mut load = 1u16;
+        if dsrc(mode) {
+            load = load.max(b.hosts[fl.srchost as usize].srchost_bulk_flow_count);
+        }
+        if ddst(mode) {
+            load = load.max(b.hosts[fl.dsthost as usize].dsthost_bulk_flow_count);
+        }
+        let div = self.quantum_div[(load as usize).min(CAKE_QUEUES)];
+        let add = (b.flow_quantum as u32 * div as u32 + dither) >> 16;
+        let fl = &mut b.flows[f];
+        fl.deficit = fl.deficit.wrapping_add(add as i32);
+        b.move_to(f, Chain::Old);
+    }
+
+    /// A sparse queue that spent its deficit: bulk if it holds packets,
+    /// otherwise in the bulk rotation for the deficit, still counted sparse.
+    #[cold]
+    fn sparse_to_bulk(&mut self, tin: usize, f: usize) {
+        let b = &mut self.tins[tin];
+        if !b.flows[f].q.is_empty() {
+            b.sparse_flow_count -= 1;
+            b.bulk_flow_count += 1;
+            b.flows[f].set = Set::Bulk;
+            self.host_bulk(tin, f, true);
+        } else {
+            b.flows[f].set = Set::SparseWait;
+        }
     }
 
     /// Adjust the bulk counts of queue `f`'s hosts by `d`.
@@ -1508,26 +1557,7 @@ impl Cake {
                 first_flow = false;
                 // Flow isolation (DRR++).
                 if self.tins[tin].flows[f].deficit <= 0 {
-                    let b = &mut self.tins[tin];
-                    if b.flows[f].set == Set::Sparse {
-                        if !b.flows[f].q.is_empty() {
-                            b.sparse_flow_count -= 1;
-                            b.bulk_flow_count += 1;
-                            b.flows[f].set = Set::Bulk;
-                            self.host_bulk(tin, f, true);
-                        } else {
-                            // In the bulk rotation for the deficit, still counted sparse.
-                            b.flows[f].set = Set::SparseWait;
-                        }
-                    }
-                    let load = self.host_load(tin, f);
-                    // The random low bits dither away rounding errors.
-                    let dither = self.rng.next_u32() >> 16;
-                    let b = &mut self.tins[tin];
-                    let add =
-                        (b.flow_quantum as u32 * self.quantum_div[load] as u32 + dither) >> 16;
-                    b.flows[f].deficit = b.flows[f].deficit.wrapping_add(add as i32);
-                    b.move_to(f, Chain::Old);
+                    self.replenish(tin, f);
                     continue 'retry;
                 }
                 // Take a packet through the AQM.
@@ -1631,7 +1661,11 @@ impl Cake {
         }
     }
 
+    #[inline]
     fn flush_purged(&mut self, cx: &mut Cx) {
+        if self.purged.is_empty() {
+            return;
+        }
         for (reason, len) in self.purged.drain(..) {
             cx.shed(len, reason);
         }

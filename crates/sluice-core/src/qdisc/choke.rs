@@ -237,8 +237,12 @@ impl Choke {
         0
     }
 
+    #[inline]
     fn flush_purged(&mut self, cx: &mut Cx) {
         self.now = cx.now;
+        if self.purged.is_empty() {
+            return;
+        }
         for len in self.purged.drain(..) {
             cx.shed(len, DropReason::QueueFull);
         }

@@ -168,7 +168,11 @@ impl Codel {
     }
 
     /// Report the packets `change` dropped.
+    #[inline]
     fn flush_purged(&mut self, cx: &mut Cx) {
+        if self.purged.is_empty() {
+            return;
+        }
         for len in self.purged.drain(..) {
             cx.shed(len, DropReason::QueueFull);
         }

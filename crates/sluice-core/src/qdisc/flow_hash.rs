@@ -354,6 +354,18 @@ impl FlowKeys {
     /// 6 or 12 words in all); each length hashes a fixed-size array, so the
     /// rounds unroll.
     pub fn hash(&self, key: u32) -> u32 {
+        if let FlowAddrs::V4 { src, dst } = self.addrs {
+            // The common case, made canonical in registers rather than by
+            // copying the keys (the same words as below).
+            let (src, dst) = if dst < src { (dst, src) } else { (src, dst) };
+            let (p0, p1) = self.ports;
+            let ports = if p1 < p0 { (p1, p0) } else { (p0, p1) };
+            let [w0, w1, w2, w3] = FlowKeys { ports, ..*self }.head_words();
+            return match jhash2(&[w0, w1, w2, w3, src, dst], key) {
+                0 => 1,
+                h => h,
+            };
+        }
         let k = self.canonical();
         let [w0, w1, w2, w3] = k.head_words();
         let h = match k.addrs {
@@ -376,8 +388,56 @@ impl FlowKeys {
 }
 
 /// `skb_get_hash_perturb`: dissect `pkt` and hash its flow keys under `perturbation`.
+#[inline]
 pub fn flow_hash(pkt: &Packet, perturbation: u32) -> u32 {
-    FlowKeys::dissect(pkt).hash(perturbation)
+    match tcp_udp_v4_words(pkt) {
+        Some(words) => nonzero(jhash2(&words, perturbation)),
+        None => FlowKeys::dissect(pkt).hash(perturbation),
+    }
+}
+
+fn nonzero(h: u32) -> u32 {
+    match h {
+        0 => 1,
+        h => h,
+    }
+}
+
+/// The words [`FlowKeys::hash`] hashes for the commonest packet, an
+/// unfragmented IPv4 TCP or UDP packet with its ports in `data`, read
+/// straight from the header; `None` for any other packet, which takes the
+/// full dissector. The flow-keyed qdiscs (sfq, fq_codel, fq) hash every
+/// packet, and building the keys cost as much as hashing them.
+#[inline]
+fn tcp_udp_v4_words(pkt: &Packet) -> Option<[u32; 6]> {
+    let d = &pkt.data;
+    if pkt.protocol != ETH_P_IP || d.len() < 20 || d[0] >> 4 != 4 {
+        return None;
+    }
+    let ihl = (d[0] & 0x0f) as usize * 4;
+    let proto = d[9];
+    let frag = u16::from_be_bytes([d[6], d[7]]);
+    if ihl < 20 || frag & 0x3fff != 0 || !(proto == IPPROTO_TCP || proto == IPPROTO_UDP) {
+        return None;
+    }
+    let p = d.get(ihl..ihl + 4)?;
+    let word = |o: usize| u32::from_be_bytes([d[o], d[o + 1], d[o + 2], d[o + 3]]);
+    let (src, dst) = (word(12), word(16));
+    let (sport, dport) = (
+        u16::from_be_bytes([p[0], p[1]]),
+        u16::from_be_bytes([p[2], p[3]]),
+    );
+    // `__flow_hash_consistentify`, then the head words and the addresses.
+    let (lo, hi) = if dst < src { (dst, src) } else { (src, dst) };
+    let (p0, p1) = if dport < sport { (dport, sport) } else { (sport, dport) };
+    Some([
+        (ETH_P_IP as u32) << 16 | (proto as u32) << 8,
+        0,
+        (p0 as u32) << 16 | p1 as u32,
+        0,
+        lo,
+        hi,
+    ])
 }
 
 #[cfg(test)]
@@ -523,6 +583,53 @@ mod tests {
         ) {
             let p = Packet::new(data, 100, proto);
             prop_assert_ne!(flow_hash(&p, key), 0);
+        }
+
+        /// `flow_hash`'s IPv4 TCP/UDP shortcut gives what the dissector
+        /// and `FlowKeys::hash` give, for headers near and off its case.
+        #[test]
+        fn the_tcp_udp_v4_shortcut_matches_the_dissector(
+            mut data in proptest::collection::vec(any::<u8>(), 16..64),
+            vihl in prop_oneof![Just(0x45u8), Just(0x46u8), Just(0x44u8), Just(0x65u8), any::<u8>()],
+            proto in prop_oneof![Just(6u8), Just(17u8), Just(1u8), Just(132u8), any::<u8>()],
+            frag in prop_oneof![Just(0u16), Just(0x4000u16), Just(0x2000u16), Just(1u16), any::<u16>()],
+            ether in prop_oneof![Just(ETH_P_IP), Just(ETH_P_IPV6), any::<u16>()],
+            key in any::<u32>(),
+        ) {
+            data[0] = vihl;
+            if data.len() > 9 {
+                data[9] = proto;
+            }
+            if data.len() > 7 {
+                data[6..8].copy_from_slice(&frag.to_be_bytes());
+            }
+            let p = Packet::new(data, 100, ether);
+            prop_assert_eq!(flow_hash(&p, key), FlowKeys::dissect(&p).hash(key));
+        }
+
+        /// `hash`'s IPv4 shortcut gives what hashing the canonical keys'
+        /// words, written out plainly, gives.
+        #[test]
+        fn the_ipv4_shortcut_hashes_the_canonical_keys(
+            src in any::<u32>(), dst in any::<u32>(),
+            sport in any::<u16>(), dport in any::<u16>(),
+            proto in any::<u8>(), key in any::<u32>(),
+        ) {
+            let k = FlowKeys {
+                n_proto: ETH_P_IP,
+                ip_proto: proto,
+                ports: (sport, dport),
+                addrs: FlowAddrs::V4 { src, dst },
+                ..Default::default()
+            };
+            let c = k.canonical();
+            let FlowAddrs::V4 { src: s, dst: d } = c.addrs else { unreachable!() };
+            let [w0, w1, w2, w3] = c.head_words();
+            let want = match jhash2(&[w0, w1, w2, w3, s, d], key) {
+                0 => 1,
+                h => h,
+            };
+            prop_assert_eq!(k.hash(key), want);
         }
     }
 }

@@ -740,7 +740,11 @@ impl Fq {
     }
 
     /// Report the packets `change` dropped.
+    #[inline]
     fn flush_purged(&mut self, cx: &mut Cx) {
+        if self.purged.is_empty() {
+            return;
+        }
         for (reason, len) in self.purged.drain(..) {
             cx.shed(len, reason);
         }

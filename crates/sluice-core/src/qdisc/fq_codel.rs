@@ -477,7 +477,11 @@ impl FqCodel {
     }
 
     /// Report the packets `change` dropped.
+    #[inline]
     fn flush_purged(&mut self, cx: &mut Cx) {
+        if self.purged.is_empty() {
+            return;
+        }
         for (reason, len) in self.purged.drain(..) {
             cx.shed(len, reason);
         }

@@ -421,7 +421,11 @@ impl Hhf {
         )
     }
 
+    #[inline]
     fn flush_purged(&mut self, cx: &mut Cx) {
+        if self.purged.is_empty() {
+            return;
+        }
         for len in self.purged.drain(..) {
             cx.shed(len, DropReason::QueueFull);
         }

@@ -92,6 +92,12 @@ pub struct Cx {
     split_bytes: i64,
     /// Drops the qdisc being called counts itself, its ancestors not.
     own_drops: u64,
+    /// The four running totals above as they stood before each shed,
+    /// split or own drop, in order. A node notes the journal's length
+    /// before a call; if it grew, the entry at that length holds the totals
+    /// the call started from. On the common path nothing happens, and a
+    /// node pays one comparison.
+    journal: Vec<Tally>,
     /// Every queued packet shed during calls with this context, with its
     /// reason and length (for tracing; the front end clears it). Refused
     /// packets are not listed: the outermost enqueue returns their reason.
@@ -114,6 +120,7 @@ impl Cx {
     }
     /// Report that a packet of `len` bytes that was queued below has been dropped.
     pub fn shed(&mut self, len: u32, reason: DropReason) {
+        self.note();
         self.shed_packets += 1;
         self.shed_bytes += len as u64;
         self.drops.push((reason, len));
@@ -125,6 +132,7 @@ impl Cx {
     /// node on the way up grows its queue length and backlog accordingly,
     /// as the kernel's `qdisc_tree_reduce_backlog` with a negative count.
     pub fn split(&mut self, extra: u32, byte_delta: i64) {
+        self.note();
         self.split_packets += extra as u64;
         self.split_bytes += byte_delta;
     }
@@ -132,17 +140,34 @@ impl Cx {
     /// Count `n` drops at the qdisc being called only (not its parents): the
     /// kernel's `qdisc_qstats_drop(sch)` for segments a qdisc could not queue.
     pub fn drop_here(&mut self, n: u64) {
+        self.note();
         self.own_drops += n;
     }
 
-    fn tally(&self) -> (u64, u64, u64, i64) {
-        (
-            self.shed_packets,
-            self.shed_bytes,
-            self.split_packets,
-            self.split_bytes,
-        )
+    /// Journal the running totals before an event changes them.
+    fn note(&mut self) {
+        self.journal.push(Tally {
+            shed_packets: self.shed_packets,
+            shed_bytes: self.shed_bytes,
+            split_packets: self.split_packets,
+            split_bytes: self.split_bytes,
+        });
     }
+
+    /// Where the journal stands before a call ([`QdiscNode::account_shed`]).
+    #[inline(always)]
+    fn mark(&self) -> usize {
+        self.journal.len()
+    }
+}
+
+/// The running totals of a [`Cx`] before an event.
+#[derive(Clone, Copy, Debug, Default)]
+struct Tally {
+    shed_packets: u64,
+    shed_bytes: u64,
+    split_packets: u64,
+    split_bytes: i64,
 }
 
 /// Information about the device a qdisc is attached to (`qdisc_dev(sch)`).
@@ -404,6 +429,14 @@ pub trait Qdisc: Send + std::fmt::Debug {
     fn enqueue(&mut self, pkt: Packet, cx: &mut Cx) -> Result<(), (Packet, DropReason)>;
     /// Take the next packet to send, or say when to come back.
     fn dequeue(&mut self, cx: &mut Cx) -> Dequeue;
+    /// The length of the packet `dequeue` would hand out now, read in place
+    /// without taking it, for qdiscs whose head can be read so (the
+    /// kernel's fifos' `qdisc_peek_head`): `Some(None)` when empty. `None`
+    /// (the default) when the qdisc cannot tell that way; the node then
+    /// peeks by dequeueing ([`QdiscNode::peek`]).
+    fn peek_len(&self) -> Option<Option<u32>> {
+        None
+    }
     /// Drop everything queued (`qdisc_reset`); statistics are the node's business.
     fn reset(&mut self);
     /// Validate `opts` completely, then apply them (`tc qdisc change`).
@@ -558,6 +591,10 @@ pub struct QdiscNode {
     pub seq: u64,
     /// The kind name, fixed at creation (`change` cannot change it).
     kind: &'static str,
+    /// The qdisc is a fifo: empty exactly when the node counts no packet,
+    /// and its dequeue of nothing does nothing, so the node answers for it
+    /// (a prio parent asks its empty bands on every dequeue).
+    fifo: bool,
 }
 
 impl QdiscNode {
@@ -575,6 +612,7 @@ impl QdiscNode {
             peeked: None,
             seq: 0,
             kind,
+            fifo: matches!(kind, "pfifo" | "bfifo" | "pfifo_head_drop"),
         }
     }
 
@@ -629,7 +667,7 @@ impl QdiscNode {
             t.apply(&mut pkt);
         }
         let len = pkt.len;
-        let t0 = cx.tally();
+        let t0 = cx.mark();
         let r = self.qdisc.enqueue(pkt, cx);
         self.account_shed(cx, t0);
         // The answer is passed on as it came (no packet moves on the way up).
@@ -650,11 +688,16 @@ impl QdiscNode {
     /// Dequeue through the qdisc, keeping the counters.
     #[inline(always)]
     pub fn dequeue(&mut self, cx: &mut Cx) -> Dequeue {
-        if let Some(p) = self.peeked.take() {
-            self.count_out(p.len, p.segs(), cx.now);
-            return Dequeue::Packet(p);
+        if self.fifo && self.stats.qlen == 0 {
+            // A peeked packet would be counted in qlen.
+            return Dequeue::Empty;
         }
-        let t0 = cx.tally();
+        // Test before taking: `take` would move the whole packet-sized
+        // option out and back on every call.
+        if self.peeked.is_some() {
+            return self.dequeue_peeked(cx.now);
+        }
+        let t0 = cx.mark();
         // The qdisc's answer is passed on as it came (no packet moves here).
         let d = self.qdisc.dequeue(cx);
         self.account_shed(cx, t0);
@@ -662,6 +705,18 @@ impl QdiscNode {
             self.count_out(p.len, p.segs(), cx.now);
         }
         d
+    }
+
+    /// Hand out the packet a `peek` took from the qdisc.
+    #[inline(never)]
+    fn dequeue_peeked(&mut self, now: Time) -> Dequeue {
+        match self.peeked.take() {
+            Some(p) => {
+                self.count_out(p.len, p.segs(), now);
+                Dequeue::Packet(p)
+            }
+            None => Dequeue::Empty,
+        }
     }
 
     /// Count a packet of `len` bytes (`segs` wire packets) leaving the qdisc.
@@ -680,9 +735,10 @@ impl QdiscNode {
 
     /// Look at the next packet without taking it (`qdisc_peek_dequeued`): the
     /// packet is dequeued from the qdisc and held here until `dequeue`.
+    #[inline]
     pub fn peek(&mut self, cx: &mut Cx) -> Option<&Packet> {
         if self.peeked.is_none() {
-            let t0 = cx.tally();
+            let t0 = cx.mark();
             let d = self.qdisc.dequeue(cx);
             self.account_shed(cx, t0);
             match d {
@@ -693,12 +749,31 @@ impl QdiscNode {
         self.peeked.as_ref()
     }
 
+    /// The length of the next packet, as [`QdiscNode::peek`] finds it, but
+    /// read in place when the qdisc can ([`Qdisc::peek_len`]): a fifo then
+    /// keeps its head, as the kernel's do.
+    #[inline]
+    pub fn peek_len(&mut self, cx: &mut Cx) -> Option<u32> {
+        if let Some(p) = &self.peeked {
+            return Some(p.len);
+        }
+        if let Some(head) = self.qdisc.peek_len() {
+            return head;
+        }
+        self.peek(cx).map(|p| p.len)
+    }
+
+    /// Does the node hold a packet `peek` took from its qdisc?
+    pub fn holds_peeked(&self) -> bool {
+        self.peeked.is_some()
+    }
+
     /// [`QdiscNode::peek`] that also tells why there is no packet: `Err(Some(t))`
     /// when the qdisc holds packets it may not send before `t`, `Err(None)`
     /// when it is empty (for round-robin parents such as drr and ets).
     pub fn peek_or_wait(&mut self, cx: &mut Cx) -> Result<&Packet, Option<Time>> {
         if self.peeked.is_none() {
-            let t0 = cx.tally();
+            let t0 = cx.mark();
             let d = self.qdisc.dequeue(cx);
             self.account_shed(cx, t0);
             match d {
@@ -731,15 +806,29 @@ impl QdiscNode {
 
     /// Apply what happened below during one call: packets shed (dropped
     /// from the queue), packets split into segments, drops counted here.
-    #[inline]
-    fn account_shed(&mut self, cx: &mut Cx, t0: (u64, u64, u64, i64)) {
-        let (p0, b0, sp0, sb0) = t0;
-        let (sp, sb) = (cx.split_packets - sp0, cx.split_bytes - sb0);
+    /// Nothing happened on the common path, which costs one comparison.
+    #[inline(always)]
+    fn account_shed(&mut self, cx: &mut Cx, mark: usize) {
+        if cx.journal.len() != mark {
+            self.account_events(cx, cx.journal[mark]);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn account_events(&mut self, cx: &mut Cx, t0: Tally) {
+        let (sp, sb) = (
+            cx.split_packets - t0.split_packets,
+            cx.split_bytes - t0.split_bytes,
+        );
         if sp > 0 || sb != 0 {
             self.stats.qlen += sp as u32;
             self.stats.backlog = self.stats.backlog.saturating_add_signed(sb);
         }
-        let (p, b) = (cx.shed_packets - p0, cx.shed_bytes - b0);
+        let (p, b) = (
+            cx.shed_packets - t0.shed_packets,
+            cx.shed_bytes - t0.shed_bytes,
+        );
         if p > 0 {
             self.stats.qlen -= p as u32;
             self.stats.backlog -= b;

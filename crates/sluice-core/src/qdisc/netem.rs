@@ -874,7 +874,9 @@ impl Netem {
             self.counts.drops += 1;
             return Err((pkt, DropReason::QueueFull));
         }
-        dups.extend(copy);
+        if let Some(copy) = copy {
+            dups.push(copy);
+        }
         let first_len = pkt.len;
         let now = ns(cx.now);
         let p = &self.p;
@@ -1045,7 +1047,9 @@ impl Qdisc for Netem {
         let mut dups = Vec::new();
         let r = self.enqueue_packet(pkt, cx, cx.reinjecting, &mut dups);
         // The kernel enqueues the copies at the root qdisc.
-        cx.to_root.extend(dups);
+        if !dups.is_empty() {
+            cx.to_root.extend(dups);
+        }
         r
     }
 

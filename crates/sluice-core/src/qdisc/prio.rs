@@ -164,7 +164,16 @@ impl Prio {
         child.reset();
     }
 
+    #[inline(always)]
     fn flush_pending(&mut self, cx: &mut Cx) {
+        if self.pending_shed != (0, 0) {
+            self.flush_pending_now(cx);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn flush_pending_now(&mut self, cx: &mut Cx) {
         let (n, bytes) = std::mem::take(&mut self.pending_shed);
         if n == 0 {
             return;

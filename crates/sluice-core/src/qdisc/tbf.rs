@@ -64,11 +64,14 @@
 //!   packet. To return that time instead of stalling, tbf asks the inner
 //!   qdisc a second time, so an inner shaper counts two overlimits for such a
 //!   dequeue instead of one.
-//! - For the same reason the head packet of a pfifo or bfifo child sits in
-//!   the child's node while tbf is throttled, outside the fifo's own count;
-//!   tbf applies the fifo's limit to the node's backlog itself (and counts
-//!   the drop at the fifo), so the limit covers the head packet as in the
-//!   kernel. pfifo_head_drop under tbf drops the packet behind the head.
+//! - A pfifo or bfifo child is peeked in place ([`QdiscNode::peek_len`],
+//!   the kernel's `qdisc_peek_head`), so its limit covers the head packet
+//!   as in the kernel. Other children are peeked by dequeueing: their head
+//!   packet sits in the child's node while tbf is throttled, outside the
+//!   qdisc's own count, and pfifo_head_drop under tbf drops the packet
+//!   behind the head. (Should a pfifo or bfifo node hold a peeked packet,
+//!   tbf applies the fifo's limit to the node's backlog itself and counts
+//!   the drop at the fifo.)
 //! - The qdisc does not know its own handle until a class operation names
 //!   it; [`Classful::list`] then reports `0:1`/`0:` and the caller fills in
 //!   the major, as the kernel's `tc_fill_tclass` does around `tbf_dump_class`.
@@ -472,7 +475,9 @@ impl Tbf {
     /// packet its node holds peeked? The kernel's fifos peek in place
     /// (`qdisc_peek_head`), so their limit covers the head packet, but
     /// [`QdiscNode::peek`] takes it out of the fifo, which would then admit
-    /// one packet more than its limit while tbf is throttled.
+    /// one packet more than its limit while tbf is throttled. (tbf peeks
+    /// pfifo and bfifo in place, [`QdiscNode::peek_len`], so this only
+    /// matters if their node holds a packet peeked otherwise.)
     fn fifo_overflows(&self, len: u32) -> bool {
         if !self.child_peeked {
             return false;
@@ -491,8 +496,10 @@ impl Tbf {
         if let Some(p) = &self.held {
             return Ok(p.len);
         }
-        if let Some(len) = self.child.peek(cx).map(|p| p.len) {
-            self.child_peeked = true;
+        if let Some(len) = self.child.peek_len(cx) {
+            // A pfifo or bfifo child keeps its head in place and applies
+            // its limit itself; other children hand it to their node.
+            self.child_peeked = self.child.holds_peeked();
             return Ok(len);
         }
         if self.child.stats.qlen == 0 {
@@ -556,15 +563,15 @@ impl Qdisc for Tbf {
             .as_ref()
             .map_or(0, |p| p.after(elapsed, len));
         if toks >= 0 && ptoks >= 0 {
-            let pkt = match self.held.take() {
-                Some(p) => p,
-                None => {
-                    self.child_peeked = false;
-                    match self.child.dequeue(cx) {
-                        Dequeue::Packet(p) => p,
-                        _ => return Dequeue::Empty,
-                    }
-                }
+            // Test before taking: `take` moves the whole packet-sized option.
+            let next = if self.held.is_some() {
+                self.held.take().map_or(Dequeue::Empty, Dequeue::Packet)
+            } else {
+                self.child_peeked = false;
+                self.child.dequeue(cx)
+            };
+            let Dequeue::Packet(pkt) = next else {
+                return Dequeue::Empty;
             };
             self.state.t_c = now;
             self.state.bucket.tokens = toks;
