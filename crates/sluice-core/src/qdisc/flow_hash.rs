@@ -429,7 +429,11 @@ fn tcp_udp_v4_words(pkt: &Packet) -> Option<[u32; 6]> {
     );
     // `__flow_hash_consistentify`, then the head words and the addresses.
     let (lo, hi) = if dst < src { (dst, src) } else { (src, dst) };
-    let (p0, p1) = if dport < sport { (dport, sport) } else { (sport, dport) };
+    let (p0, p1) = if dport < sport {
+        (dport, sport)
+    } else {
+        (sport, dport)
+    };
     Some([
         (ETH_P_IP as u32) << 16 | (proto as u32) << 8,
         0,
