@@ -77,7 +77,7 @@
 //!   the major, as the kernel's `tc_fill_tclass` does around `tbf_dump_class`.
 
 use super::fifo::{Fifo, FifoKind, FifoOpts};
-use super::noqueue::Noqueue;
+use super::noqueue::{child_leaves, child_leaves_ref, noop_child};
 use super::token_bucket::TokenBucket;
 use super::{
     wrong_kind, ClassInfo, ClassOpts, Classful, Cx, Dequeue, DevInfo, Qdisc, QdiscNode, QdiscOpts,
@@ -517,11 +517,6 @@ impl Tbf {
     }
 }
 
-/// The noop qdisc the kernel puts in the class when it has no qdisc.
-fn noop_child(parent: Handle) -> QdiscNode {
-    QdiscNode::new(Handle::UNSPEC, parent, Box::new(Noqueue::new(true)))
-}
-
 impl Qdisc for Tbf {
     fn set_handle(&mut self, handle: Handle) {
         self.major = handle.major();
@@ -712,19 +707,11 @@ impl Classful for Tbf {
     }
 
     fn leaves(&mut self) -> Vec<&mut QdiscNode> {
-        if self.child_is_noop() {
-            Vec::new()
-        } else {
-            vec![&mut self.child]
-        }
+        child_leaves(&mut self.child)
     }
 
     fn leaves_ref(&self) -> Vec<&QdiscNode> {
-        if self.child_is_noop() {
-            Vec::new()
-        } else {
-            vec![&self.child]
-        }
+        child_leaves_ref(&self.child)
     }
 }
 
