@@ -156,22 +156,5 @@ pub(crate) fn print(d: &ActionDump, cx: &PrintCx, out: &mut Out) {
     out.str(To::Any, "to_dev", &format!(" to device {dev})"), &dev);
     print_action_control(out, " ", o.action, "");
     out.nl();
-    let i = d.index as u64;
-    out.uint(To::Any, "index", &format!("\tindex {i}"), i);
-    out.int(
-        To::Any,
-        "ref",
-        &format!(" ref {}", d.refcnt),
-        d.refcnt as i64,
-    );
-    out.int(
-        To::Any,
-        "bind",
-        &format!(" bind {}", d.bindcnt),
-        d.bindcnt as i64,
-    );
-    if cx.stats {
-        super::print_tm(d, cx.now, out);
-    }
-    out.nl();
+    super::print_index_tail(d, cx, "\tindex ", out);
 }

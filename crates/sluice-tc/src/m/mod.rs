@@ -487,6 +487,22 @@ pub(crate) fn print_stats2(s: &ActionStats, rate: Option<(u64, u64)>, prefix: &s
     crate::tc::print_stats(&st, rate, prefix, out);
 }
 
+/// The tail every action printer ends with: the index (after `lead`:
+/// `"\t index "` for most kinds, `"\tindex "` for mirred, as iproute2
+/// prints them), the reference and bind counts, the ages under `-s`.
+pub(crate) fn print_index_tail(d: &ActionDump, cx: &PrintCx, lead: &str, out: &mut Out) {
+    let i = d.index as u64;
+    out.uint(To::Any, "index", &format!("{lead}{i}"), i);
+    let r = d.refcnt;
+    out.int(To::Any, "ref", &format!(" ref {r}"), r as i64);
+    let b = d.bindcnt;
+    out.int(To::Any, "bind", &format!(" bind {b}"), b as i64);
+    if cx.stats {
+        print_tm(d, cx.now, out);
+    }
+    out.nl();
+}
+
 /// `print_tm`: ages in seconds, each only when its raw tick count is non-zero.
 pub(crate) fn print_tm(d: &ActionDump, now: Time, out: &mut Out) {
     let t = d.tm.at(now);
