@@ -32,7 +32,7 @@
 //! bytes a packet's `len` counts (`len - data.len()`) are counted again for
 //! every segment.
 
-use crate::packet::{CsumPartial, Gso, GsoKind, Packet};
+use crate::packet::{CsumPartial, Gso, GsoKind, Packet, Skb};
 
 /// Why a packet cannot be treated as a GSO packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -223,7 +223,7 @@ pub fn split(pkt: &Packet, per_piece: u16) -> Result<Vec<Packet>, GsoError> {
         };
         data[csum_at..csum_at + 2].copy_from_slice(&check.to_be_bytes());
         let segs = chunk.len().div_ceil(size) as u32;
-        pieces.push(Packet {
+        pieces.push(Packet::from(Skb {
             // Every segment's headers and link layer, as `init` counts them.
             len: data.len() as u32 + l2 + (segs - 1) * (hdr as u32 + l2),
             data,
@@ -246,7 +246,7 @@ pub fn split(pkt: &Packet, per_piece: u16) -> Result<Vec<Packet>, GsoError> {
             skb_iif: pkt.skb_iif,
             from_ingress: pkt.from_ingress,
             redirects: pkt.redirects,
-        });
+        }));
     }
     Ok(pieces)
 }

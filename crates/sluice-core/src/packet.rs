@@ -8,6 +8,7 @@
 //! kernel's `qdisc_pkt_len`, which on Ethernet includes the 14-byte MAC header.
 
 use crate::time::Time;
+use std::ops::{Deref, DerefMut};
 
 /// EtherType of IPv4.
 pub const ETH_P_IP: u16 = 0x0800;
@@ -18,9 +19,17 @@ pub const ETH_P_ARP: u16 = 0x0806;
 /// `ETH_P_ALL`: matches every protocol in a filter.
 pub const ETH_P_ALL: u16 = 0x0003;
 
-/// One packet on its way through a device's qdiscs.
+/// One packet on its way through a device's qdiscs: its [`Skb`] on the
+/// heap, so that handing it from a device to a qdisc, from a qdisc to its
+/// child and into a queue moves one pointer, as the kernel passes an
+/// `sk_buff *`, rather than copying a hundred bytes of metadata at every
+/// step. It reads and writes as the `Skb` it holds (`pkt.len`, `pkt.mark`).
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Packet(Box<Skb>);
+
+/// A packet's bytes and metadata: what the kernel keeps in its `sk_buff`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Packet {
+pub struct Skb {
     /// Bytes from the network header on (possibly only the headers).
     pub data: Vec<u8>,
     /// Length for accounting: wire bytes including the link-layer header.
@@ -107,14 +116,48 @@ pub struct CsumPartial {
 impl Packet {
     /// A packet of `len` accounted bytes carrying the given network-layer bytes.
     pub fn new(data: Vec<u8>, len: u32, protocol: u16) -> Self {
-        Packet {
+        Packet::from(Skb {
             data,
             len,
             protocol,
             ..Default::default()
-        }
+        })
     }
 
+    /// The metadata and bytes, out of their box.
+    pub fn into_skb(self) -> Skb {
+        *self.0
+    }
+}
+
+impl From<Skb> for Packet {
+    fn from(skb: Skb) -> Self {
+        Packet(Box::new(skb))
+    }
+}
+
+impl Deref for Packet {
+    type Target = Skb;
+    #[inline(always)]
+    fn deref(&self) -> &Skb {
+        &self.0
+    }
+}
+
+impl DerefMut for Packet {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut Skb {
+        &mut self.0
+    }
+}
+
+impl std::fmt::Debug for Packet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl Skb {
     /// Wire packets this packet stands for: `gso_segs` for a GSO packet,
     /// else 1. Packet counters count these, as the kernel's `bstats_update`.
     #[inline]

@@ -293,6 +293,7 @@ mod tests {
     use super::*;
     use crate::device::{DevKind, NlFlags, QdiscRequest};
     use crate::handle::Handle;
+    use crate::packet::Skb;
     use crate::qdisc::fifo::FifoOpts;
     use crate::qdisc::DevInfo;
     use crate::qdisc::QdiscOpts;
@@ -336,11 +337,11 @@ mod tests {
         for i in 0..10 {
             port.send(
                 &mut dev,
-                Packet {
+                Packet::from(Skb {
                     id: i,
                     len: 1500,
                     ..Default::default()
-                },
+                }),
                 Time(0),
             )
             .unwrap();
@@ -383,11 +384,11 @@ mod tests {
         });
         let sent: Vec<_> = (0..6)
             .map(|i| {
-                let p = Packet {
+                let p = Packet::from(Skb {
                     id: i,
                     len: 1500,
                     ..Default::default()
-                };
+                });
                 port.send(&mut dev, p, Time(0)).is_ok()
             })
             .collect();
@@ -416,11 +417,11 @@ mod tests {
         for i in 0..20 {
             port.send(
                 &mut dev,
-                Packet {
+                Packet::from(Skb {
                     id: i,
                     len: 1000,
                     ..Default::default()
-                },
+                }),
                 Time(0),
             )
             .unwrap();
@@ -443,11 +444,11 @@ mod tests {
             .map(|i| {
                 port.send(
                     &mut dev,
-                    Packet {
+                    Packet::from(Skb {
                         id: i,
                         len: 100,
                         ..Default::default()
-                    },
+                    }),
                     Time(0),
                 )
                 .is_ok()

@@ -151,7 +151,8 @@ impl SizeTable {
 
     /// Give `pkt` the length this table assigns it, from its real length.
     pub fn apply(&self, pkt: &mut Packet) {
-        let real = *pkt.skb_len.get_or_insert(pkt.len);
+        let len = pkt.len;
+        let real = *pkt.skb_len.get_or_insert(len);
         pkt.len = self.pkt_len(real);
     }
 }

@@ -198,7 +198,7 @@ pub fn deliver(
     bufs: &mut Buffers,
     stats: &mut IoStats,
 ) {
-    plane.poll(now, &mut |dir, pkt| {
+    plane.poll(now, &mut |dir, mut pkt| {
         let side: &mut dyn PacketIo = match dir {
             Dir::AB => &mut *b,
             Dir::BA => &mut *a,
@@ -208,6 +208,6 @@ pub fn deliver(
             Ok(false) => stats.tx_dropped += 1,
             Err(_) => stats.errors += 1,
         }
-        bufs.give(pkt.data);
+        bufs.give(std::mem::take(&mut pkt.data));
     });
 }

@@ -199,6 +199,7 @@ impl Action for Mirred {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::packet::Skb;
 
     fn opts(mode: Option<MirredMode>, ifindex: u32, action: Verdict) -> MirredOpts {
         MirredOpts {
@@ -234,11 +235,11 @@ mod tests {
         )
         .unwrap();
         let mut m = Mirred::new(p, outbox.clone());
-        let mut pkt = Packet {
+        let mut pkt = Packet::from(Skb {
             len: 100,
             id: 9,
             ..Default::default()
-        };
+        });
         assert_eq!(m.act(&mut pkt, Time(0)), Verdict::Stolen);
         let p = MirredParams::validate(
             &opts(Some(MirredMode::EgressMirror), 8, Verdict::Pipe),

@@ -199,6 +199,7 @@ impl Action for Skbedit {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::packet::Skb;
 
     fn skbedit(o: SkbeditOpts) -> Skbedit {
         Skbedit::new(SkbeditParams::validate(&o, true).unwrap())
@@ -223,10 +224,10 @@ mod tests {
             ptype: Some(1),
             ..Default::default()
         });
-        let mut p = Packet {
+        let mut p = Packet::from(Skb {
             mark: 0xa0a,
-            ..ipv4(0, 20)
-        };
+            ..ipv4(0, 20).into_skb()
+        });
         assert_eq!(a.act(&mut p, Time(0)), Verdict::Ok);
         assert_eq!(p.priority, 0x10005);
         // Only the bits under the mask change.

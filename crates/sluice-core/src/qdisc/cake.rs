@@ -75,7 +75,7 @@ use super::{
 use crate::cls::{Block, Verdict};
 use crate::error::{Errno, TcError, TcResult};
 use crate::handle::Handle;
-use crate::packet::{Packet, ETH_P_ARP, ETH_P_IP, ETH_P_IPV6};
+use crate::packet::{Packet, Skb, ETH_P_ARP, ETH_P_IP, ETH_P_IPV6};
 use crate::stats::{DropReason, Stats};
 use crate::time::Time;
 use rand::{RngCore, SeedableRng};
@@ -1875,6 +1875,7 @@ fn sack_compare(a: &Tcp, b: &Tcp) -> i32 {
 
 /// Set the DS field (IPv4 TOS with its checksum, or the IPv6 traffic class).
 fn set_dsfield(pkt: &mut Packet, ds: u8) {
+    let pkt: &mut Skb = pkt;
     let d = &mut pkt.data;
     match pkt.protocol {
         ETH_P_IP if d.len() >= 20 => {
@@ -2279,10 +2280,10 @@ mod tests {
         d[22..24].copy_from_slice(&5001u16.to_be_bytes());
         let c = ipv4_checksum(&d[..20]);
         d[10..12].copy_from_slice(&c.to_be_bytes());
-        Packet {
+        Packet::from(Skb {
             id,
-            ..Packet::new(d, len, ETH_P_IP)
-        }
+            ..Packet::new(d, len, ETH_P_IP).into_skb()
+        })
     }
 
     /// A pure TCP ACK of 10.0.0.1:1000 -> 10.9.0.1:80 acknowledging `ack`,
@@ -2305,10 +2306,10 @@ mod tests {
         t[12] = ((thl / 4) as u8) << 4;
         t[13] = flags;
         t[20..].copy_from_slice(opts);
-        Packet {
+        Packet::from(Skb {
             id,
-            ..Packet::new(d, 14 + 20 + thl as u32, ETH_P_IP)
-        }
+            ..Packet::new(d, 14 + 20 + thl as u32, ETH_P_IP).into_skb()
+        })
     }
 
     struct Load {
@@ -2533,10 +2534,10 @@ mod tests {
             fwmark: Some(0xf0),
             ..Default::default()
         });
-        let p = Packet {
+        let p = Packet::from(Skb {
             mark: 0x30,
-            ..udp(1, 1, 1, 0, 100, 1)
-        };
+            ..udp(1, 1, 1, 0, 100, 1).into_skb()
+        });
         n.enqueue(p, &mut cx).unwrap();
         let pk: Vec<u32> = xstats(&n).tins.iter().map(|t| t.sent_packets).collect();
         assert_eq!(pk, vec![0, 0, 1], "mark 3 = the third printed tin, Voice");

@@ -1507,6 +1507,7 @@ impl Classful for Cbq {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::packet::Skb;
     use crate::packet::{ETH_P_ALL, ETH_P_IP};
     use std::collections::HashMap;
 
@@ -1590,12 +1591,12 @@ mod tests {
     }
 
     fn pkt(priority: u32, len: u32) -> Packet {
-        Packet {
+        Packet::from(Skb {
             priority,
             len,
             protocol: ETH_P_IP,
             ..Default::default()
-        }
+        })
     }
 
     /// Drive `n` as a link of `link_bps` bit/s would for `dur` ns, keeping the

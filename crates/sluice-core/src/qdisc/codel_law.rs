@@ -385,10 +385,9 @@ pub(crate) mod testing {
         d[22..24].copy_from_slice(&5001u16.to_be_bytes());
         let c = ipv4_checksum(&d[..20]);
         d[10..12].copy_from_slice(&c.to_be_bytes());
-        Packet {
-            id: f as u64 * 1_000_000 + seq as u64,
-            ..Packet::new(d, len, ETH_P_IP)
-        }
+        let mut p = Packet::new(d, len, ETH_P_IP);
+        p.id = f as u64 * 1_000_000 + seq as u64;
+        p
     }
 
     /// The one's-complement sum of an IPv4 header (0 when the checksum is right).

@@ -332,6 +332,7 @@ impl Classful for Drr {
 mod tests {
     use super::*;
     use crate::cls::{Classifier, ClassifyResult, TcfProto, Verdict};
+    use crate::packet::Skb;
     use crate::packet::ETH_P_ALL;
     use crate::time::Time;
 
@@ -355,12 +356,12 @@ mod tests {
 
     /// Packets go to the class named by their priority (`1:minor`).
     fn pkt(id: u64, minor: u16, len: u32) -> Packet {
-        Packet {
+        Packet::from(Skb {
             id,
             len,
             priority: Handle::new(1, minor).0,
             ..Default::default()
-        }
+        })
     }
 
     fn class_of(p: &Packet) -> u16 {
@@ -428,10 +429,10 @@ mod tests {
             n.enqueue(pkt(1, 9, 100), &mut cx),
             Err(DropReason::Unclassified)
         );
-        let p = Packet {
+        let p = Packet::from(Skb {
             priority: 0,
-            ..pkt(2, 1, 100)
-        };
+            ..pkt(2, 1, 100).into_skb()
+        });
         assert_eq!(n.enqueue(p, &mut cx), Err(DropReason::Unclassified));
         n.enqueue(pkt(3, 1, 100), &mut cx).unwrap();
         let s = n.stats();
@@ -533,11 +534,13 @@ mod tests {
             });
         }
         let mut cx = Cx::new(Time(0));
-        let p = |id, mark| Packet {
-            id,
-            len: 100,
-            mark,
-            ..Default::default()
+        let p = |id, mark| {
+            Packet::from(Skb {
+                id,
+                len: 100,
+                mark,
+                ..Default::default()
+            })
         };
         n.enqueue(p(1, 1), &mut cx).unwrap();
         assert_eq!(n.enqueue(p(2, 2), &mut cx), Err(DropReason::Unclassified));

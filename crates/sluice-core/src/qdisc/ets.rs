@@ -513,6 +513,7 @@ impl Classful for Ets {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::packet::Skb;
 
     const H: Handle = Handle::new(1, 0);
 
@@ -533,12 +534,12 @@ mod tests {
 
     /// A packet for band `b` (priority `1:b+1`).
     fn pkt(id: u64, band: u16, len: u32) -> Packet {
-        Packet {
+        Packet::from(Skb {
             id,
             len,
             priority: Handle::new(1, band + 1).0,
             ..Default::default()
-        }
+        })
     }
 
     fn band(p: &Packet) -> u16 {
@@ -601,11 +602,13 @@ mod tests {
             ..Default::default()
         });
         let mut cx = Cx::new(Time(0));
-        let p = |id, priority| Packet {
-            id,
-            len: 100,
-            priority,
-            ..Default::default()
+        let p = |id, priority| {
+            Packet::from(Skb {
+                id,
+                len: 100,
+                priority,
+                ..Default::default()
+            })
         };
         n.enqueue(p(1, 14), &mut cx).unwrap(); // priomap[14] = 4
         n.enqueue(p(2, 9), &mut cx).unwrap(); // priomap[9] = 3

@@ -183,6 +183,7 @@ impl Qdisc for Fifo {
 mod tests {
     use super::*;
     use crate::handle::Handle;
+    use crate::packet::Skb;
     use crate::qdisc::QdiscNode;
     use crate::time::Time;
 
@@ -192,11 +193,11 @@ mod tests {
     }
 
     fn pkt(id: u64, len: u32) -> Packet {
-        Packet {
+        Packet::from(Skb {
             id,
             len,
             ..Default::default()
-        }
+        })
     }
 
     #[test]

@@ -966,6 +966,7 @@ impl Qdisc for Fq {
 mod tests {
     use super::*;
     use crate::handle::Handle;
+    use crate::packet::Skb;
     use crate::qdisc::codel_law::testing::{drain, pkt};
     use crate::qdisc::QdiscNode;
     use proptest::prelude::*;
@@ -997,10 +998,10 @@ mod tests {
 
     /// Flow `f`'s packet with an explicit hash (so flows never collide).
     fn fp(f: u32, seq: u32, len: u32) -> Packet {
-        Packet {
+        Packet::from(Skb {
             hash: f + 1,
-            ..pkt(f, seq, len, 0)
-        }
+            ..pkt(f, seq, len, 0).into_skb()
+        })
     }
 
     /// Drive a backlogged qdisc as a device would: dequeue whenever
@@ -1210,9 +1211,11 @@ mod tests {
         // Interactive traffic (band 0): a brand-new flow joins the lists of
         // band 0 whatever its packet's band (see fq_enqueue), so both flows
         // are put there to see the new/old rule alone.
-        let fp = |f, s, len| Packet {
-            priority: 6,
-            ..fp(f, s, len)
+        let fp = |f, s, len| {
+            Packet::from(Skb {
+                priority: 6,
+                ..fp(f, s, len).into_skb()
+            })
         };
         let mut n = node(FqOpts::default());
         let mut cx = Cx::new(Time(0));
@@ -1238,9 +1241,11 @@ mod tests {
         // priority 0 -> band 1 (196608), priority 1 (filler) -> band 2 (65536).
         let mut n = node(FqOpts::default());
         let mut cx = Cx::new(Time(0));
-        let mk = |f: u32, s: u32| Packet {
-            priority: f,
-            ..fp(f, s, 1000)
+        let mk = |f: u32, s: u32| {
+            Packet::from(Skb {
+                priority: f,
+                ..fp(f, s, 1000).into_skb()
+            })
         };
         let mut seq = [0u32; 2];
         for f in 0..2 {
@@ -1281,10 +1286,10 @@ mod tests {
             assert_eq!(r.is_ok(), i < 2, "band limit 5");
         }
         // Another band still has room.
-        let hi = Packet {
+        let hi = Packet::from(Skb {
             priority: 6,
-            ..fp(2, 0, 100)
-        };
+            ..fp(2, 0, 100).into_skb()
+        });
         n.enqueue(hi, &mut cx).unwrap();
         let x = xstats(&n);
         assert_eq!(x.flows_plimit, 1);
@@ -1297,9 +1302,11 @@ mod tests {
     fn the_horizon_drops_or_caps_departure_times() {
         let mut n = node(FqOpts::default());
         let mut cx = Cx::new(Time(MS));
-        let late = |s: u64| Packet {
-            tstamp: Time(MS + s * 1_000 * MS),
-            ..fp(0, 0, 100)
+        let late = |s: u64| {
+            Packet::from(Skb {
+                tstamp: Time(MS + s * 1_000 * MS),
+                ..fp(0, 0, 100).into_skb()
+            })
         };
         assert_eq!(
             n.enqueue(late(11), &mut cx).unwrap_err(),
@@ -1329,10 +1336,10 @@ mod tests {
         let mut n = node(FqOpts::default());
         let mut cx = Cx::new(Time(0));
         for (i, t) in [(0, 5), (1, 3), (2, 3), (3, 9), (4, 1)] {
-            let p = Packet {
+            let p = Packet::from(Skb {
                 tstamp: Time(t * MS),
-                ..fp(0, i, 100)
-            };
+                ..fp(0, i, 100).into_skb()
+            });
             n.enqueue(p, &mut cx).unwrap();
         }
         let mut out = vec![];
@@ -1382,9 +1389,11 @@ mod tests {
         };
         let mut q = Fq::new(&o, &DevInfo::default()).unwrap();
         let mut cx = Cx::new(Time(0));
-        let h = |hash: u32, seq, len| Packet {
-            hash,
-            ..pkt(hash, seq, len, 0)
+        let h = |hash: u32, seq, len| {
+            Packet::from(Skb {
+                hash,
+                ..pkt(hash, seq, len, 0).into_skb()
+            })
         };
         q.enqueue(h(1, 0, 600), &mut cx).unwrap();
         q.enqueue(h(b, 0, 400), &mut cx).unwrap();
@@ -1422,9 +1431,11 @@ mod tests {
             _ => unreachable!(),
         };
         assert_eq!((x(&q).flows, x(&q).inactive_flows), (2, 2));
-        let p = |seq| Packet {
-            hash: twin,
-            ..pkt(twin, seq, 100, 0)
+        let p = |seq| {
+            Packet::from(Skb {
+                hash: twin,
+                ..pkt(twin, seq, 100, 0).into_skb()
+            })
         };
         // 2 s later A survives a lookup in its bucket...
         q.enqueue(p(0), &mut Cx::new(Time(2_000 * MS))).unwrap();
@@ -1437,9 +1448,11 @@ mod tests {
 
     #[test]
     fn a_returning_flow_gets_a_fresh_quantum_after_refill_delay() {
-        let h = |seq| Packet {
-            hash: 1,
-            ..pkt(1, seq, 100, 0)
+        let h = |seq| {
+            Packet::from(Skb {
+                hash: 1,
+                ..pkt(1, seq, 100, 0).into_skb()
+            })
         };
         // Back within refill_delay (40 ms): the credit is what it was.
         let mut q = with_a_detached(2, 10);
@@ -1525,7 +1538,7 @@ mod tests {
                 match op {
                     0..=2 => {
                         offered += 1;
-                        let p = Packet { priority: prio, ..fp(f, i as u32, len) };
+                        let p = Packet::from(Skb { priority: prio, ..fp(f, i as u32, len).into_skb() });
                         let _ = n.enqueue(p, &mut cx);
                     }
                     3 | 4 => {

@@ -735,6 +735,7 @@ mod tests {
     use crate::act::{ActionOpts, ActionSpec, ActionTable};
     use crate::cls::fw::FwOpts;
     use crate::cls::{ClsEnv, ClsShared, FilterCmd, FilterMsg, FilterOpts};
+    use crate::packet::Skb;
     use crate::packet::ETH_P_ALL;
     use crate::qdisc::codel_law::testing::{drain, median, pkt, run_link, run_reno, Arrival, Reno};
     use crate::time::Duration;
@@ -1240,10 +1241,10 @@ mod tests {
     fn priority_naming_our_class_picks_the_flow() {
         let mut n = node(fq(FqCodelOpts::default()));
         let mut cx = Cx::new(Time(0));
-        let p = Packet {
+        let p = Packet::from(Skb {
             priority: 0x0001_0007,
-            ..pkt(0, 0, 100, 0)
-        };
+            ..pkt(0, 0, 100, 0).into_skb()
+        });
         n.enqueue(p, &mut cx).unwrap();
         assert_eq!(classes(&n)[0].classid, Handle::new(1, 7));
     }
@@ -1299,9 +1300,11 @@ mod tests {
         add_fw(&mut q, 4, Some(Handle::new(1, 6)), Some(Verdict::Stolen));
         let mut n = node(q);
         let mut cx = Cx::new(Time(0));
-        let m = |f, mark| Packet {
-            mark,
-            ..pkt(f, 0, 100, 0)
+        let m = |f, mark| {
+            Packet::from(Skb {
+                mark,
+                ..pkt(f, 0, 100, 0).into_skb()
+            })
         };
         n.enqueue(m(0, 1), &mut cx).unwrap();
         n.enqueue(m(1, 1), &mut cx).unwrap();

@@ -456,6 +456,7 @@ impl Qdisc for FqPie {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::packet::Skb;
     use crate::qdisc::codel_law::testing::{median, pkt, run_link, Arrival};
     use crate::qdisc::QdiscNode;
     use crate::time::Duration;
@@ -595,15 +596,15 @@ mod tests {
     fn priority_naming_our_flow_picks_it() {
         let mut q = FqPie::new(&FqPieOpts::default(), &DevInfo::default()).unwrap();
         q.set_handle(H);
-        let mut p = Packet {
+        let mut p = Packet::from(Skb {
             priority: 0x0001_0007,
-            ..pkt(0, 0, 100, 0)
-        };
+            ..pkt(0, 0, 100, 0).into_skb()
+        });
         assert_eq!(q.flow_of(&mut p), 6);
-        let mut other = Packet {
+        let mut other = Packet::from(Skb {
             priority: 0x0002_0007,
-            ..pkt(0, 0, 100, 0)
-        };
+            ..pkt(0, 0, 100, 0).into_skb()
+        });
         assert_eq!(q.flow_of(&mut other), q.flow_of(&mut pkt(0, 0, 100, 0)));
     }
 

@@ -675,6 +675,7 @@ impl Qdisc for Gred {
 mod tests {
     use super::*;
     use crate::handle::Handle;
+    use crate::packet::Skb;
     use crate::qdisc::codel_law::testing::pkt;
     use crate::qdisc::QdiscNode;
     use proptest::prelude::*;
@@ -726,10 +727,10 @@ mod tests {
     }
 
     fn tagged(dp: u16, seq: u32, len: u32) -> Packet {
-        Packet {
+        Packet::from(Skb {
             tc_index: dp,
-            ..pkt(dp as u32, seq, len, 0)
-        }
+            ..pkt(dp as u32, seq, len, 0).into_skb()
+        })
     }
 
     fn dumped(n: &QdiscNode) -> GredOpts {

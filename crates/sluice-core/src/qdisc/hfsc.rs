@@ -1551,6 +1551,7 @@ impl Classful for Hfsc {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::packet::Skb;
     use std::collections::HashMap;
 
     proptest::proptest! {
@@ -1641,13 +1642,13 @@ mod tests {
     }
 
     fn pkt(minor: u16, len: u32, id: u64) -> Packet {
-        Packet {
+        Packet::from(Skb {
             priority: h(minor).0,
             len,
             id,
             protocol: crate::packet::ETH_P_IP,
             ..Default::default()
-        }
+        })
     }
 
     fn errno(r: TcResult<()>) -> Errno {

@@ -1599,6 +1599,7 @@ impl Classful for Htb {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::packet::Skb;
     use crate::packet::ETH_P_ALL;
     use crate::rate::LinkLayer;
     use std::collections::HashMap;
@@ -1688,12 +1689,12 @@ mod tests {
     }
 
     fn pkt(priority: u32, len: u32) -> Packet {
-        Packet {
+        Packet::from(Skb {
             priority,
             len,
             protocol: crate::packet::ETH_P_IP,
             ..Default::default()
-        }
+        })
     }
 
     /// Drive `n` as a link of `link_bps` bit/s would for `dur` ns, keeping the
@@ -1852,28 +1853,28 @@ mod tests {
         add(&mut n, Handle::ROOT, 0x10, copts(MBIT, MBIT, 0, 0));
         let mut cx = Cx::new(Time(0));
         n.enqueue(
-            Packet {
+            Packet::from(Skb {
                 id: 1,
-                ..pkt(h(0x10).0, 100)
-            },
+                ..pkt(h(0x10).0, 100).into_skb()
+            }),
             &mut cx,
         )
         .unwrap();
         // No filter, no class 1:20: direct.
         n.enqueue(
-            Packet {
+            Packet::from(Skb {
                 id: 2,
-                ..pkt(0, 100)
-            },
+                ..pkt(0, 100).into_skb()
+            }),
             &mut cx,
         )
         .unwrap();
         // skb->priority 1:0 selects the direct queue explicitly.
         n.enqueue(
-            Packet {
+            Packet::from(Skb {
                 id: 3,
-                ..pkt(h(0).0, 100)
-            },
+                ..pkt(h(0).0, 100).into_skb()
+            }),
             &mut cx,
         )
         .unwrap();
@@ -1979,9 +1980,11 @@ mod tests {
         fw(inner, 6, h(0x11), None);
         let mut n = QdiscNode::new(h(0), Handle::ROOT, Box::new(htb));
         let mut cx = Cx::new(Time(0));
-        let mark = |m: u32, prio: u32| Packet {
-            mark: m,
-            ..pkt(prio, 100)
+        let mark = |m: u32, prio: u32| {
+            Packet::from(Skb {
+                mark: m,
+                ..pkt(prio, 100).into_skb()
+            })
         };
         n.enqueue(mark(1, 0), &mut cx).unwrap(); // qdisc -> 1:1 -> its filter -> 1:12
         assert_eq!(n.enqueue(mark(2, 0), &mut cx), Err(DropReason::Action));
@@ -2447,10 +2450,10 @@ mod tests {
         let mut t = SEC;
         for round in 0..12 {
             for class in 1..=3u64 {
-                let p = Packet {
+                let p = Packet::from(Skb {
                     id: class * 100 + round,
-                    ..pkt(h(class as u16 * 0x10).0, 1042)
-                };
+                    ..pkt(h(class as u16 * 0x10).0, 1042).into_skb()
+                });
                 n.enqueue(p, &mut Cx::new(Time(t))).unwrap();
                 drain(&mut n, t, &mut out);
                 t += 5_000;
@@ -2501,10 +2504,10 @@ mod tests {
         let mut t = SEC;
         for round in 0..15 {
             for (i, c) in classes.iter().enumerate() {
-                let p = Packet {
+                let p = Packet::from(Skb {
                     id: (i as u64 + 1) * 100 + round,
-                    ..pkt(c.0, 1042)
-                };
+                    ..pkt(c.0, 1042).into_skb()
+                });
                 n.enqueue(p, &mut Cx::new(Time(t))).unwrap();
                 drain(&mut n, t, &mut out);
                 t += 5_000;

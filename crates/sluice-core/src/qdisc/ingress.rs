@@ -324,6 +324,7 @@ impl Classful for Ingress {
 mod tests {
     use super::*;
     use crate::cls::{Classifier, ClassifyResult, TcfProto};
+    use crate::packet::Skb;
     use crate::packet::{ETH_P_ARP, ETH_P_IP};
 
     /// A filter giving every packet `verdict` (the block applies the protocol).
@@ -388,11 +389,11 @@ mod tests {
     }
 
     fn udp(len_l3: u32) -> Packet {
-        Packet {
+        Packet::from(Skb {
             len: len_l3 + 14,
             protocol: ETH_P_IP,
             ..Default::default()
-        }
+        })
     }
 
     #[test]
@@ -425,11 +426,11 @@ mod tests {
             );
         }
         assert_eq!((q.counters().bytes, q.counters().packets), (99, 3));
-        let mut arp = Packet {
+        let mut arp = Packet::from(Skb {
             len: 28 + 14,
             protocol: ETH_P_ARP,
             ..Default::default()
-        };
+        });
         assert_eq!(
             q.run(Hook::Ingress, &mut arp, Time(0)),
             IngressVerdict::Pass
@@ -560,10 +561,10 @@ mod tests {
         let step = 5_000_000; // 1000-byte network-layer packets at 1.6 Mbit/s
         let mut passed = 0u64;
         for i in 0..2000u64 {
-            let mut p = Packet {
+            let mut p = Packet::from(Skb {
                 mark: 1,
-                ..udp(1000)
-            };
+                ..udp(1000).into_skb()
+            });
             if q.run(Hook::Ingress, &mut p, Time(i * step)) == IngressVerdict::Pass {
                 passed += 1000;
             }
@@ -638,10 +639,16 @@ mod tests {
         );
         let mut n = QdiscNode::new(Handle::new(0xffff, 0), Handle::INGRESS, Box::new(q));
         let mut cx = Cx::new(Time(0));
-        let p = Packet { id: 7, ..udp(50) };
+        let p = Packet::from(Skb {
+            id: 7,
+            ..udp(50).into_skb()
+        });
         assert!(n.enqueue(p.clone(), &mut cx).is_ok());
         // Passed with class :1, which becomes its tc_index.
-        let passed = Packet { tc_index: 1, ..p };
+        let passed = Packet::from(Skb {
+            tc_index: 1,
+            ..p.into_skb()
+        });
         assert_eq!(n.dequeue(&mut cx), Dequeue::Packet(passed));
         assert_eq!(n.dequeue(&mut cx), Dequeue::Empty);
         let q = with_filter(

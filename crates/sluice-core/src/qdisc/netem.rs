@@ -1277,6 +1277,7 @@ impl Classful for Netem {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::packet::Skb;
     use crate::packet::ETH_P_IP;
     use crate::qdisc::fifo::Fifo;
     use crate::qdisc::tbf::{Tbf, TbfOpts};
@@ -1324,10 +1325,10 @@ mod tests {
             sum = (sum & 0xffff) + (sum >> 16);
         }
         d[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
-        Packet {
+        Packet::from(Skb {
             id,
-            ..Packet::new(d, len, ETH_P_IP)
-        }
+            ..Packet::new(d, len, ETH_P_IP).into_skb()
+        })
     }
 
     /// Netem as the device's root: its duplicates come back through
@@ -2462,6 +2463,7 @@ mod tests {
 #[cfg(test)]
 mod root_tests {
     use super::*;
+    use crate::packet::Skb;
 
     #[test]
     fn a_root_node_enqueues_the_duplicate_once() {
@@ -2473,10 +2475,10 @@ mod root_tests {
         let q = Netem::new(&o, &DevInfo::default()).unwrap();
         let mut node = QdiscNode::new(Handle::new(1, 0), Handle::ROOT, Box::new(q));
         let mut cx = Cx::new(Time(0));
-        let p = Packet {
+        let p = Packet::from(Skb {
             len: 100,
-            ..Packet::default()
-        };
+            ..Packet::default().into_skb()
+        });
         node.enqueue_root(p, &mut cx).unwrap();
         assert_eq!(
             node.stats().qlen,

@@ -147,6 +147,7 @@ impl Qdisc for PfifoFast {
 mod tests {
     use super::*;
     use crate::handle::Handle;
+    use crate::packet::Skb;
     use crate::packet::ETH_P_IP;
     use crate::qdisc::QdiscNode;
     use crate::time::Time;
@@ -165,14 +166,14 @@ mod tests {
         let mut data = vec![0u8; 20];
         data[0] = 0x45;
         data[1] = tos;
-        Packet {
+        Packet::from(Skb {
             id,
             len: 100,
             protocol: ETH_P_IP,
             priority: tos_to_priority(tos),
             data,
             ..Default::default()
-        }
+        })
     }
 
     fn drain(n: &mut QdiscNode, cx: &mut Cx) -> Vec<u64> {

@@ -184,6 +184,7 @@ impl Qdisc for Plug {
 mod tests {
     use super::*;
     use crate::handle::Handle;
+    use crate::packet::Skb;
     use crate::qdisc::QdiscNode;
     use crate::time::Time;
 
@@ -204,11 +205,11 @@ mod tests {
     }
 
     fn pkt(id: u64) -> Packet {
-        Packet {
+        Packet::from(Skb {
             id,
             len: 100,
             ..Default::default()
-        }
+        })
     }
 
     fn drain(n: &mut QdiscNode, cx: &mut Cx) -> Vec<u64> {

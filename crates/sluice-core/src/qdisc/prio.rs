@@ -385,6 +385,7 @@ impl Classful for Prio {
 mod tests {
     use super::*;
     use crate::cls::{Classifier, ClassifyResult, TcfProto};
+    use crate::packet::Skb;
     use crate::packet::ETH_P_ALL;
 
     const H: Handle = Handle::new(1, 0);
@@ -396,12 +397,12 @@ mod tests {
     }
 
     fn pkt(id: u64, priority: u32) -> Packet {
-        Packet {
+        Packet::from(Skb {
             id,
             len: 100,
             priority,
             ..Default::default()
-        }
+        })
     }
 
     fn drain(n: &mut QdiscNode, cx: &mut Cx) -> Vec<u64> {
@@ -509,7 +510,12 @@ mod tests {
             MarkFilter(5, Handle::UNSPEC, Verdict::Stolen),
         ]);
         let mut cx = Cx::new(Time(0));
-        let p = |id, mark| Packet { mark, ..pkt(id, 6) }; // priority 6 alone would be band 0
+        let p = |id, mark| {
+            Packet::from(Skb {
+                mark,
+                ..pkt(id, 6).into_skb()
+            })
+        }; // priority 6 alone would be band 0
         n.enqueue(p(1, 1), &mut cx).unwrap();
         n.enqueue(p(2, 2), &mut cx).unwrap();
         n.enqueue(p(3, 3), &mut cx).unwrap();

@@ -1205,6 +1205,7 @@ impl Classful for Qfq {
 mod tests {
     use super::*;
     use crate::cls::{Classifier, ClassifyResult, TcfProto, Verdict};
+    use crate::packet::Skb;
     use crate::packet::ETH_P_ALL;
     use proptest::prelude::*;
 
@@ -1236,12 +1237,12 @@ mod tests {
 
     /// Packets go to the class named by their priority (`1:minor`).
     fn pkt(id: u64, minor: u16, len: u32) -> Packet {
-        Packet {
+        Packet::from(Skb {
             id,
             len,
             priority: Handle::new(1, minor).0,
             ..Default::default()
-        }
+        })
     }
 
     fn class_of(p: &Packet) -> u16 {
@@ -1582,11 +1583,13 @@ mod tests {
             });
         }
         let mut cx = Cx::new(Time(0));
-        let p = |id, mark| Packet {
-            id,
-            len: 500,
-            mark,
-            ..Default::default()
+        let p = |id, mark| {
+            Packet::from(Skb {
+                id,
+                len: 500,
+                mark,
+                ..Default::default()
+            })
         };
         assert_eq!(enq(&mut n, p(1, 3), &mut cx), Err(DropReason::Unclassified));
         assert_eq!(enq(&mut n, p(2, 4), &mut cx), Err(DropReason::Action));

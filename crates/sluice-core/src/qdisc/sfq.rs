@@ -899,6 +899,7 @@ mod tests {
     use crate::act::{ActionOpts, ActionSpec, ActionTable};
     use crate::cls::fw::FwOpts;
     use crate::cls::{ClsEnv, ClsShared, FilterCmd, FilterMsg, FilterOpts};
+    use crate::packet::Skb;
     use crate::packet::ETH_P_ALL;
     use crate::packet::ETH_P_IP;
     use proptest::prelude::*;
@@ -920,10 +921,10 @@ mod tests {
         d[22..24].copy_from_slice(&5001u16.to_be_bytes());
         let c = ipv4_checksum(&d[..20]);
         d[10..12].copy_from_slice(&c.to_be_bytes());
-        Packet {
+        Packet::from(Skb {
             id: f as u64 * 1_000_000 + seq as u64,
-            ..Packet::new(d, len, ETH_P_IP)
-        }
+            ..Packet::new(d, len, ETH_P_IP).into_skb()
+        })
     }
 
     fn ipv4_checksum(h: &[u8]) -> u16 {
@@ -1401,10 +1402,10 @@ mod tests {
     fn priority_naming_our_class_picks_the_bucket() {
         let mut n = node(sfq(SfqOpts::default()));
         let mut cx = Cx::new(Time(0));
-        let p = Packet {
+        let p = Packet::from(Skb {
             priority: 0x0001_0007,
-            ..pkt(0, 0, 100, 0)
-        };
+            ..pkt(0, 0, 100, 0).into_skb()
+        });
         n.enqueue(p, &mut cx).unwrap();
         assert_eq!(classes(&n)[0].classid, Handle::new(1, 7));
     }
@@ -1457,9 +1458,11 @@ mod tests {
         add_fw(&mut q, 1, 3, Some(Handle::new(1, 6)), Some(Verdict::Shot));
         let mut n = node(q);
         let mut cx = Cx::new(Time(0));
-        let m = |f, mark| Packet {
-            mark,
-            ..pkt(f, 0, 100, 0)
+        let m = |f, mark| {
+            Packet::from(Skb {
+                mark,
+                ..pkt(f, 0, 100, 0).into_skb()
+            })
         };
         n.enqueue(m(0, 1), &mut cx).unwrap();
         n.enqueue(m(1, 1), &mut cx).unwrap();

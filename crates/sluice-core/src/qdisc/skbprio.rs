@@ -254,6 +254,7 @@ impl Classful for Skbprio {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::packet::Skb;
     use crate::time::Time;
 
     fn node(limit: Option<u32>) -> QdiscNode {
@@ -263,12 +264,12 @@ mod tests {
     }
 
     fn pkt(id: u64, priority: u32) -> Packet {
-        Packet {
+        Packet::from(Skb {
             id,
             len: 100 + id as u32,
             priority,
             ..Default::default()
-        }
+        })
     }
 
     fn drain(n: &mut QdiscNode, cx: &mut Cx) -> Vec<u64> {

@@ -718,6 +718,7 @@ impl Classful for Tbf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::packet::Skb;
     use proptest::prelude::*;
 
     const MBIT: u64 = 125_000; // 1 Mbit/s in bytes/s
@@ -791,12 +792,12 @@ mod tests {
     }
 
     fn pkt(id: u64, len: u32) -> Packet {
-        Packet {
+        Packet::from(Skb {
             id,
             len,
             data: vec![0x45; 20],
             ..Default::default()
-        }
+        })
     }
 
     fn dumped(n: &QdiscNode) -> TbfOpts {

@@ -154,6 +154,7 @@ pub(crate) fn print(d: &ActionDump, cx: &PrintCx, out: &mut Out) {
 #[cfg(test)]
 mod tests {
     use crate::f::testutil::{dev, tc, tc_words};
+    use sluice_core::packet::Skb;
     use sluice_core::packet::{Packet, ETH_P_IP};
     use sluice_core::qdisc::{Cx, Dequeue};
     use sluice_core::time::Time;
@@ -317,10 +318,10 @@ mod tests {
         data[0] = 0x45;
         data[9] = 17;
         data[16..20].copy_from_slice(&[10, 0, 0, dst]);
-        Packet {
+        Packet::from(Skb {
             id,
-            ..Packet::new(data, 100, ETH_P_IP)
-        }
+            ..Packet::new(data, 100, ETH_P_IP).into_skb()
+        })
     }
 
     /// Enqueue packets to 10.0.0.1 and 10.0.0.2 (in that order) on DEV and

@@ -309,6 +309,7 @@ mod tests {
     use crate::{ip, tc, Outcome};
     use sluice_core::handle::Handle;
     use sluice_core::packet::Packet;
+    use sluice_core::packet::Skb;
     use sluice_core::qdisc::{Cx, Dequeue};
     use sluice_core::time::Time;
 
@@ -571,12 +572,12 @@ mod tests {
             let d = n.dev_mut("DEV").unwrap();
             let mut cx = Cx::new(Time(1_000_000));
             for i in 0..3 {
-                let p = Packet {
+                let p = Packet::from(Skb {
                     priority: Handle::new(1, 0x11).0,
                     len: 1000,
                     id: i,
                     ..Default::default()
-                };
+                });
                 d.root.enqueue(p, &mut cx).unwrap();
             }
             for _ in 0..3 {

@@ -61,6 +61,7 @@ pub(super) fn print_class(o: &QfqClassOpts, out: &mut Out) {
 #[cfg(test)]
 mod tests {
     use crate::q::drr::tests::{net, tc};
+    use sluice_core::packet::Skb;
     use sluice_core::packet::{Packet, ETH_P_IP};
     use sluice_core::qdisc::{Cx, Dequeue};
     use sluice_core::time::Time;
@@ -211,10 +212,10 @@ mod tests {
         data[0] = 0x45;
         data[9] = 17;
         data[16..20].copy_from_slice(&[10, 0, 0, dst]);
-        Packet {
+        Packet::from(Skb {
             id,
-            ..Packet::new(data, len, ETH_P_IP)
-        }
+            ..Packet::new(data, len, ETH_P_IP).into_skb()
+        })
     }
 
     #[test]

@@ -108,15 +108,16 @@ impl Tfifo {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::packet::Skb;
 
     fn timed(t: i64, id: u64) -> Timed {
         Timed {
             time_to_send: t,
-            pkt: Packet {
+            pkt: Packet::from(Skb {
                 id,
                 len: 100,
                 ..Default::default()
-            },
+            }),
         }
     }
 
