@@ -670,7 +670,6 @@ impl QdiscNode {
         let t0 = cx.mark();
         let r = self.qdisc.enqueue(pkt, cx);
         self.account_shed(cx, t0);
-        // The answer is passed on as it came (no packet moves on the way up).
         match &r {
             Ok(()) => {
                 self.stats.qlen += 1;
@@ -692,13 +691,11 @@ impl QdiscNode {
             // A peeked packet would be counted in qlen.
             return Dequeue::Empty;
         }
-        // Test before taking: `take` would move the whole packet-sized
-        // option out and back on every call.
+        // A packet `peek` took goes first (the rare case, kept out of line).
         if self.peeked.is_some() {
             return self.dequeue_peeked(cx.now);
         }
         let t0 = cx.mark();
-        // The qdisc's answer is passed on as it came (no packet moves here).
         let d = self.qdisc.dequeue(cx);
         self.account_shed(cx, t0);
         if let Dequeue::Packet(p) = &d {

@@ -558,15 +558,15 @@ impl Qdisc for Tbf {
             .as_ref()
             .map_or(0, |p| p.after(elapsed, len));
         if toks >= 0 && ptoks >= 0 {
-            // Test before taking: `take` moves the whole packet-sized option.
-            let next = if self.held.is_some() {
-                self.held.take().map_or(Dequeue::Empty, Dequeue::Packet)
-            } else {
-                self.child_peeked = false;
-                self.child.dequeue(cx)
-            };
-            let Dequeue::Packet(pkt) = next else {
-                return Dequeue::Empty;
+            let pkt = match self.held.take() {
+                Some(p) => p,
+                None => {
+                    self.child_peeked = false;
+                    let Dequeue::Packet(p) = self.child.dequeue(cx) else {
+                        return Dequeue::Empty;
+                    };
+                    p
+                }
             };
             self.state.t_c = now;
             self.state.bucket.tokens = toks;
