@@ -16,20 +16,46 @@
 //! way (TIME_WAIT), 10 s after a RST; UDP 30 s unreplied, 120 s once both
 //! directions are seen; ICMP 30 s; other protocols 600 s. Each packet
 //! refreshes the timeout; an expired entry is forgotten when it is next
-//! looked up (and swept every 1024 new connections), so a later packet of
-//! the same tuple starts a NEW connection with mark 0.
+//! looked up, or when the collector reaches it: every new connection moves
+//! a cursor a few entries on through the table and removes the expired ones
+//! it passes (the kernel's garbage-collection worker also walks the table a
+//! slice at a time), so a later packet of the same tuple starts a NEW
+//! connection with mark 0 and the table does not fill up with the dead.
+//!
+//! The table holds at most `nf_conntrack_max` connections (262 144, what a
+//! kernel on a machine with more than 4 GiB sets). A new connection beyond
+//! that first tries an early drop (`early_drop`): of the few entries after
+//! its own place in the table (the kernel looks in the next 8 hash buckets)
+//! the first one that is not *assured* is evicted — a TCP connection is
+//! assured once its handshake is complete (a reply, then another packet
+//! from the originator), a UDP one once a reply was seen (as kernels before
+//! 5.19 did), ICMP and other protocols never. If all of them are assured
+//! the packet is dropped ("nf_conntrack: table full, dropping packet"),
+//! which keeps established connections alive under a flood of new ones.
+//! `early_drops` and `drops` count both outcomes (`conntrack -S`).
 //!
 //! Deviations: no TCP window tracking (sequence numbers are not checked, so
 //! no packet is INVALID for being out of window; pick-up of mid-stream
 //! connections is always allowed, as `nf_conntrack_tcp_loose=1`); no
-//! expectations or helpers, so nothing is RELATED; no table size limit; NAT
-//! is not modelled. A connection is created when its first packet meets
+//! expectations or helpers, so nothing is RELATED; NAT is not modelled;
+//! which entry an early drop picks follows the table's tuple order, not the
+//! kernel's randomly seeded hash. A connection is created when its first packet meets
 //! the first hook, not when it leaves the last one (a dropped first packet
 //! removes it again, as an unconfirmed entry is discarded).
 
 use super::rule::{ct_state, Headers, PROTO_ICMP, PROTO_TCP, PROTO_UDP};
 use crate::time::{Duration, Time};
 use std::collections::BTreeMap;
+use std::ops::Bound;
+
+/// `nf_conntrack_max` on a machine with more than 4 GiB of memory.
+pub const DEFAULT_MAX: usize = 262_144;
+
+/// Entries an early drop looks at (`NF_CT_EVICTION_RANGE` buckets).
+const EVICTION_RANGE: usize = 8;
+
+/// Entries the collector passes for every new connection.
+const GC_STEP: usize = 4;
 
 /// A direction-specific identity of a connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -102,6 +128,8 @@ pub struct Conn {
     pub seen_reply: bool,
     /// When it is forgotten unless another packet comes.
     pub expires: Time,
+    /// `IPS_ASSURED`: spared by early drops.
+    pub assured: bool,
     tcp: TcpPhase,
 }
 
@@ -127,12 +155,43 @@ pub struct CtRef {
     pub created: bool,
 }
 
+/// What finding a packet's connection came to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lookup {
+    /// Its connection, found or new.
+    Tracked(CtRef),
+    /// No tuple can be read from it: untracked, INVALID to the matches.
+    Untracked,
+    /// The table is full and nothing could be evicted: drop the packet.
+    Full,
+}
+
 /// The connection table of a namespace.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Conntrack {
     conns: BTreeMap<Tuple, Conn>,
     reply_index: BTreeMap<Tuple, Tuple>,
-    created_since_sweep: u32,
+    /// Where the collector goes on from.
+    gc_cursor: Option<Tuple>,
+    /// `nf_conntrack_max`: 0 means no limit, as in the kernel.
+    pub max: usize,
+    /// Connections evicted to make room (`early_drop`).
+    pub early_drops: u64,
+    /// Packets dropped because the table was full (`drop`).
+    pub drops: u64,
+}
+
+impl Default for Conntrack {
+    fn default() -> Self {
+        Conntrack {
+            conns: BTreeMap::new(),
+            reply_index: BTreeMap::new(),
+            gc_cursor: None,
+            max: DEFAULT_MAX,
+            early_drops: 0,
+            drops: 0,
+        }
+    }
 }
 
 const SECS: fn(u64) -> Duration = Duration::from_secs;
@@ -164,21 +223,53 @@ impl Conntrack {
         }
     }
 
-    fn sweep(&mut self, now: Time) {
-        let dead: Vec<Tuple> = self
-            .conns
-            .values()
-            .filter(|c| c.expires <= now)
-            .map(|c| c.orig)
-            .collect();
-        for k in dead {
-            self.remove(&k);
+    /// Up to `n` keys from just after `from` on, wrapping around once.
+    fn keys_after(&self, from: &Tuple, n: usize) -> Vec<Tuple> {
+        let after = self.conns.range((Bound::Excluded(*from), Bound::Unbounded));
+        let before = self.conns.range(..=*from);
+        after.chain(before).take(n).map(|(k, _)| *k).collect()
+    }
+
+    /// Move the collector on: remove the expired among the next few entries.
+    fn collect_garbage(&mut self, now: Time) {
+        let Some(from) = self.gc_cursor.or_else(|| self.conns.keys().next().copied()) else {
+            return;
+        };
+        let keys = self.keys_after(&from, GC_STEP);
+        self.gc_cursor = keys.last().copied();
+        for k in keys {
+            if self.conns[&k].expires <= now {
+                self.remove(&k);
+            }
         }
     }
 
+    /// Make room for `t` in a full table (`early_drop`): evict the first
+    /// entry after it that is not assured; expired ones go on the way.
+    /// False when there was nothing to evict.
+    fn early_drop(&mut self, t: &Tuple, now: Time) -> bool {
+        for k in self.keys_after(t, EVICTION_RANGE) {
+            let c = &self.conns[&k];
+            if c.expires <= now {
+                self.remove(&k);
+            } else if !c.assured {
+                self.remove(&k);
+                self.early_drops += 1;
+            } else {
+                continue;
+            }
+            if self.conns.len() < self.max {
+                return true;
+            }
+        }
+        false
+    }
+
     /// Find or create the connection of a packet (`nf_conntrack_in`).
-    pub fn lookup(&mut self, h: &Headers, now: Time) -> Option<CtRef> {
-        let t = Tuple::of(h)?;
+    pub fn lookup(&mut self, h: &Headers, now: Time) -> Lookup {
+        let Some(t) = Tuple::of(h) else {
+            return Lookup::Untracked;
+        };
         let found = if self.conns.contains_key(&t) {
             Some((t, Dir::Original))
         } else {
@@ -192,7 +283,7 @@ impl Conntrack {
                 } else {
                     ct_state::NEW
                 };
-                return Some(CtRef {
+                return Lookup::Tracked(CtRef {
                     key,
                     dir,
                     state,
@@ -201,10 +292,10 @@ impl Conntrack {
             }
             self.remove(&key);
         }
-        self.created_since_sweep += 1;
-        if self.created_since_sweep >= 1024 {
-            self.created_since_sweep = 0;
-            self.sweep(now);
+        self.collect_garbage(now);
+        if self.max != 0 && self.conns.len() >= self.max && !self.early_drop(&t, now) {
+            self.drops += 1;
+            return Lookup::Full;
         }
         self.conns.insert(
             t,
@@ -213,11 +304,12 @@ impl Conntrack {
                 mark: 0,
                 seen_reply: false,
                 expires: now,
+                assured: false,
                 tcp: TcpPhase::Open,
             },
         );
         self.reply_index.insert(t.reverse(), t);
-        Some(CtRef {
+        Lookup::Tracked(CtRef {
             key: t,
             dir: Dir::Original,
             state: ct_state::NEW,
@@ -249,6 +341,14 @@ impl Conntrack {
         let Some(c) = self.conns.get_mut(&r.key) else {
             return;
         };
+        match (r.dir, c.orig.proto) {
+            (Dir::Reply, PROTO_UDP) => c.assured = true,
+            // The handshake's last ACK: the originator speaks after a reply.
+            (Dir::Original, PROTO_TCP) if c.seen_reply && c.tcp == TcpPhase::Open => {
+                c.assured = true
+            }
+            _ => {}
+        }
         if r.dir == Dir::Reply {
             c.seen_reply = true;
         }

@@ -31,7 +31,7 @@ pub mod rule;
 
 use crate::packet::Packet;
 use crate::time::Time;
-use conntrack::{Conntrack, CtRef};
+use conntrack::{Conntrack, CtRef, Lookup};
 use rule::{Counters, Headers, MatchCtx, Rule, RuleSpec, Target};
 use serde::{Deserialize, Serialize};
 
@@ -615,7 +615,11 @@ impl Netfilter {
         let Some(h) = Headers::parse(pkt) else {
             return Verdict::Accept;
         };
-        let ct = self.conntrack.lookup(&h, now);
+        let ct = match self.conntrack.lookup(&h, now) {
+            Lookup::Tracked(r) => Some(r),
+            Lookup::Untracked => None,
+            Lookup::Full => return Verdict::Drop,
+        };
         let mut w = Walk { h, ct, ifaces };
         for &hook in hooks {
             let shown = Ifaces {

@@ -327,3 +327,103 @@ fn jumps_returns_policies_and_loops() {
     // A dropped first packet leaves no connection behind.
     assert!(nf.conntrack.is_empty());
 }
+
+/// A namespace whose PREROUTING has one rule (so connections are tracked)
+/// and a connection table of at most `max` entries.
+fn tracking(max: usize) -> Netfilter {
+    let mut nf = Netfilter::default();
+    nf.mangle
+        .append(
+            "PREROUTING",
+            rule(|r| r.matches.push(Match::State(Inv::new(ct_state::NEW)))),
+        )
+        .unwrap();
+    nf.conntrack.max = max;
+    nf
+}
+
+fn prerouting(nf: &mut Netfilter, mut p: Packet, secs: u64) -> Verdict {
+    let t = Time(Duration::from_secs(secs).as_nanos());
+    nf.traverse(&[Hook::Prerouting], &mut p, Ifaces::default(), t)
+}
+
+#[test]
+fn a_full_table_evicts_an_unassured_connection_or_drops_the_new_packet() {
+    let mut nf = tracking(4);
+    // Four UDP queries nobody answered: none is assured.
+    for port in 1..=4 {
+        let q = pkt(PROTO_UDP, A, port, B, 53, 0, 60);
+        assert_eq!(prerouting(&mut nf, q, 0), Verdict::Accept);
+    }
+    assert_eq!(nf.conntrack.len(), 4);
+    // A fifth connection makes room by an early drop.
+    let q = pkt(PROTO_UDP, A, 5, B, 53, 0, 60);
+    assert_eq!(prerouting(&mut nf, q, 1), Verdict::Accept);
+    assert_eq!((nf.conntrack.len(), nf.conntrack.early_drops), (4, 1));
+
+    // Now every entry is answered (assured): a new connection finds
+    // nothing to evict and its packet is dropped; the answered ones live on.
+    let mut nf = tracking(4);
+    for port in 1..=4 {
+        prerouting(&mut nf, pkt(PROTO_UDP, A, port, B, 53, 0, 60), 0);
+        prerouting(&mut nf, pkt(PROTO_UDP, B, 53, A, port, 0, 60), 0);
+    }
+    let q = pkt(PROTO_UDP, A, 5, B, 53, 0, 60);
+    assert_eq!(prerouting(&mut nf, q, 1), Verdict::Drop);
+    assert_eq!((nf.conntrack.drops, nf.conntrack.early_drops), (1, 0));
+    assert_eq!(nf.conntrack.len(), 4);
+    let old = pkt(PROTO_UDP, A, 2, B, 53, 0, 60);
+    assert_eq!(prerouting(&mut nf, old, 1), Verdict::Accept);
+    // Once the table's entries have expired (UDP, 120 s after the last
+    // packet), there is room again without evicting anyone.
+    let q = pkt(PROTO_UDP, A, 5, B, 53, 0, 60);
+    assert_eq!(prerouting(&mut nf, q, 200), Verdict::Accept);
+    assert_eq!(nf.conntrack.early_drops, 0);
+}
+
+#[test]
+fn tcp_is_assured_only_when_its_handshake_completes() {
+    let key = |sport| conntrack::Tuple {
+        proto: PROTO_TCP,
+        src: u32::from_be_bytes(A),
+        dst: u32::from_be_bytes(B),
+        sport,
+        dport: 80,
+    };
+    let mut nf = tracking(2);
+    prerouting(&mut nf, pkt(PROTO_TCP, A, 1, B, 80, tcp_flag::SYN, 60), 0);
+    let synack = tcp_flag::SYN | tcp_flag::ACK;
+    prerouting(&mut nf, pkt(PROTO_TCP, B, 80, A, 1, synack, 60), 0);
+    assert!(!nf.conntrack.get(&key(1)).unwrap().assured);
+    prerouting(&mut nf, pkt(PROTO_TCP, A, 1, B, 80, tcp_flag::ACK, 52), 0);
+    assert!(nf.conntrack.get(&key(1)).unwrap().assured);
+    // A half-open connection (SYN answered, no ACK yet) is evicted for a
+    // new one; the established one is kept.
+    prerouting(&mut nf, pkt(PROTO_TCP, A, 2, B, 80, tcp_flag::SYN, 60), 0);
+    prerouting(&mut nf, pkt(PROTO_TCP, B, 80, A, 2, synack, 60), 0);
+    let syn3 = pkt(PROTO_TCP, A, 3, B, 80, tcp_flag::SYN, 60);
+    assert_eq!(prerouting(&mut nf, syn3, 1), Verdict::Accept);
+    assert!(nf.conntrack.get(&key(1)).is_some());
+    assert!(nf.conntrack.get(&key(2)).is_none());
+    assert!(nf.conntrack.get(&key(3)).is_some());
+}
+
+#[test]
+fn expired_connections_are_collected_as_new_ones_come() {
+    let mut nf = tracking(conntrack::DEFAULT_MAX);
+    // 100 unanswered UDP connections at t = 0 expire 30 s later.
+    for port in 0..100 {
+        prerouting(&mut nf, pkt(PROTO_UDP, A, port, B, 53, 0, 60), 0);
+    }
+    // 100 new ones at t = 60 s: the collector passes every entry (a few per
+    // new connection) and removes the dead, which no packet looks up again.
+    for port in 0..100 {
+        prerouting(&mut nf, pkt(PROTO_UDP, B, port, A, 53, 0, 60), 60);
+    }
+    assert_eq!(nf.conntrack.len(), 100);
+    assert!(nf
+        .conntrack
+        .iter()
+        .all(|c| c.orig.src == u32::from_be_bytes(B)));
+    assert_eq!(nf.conntrack.early_drops, 0);
+}
