@@ -122,6 +122,11 @@ pub struct Device {
     pub root: QdiscNode,
     /// The ingress or clsact qdisc.
     pub ingress: Option<QdiscNode>,
+    /// Has the device an ingress queue (`dev_ingress_queue`)? The kernel
+    /// allocates it with the first ingress or clsact qdisc and keeps it, with
+    /// the handle-0 noop qdisc in it, once that qdisc is deleted; deleting
+    /// again then meets that noop qdisc rather than nothing.
+    pub ingress_queue: bool,
     /// Classifier state shared by the device's filter blocks (u32's tables).
     pub cls: crate::cls::ClsShared,
     /// Qdiscs created on this device so far (orders `tc qdisc show`).
@@ -144,6 +149,7 @@ impl Device {
             activated: false,
             root,
             ingress: None,
+            ingress_queue: false,
             cls: Default::default(),
             created: 0,
         }
@@ -222,8 +228,10 @@ impl Device {
     /// attached to class `clid` (`None` if it has none); `missing` is the
     /// caller's message for a qdisc that does not exist.
     fn qdisc_leaf(&self, clid: Handle, missing: &str) -> TcResult<Option<&QdiscNode>> {
-        let p = self
-            .find(clid.qdisc())
+        // qdisc_lookup finds nothing for handle 0 (a default qdisc's).
+        let p = Some(clid.qdisc())
+            .filter(|h| !h.is_unspec())
+            .and_then(|h| self.find(h))
             .ok_or_else(|| err(Errno::ENOENT, missing))?;
         let cls = p
             .qdisc
@@ -412,6 +420,7 @@ impl Device {
         node.seq = self.created;
         if parent == Handle::INGRESS {
             self.ingress = Some(node);
+            self.ingress_queue = true;
         } else if parent.is_root() {
             self.root = node;
         } else {
@@ -453,6 +462,7 @@ impl Device {
         } else if parent.major() == 0xffff {
             match &self.ingress {
                 Some(q) => (q.handle, q.kind()),
+                None if self.ingress_queue => (Handle::UNSPEC, "noop"),
                 None => {
                     return Err(err(
                         Errno::ENOENT,
@@ -571,7 +581,9 @@ impl Device {
             dev_exists,
             now,
         };
-        block.change_filter(msg, cmd, &mut env)
+        block.change_filter(msg, cmd, &mut env)?;
+        block.classid = parent;
+        Ok(())
     }
 
     /// The filter block for `tc filter ... parent P` (`__tcf_qdisc_find`,

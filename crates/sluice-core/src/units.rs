@@ -229,10 +229,13 @@ pub fn parse_size(s: &str) -> Result<u32, BadUnit> {
             _ => return Err(BadUnit),
         };
     }
-    if sz > u32::MAX as f64 {
+    // get_size's overflow check: what the conversion kept must be the
+    // value's floor, so negative and too large sizes are refused.
+    let size = c_double_to_u32(sz);
+    if size as f64 != sz.floor() {
         return Err(BadUnit);
     }
-    Ok(c_double_to_u32(sz))
+    Ok(size)
 }
 
 /// C's conversion of a double to `unsigned int` as x86-64 compilers emit it
@@ -419,6 +422,13 @@ mod tests {
         assert_eq!(parse_size("10kb"), Ok(10240));
         assert_eq!(parse_size("1mbit"), Ok(131072));
         assert!(parse_size("10q").is_err());
+        // get_size's overflow check, as tc 6.1 answers `pfifo limit V`.
+        assert_eq!(parse_size("1.5"), Ok(1));
+        assert_eq!(parse_size("-0"), Ok(0));
+        assert_eq!(parse_size("4294967295"), Ok(u32::MAX));
+        for bad in ["-1", "-0.5", "4294967296", "4g", "nan", "inf"] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
         assert_eq!(parse_time_us("50ms"), Ok(50_000));
         assert_eq!(parse_time_us("1s"), Ok(1_000_000));
         assert_eq!(parse_time_us("200"), Ok(200));

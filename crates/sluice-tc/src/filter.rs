@@ -12,11 +12,9 @@
 //! request asked for), then the kind's options.
 //!
 //! The parent a dump reports is the block's `classid`, which the kernel
-//! takes from the last `tc filter add` on that block. sluice's blocks do not
-//! record it; it is derived from the block instead (a qdisc's block reports
-//! the qdisc handle, a class's the class id, clsact's hooks themselves), and
-//! an ingress qdisc's block, reachable as `ffff:` or `ingress`, is taken to
-//! be the way it is asked for when `ingress` is used.
+//! takes from the last `tc filter add` on that block: filters added to an
+//! ingress qdisc as `parent ffff:` show `parent ffff:` when listed with
+//! `ingress`, and those added with `ingress` show nothing more there.
 
 use crate::args::{duparg, invarg, matches, Args, CmdResult, Fail};
 use crate::f::{self, FPrintCx};
@@ -26,7 +24,6 @@ use crate::out::{Out, To};
 use crate::tc::Opts;
 use sluice_core::act::EstimatorSpec;
 use sluice_core::cls::{FilterCmd, FilterDump, FilterMsg};
-use sluice_core::device::Device;
 use sluice_core::error::{Errno, TcError};
 use sluice_core::handle::Handle;
 use sluice_core::time::Time;
@@ -391,19 +388,6 @@ fn kernel_modify(net: &mut Net, c: &Common, msg: &FilterMsg, cmd: Modify) -> Res
     }
 }
 
-/// The parent `tc_dump_tfilter` reports for a block (see the module essay).
-fn dump_parent(dev: &Device, req: Handle) -> Handle {
-    if req.is_unspec() {
-        return dev.root.handle;
-    }
-    match dev.find(req.qdisc()).map(|q| q.kind()) {
-        Some("ingress") if req.minor() != Handle::MIN_INGRESS => req.qdisc(),
-        Some("ingress") | Some("clsact") => req,
-        _ if req.minor() == 0 => req.qdisc(),
-        _ => req,
-    }
-}
-
 /// The request fields `print_filter` compares the answer with.
 #[derive(Clone, Copy, Debug, Default)]
 struct Shown {
@@ -597,7 +581,7 @@ fn list(net: &mut Net, opts: &Opts, a: &mut Args, chains: bool, out: &mut Out) -
         }
         return Ok(());
     }
-    let parent = dump_parent(dev, req);
+    let parent = block.classid;
     // tcm_info carries the priority's low 16 bits.
     let prio = (c.prio & 0xFFFF) as u16;
     for d in block.dump(c.chain, prio, shown.protocol) {

@@ -179,6 +179,10 @@ fn dispatch(net: &mut Net, opts: &Opts, words: &[String], out: &mut Out) -> CmdR
     } else if matches(obj, "actions") {
         let r = crate::action::actions_cmd(net, opts, &mut a, out);
         with_notes(r, &mut a, out)
+    } else if matches(obj, "monitor") {
+        monitor_cmd(&mut a)
+    } else if matches(obj, "exec") {
+        exec_cmd(&mut a)
     } else if matches(obj, "help") {
         Err(Fail::new(0, USAGE.trim_end()))
     } else {
@@ -187,6 +191,49 @@ fn dispatch(net: &mut Net, opts: &Opts, words: &[String], out: &mut Out) -> CmdR
             format!("Object \"{obj}\" is unknown, try \"tc help\"."),
         ))
     }
+}
+
+/// `tc monitor [file FILE]`: the arguments as tc_monitor.c checks them.
+/// The event stream itself is not there: sluice's state changes by whole
+/// commands in other processes, with no netlink multicast to listen to.
+fn monitor_cmd(a: &mut Args) -> CmdResult {
+    while let Some(w) = a.next() {
+        if matches(w, "file") {
+            a.value()?;
+        } else if matches(w, "help") {
+            return Err(Fail::new(255, "Usage: tc [-timestamp [-tshort] monitor"));
+        } else {
+            return Err(Fail::new(
+                255,
+                format!("Argument \"{w}\" is unknown, try \"tc monitor help\"."),
+            ));
+        }
+    }
+    Err(Fail::new(
+        1,
+        "sluice: tc monitor is not supported (no event stream)",
+    ))
+}
+
+/// `tc exec KIND ...` (tc_exec.c): only its usage; the one exec kind
+/// iproute2 has, bpf, is not supported. Other kinds do nothing, as there.
+fn exec_cmd(a: &mut Args) -> CmdResult {
+    let Some(kind) = a.next() else {
+        return Err(Fail::new(255, "No command given, try \"tc exec help\"."));
+    };
+    if matches(kind, "help") {
+        return Err(Fail::new(
+            0,
+            "Usage: tc exec [ EXEC_TYPE ] [ help | OPTIONS ]
+Where:
+EXEC_TYPE := { bpf | etc. }
+OPTIONS := ... try tc exec <desired EXEC_KIND> help",
+        ));
+    }
+    if kind == "bpf" {
+        return Err(Fail::new(1, "sluice: tc exec bpf is not supported"));
+    }
+    Ok(())
 }
 
 const QDISC_USAGE: &str = "Usage: tc qdisc [ add | del | replace | change | show ] dev STRING
@@ -571,7 +618,7 @@ fn parse_ingress_words(kind: &str, a: &mut Args) -> CmdResult {
         if w == "handle" {
             a.value()?;
         } else {
-            let usage = format!("Usage: ... {kind} ");
+            let usage = format!("Usage: ... {kind}");
             return Err(Fail::new(1, format!("What is \"{w}\"?\n{usage}")));
         }
     }
@@ -674,7 +721,8 @@ fn print_qdisc(d: &Device, q: &QdiscNode, show_dev: bool, opts: &Opts, out: &mut
         out.uint(To::Any, "refcnt", "refcnt 2 ", 2);
     }
     out.open("options");
-    if matches!(o, QdiscOpts::Ingress(_) | QdiscOpts::Clsact(_)) {
+    // q_ingress.c prints a rule; q_clsact.c prints nothing.
+    if matches!(o, QdiscOpts::Ingress(_)) {
         out.text("---------------- ");
     }
     q::print_qdisc(&o, out, opts.details, opts.stats);
@@ -773,7 +821,7 @@ const CLASS_USAGE: &str = "Usage: tc class [ add | del | change | replace | show
 
        tc class show [ dev STRING ] [ root | parent CLASSID ]
 Where:
-QDISC_KIND := { prio | etc. }
+QDISC_KIND := { prio | cbq | etc. }
 OPTIONS := ... try tc class add <desired QDISC_KIND> help";
 
 fn class_cmd(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdResult {
@@ -791,7 +839,7 @@ fn class_cmd(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdResu
     } else if matches(cmd, "list") || matches(cmd, "show") || matches(cmd, "lst") {
         return class_list(net, opts, a, out);
     } else if matches(cmd, "help") {
-        return Err(Fail::new(255, CLASS_USAGE));
+        return Err(Fail::new(0, CLASS_USAGE));
     } else {
         return Err(Fail::new(
             255,
@@ -908,7 +956,8 @@ fn class_list(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdRes
                 filter_parent =
                     Some(Handle::parse_classid(v).ok_or_else(|| invarg("invalid parent ID", v))?);
             }
-            w if matches(w, "help") => return Err(Fail::new(255, CLASS_USAGE)),
+            // tc_class_list prints the usage and goes on to list.
+            w if matches(w, "help") => out.warnings.push_str(&format!("{CLASS_USAGE}\n")),
             w => {
                 return Err(Fail::new(
                     255,
@@ -917,8 +966,10 @@ fn class_list(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdRes
             }
         }
     }
+    // Without a device the dump asks for ifindex 0, and the kernel's
+    // tc_dump_tclass answers with nothing.
     let Some(dname) = dev else {
-        return Err(Fail::new(255, "Must specify a device."));
+        return Ok(());
     };
     let d = net.dev(dname).ok_or_else(|| nodev(dname))?;
     // iproute2 6.1 prints classes as text even with -j (its print_class

@@ -391,6 +391,12 @@ pub struct Block {
     chains: Vec<ChainInfo>,
     /// Handle of the owning qdisc (fw's "old method" compares marks with it).
     qdisc: Handle,
+    /// `block->classid`: the parent the last successful `tc filter
+    /// add|change|replace` named (the root qdisc's handle for none), which
+    /// a dump reports as every filter's parent however the block is asked
+    /// for. (The kernel sets it before the request can still fail; sluice
+    /// changes nothing on a failed command.)
+    pub classid: Handle,
 }
 
 /// How many times `reclassify`/`goto chain` may restart classification.

@@ -81,6 +81,9 @@ pub fn parse_qdisc(
         }
         _ => {
             if let Some(w) = args.peek() {
+                if let (Some(usage), "help") = (multiqueue_usage(kind), w) {
+                    return Err(crate::args::Fail::new(1, usage));
+                }
                 return Err(crate::args::Fail::new(
                     1,
                     format!("Unknown qdisc \"{kind}\", hence option \"{w}\" is unparsable"),
@@ -89,6 +92,27 @@ pub fn parse_qdisc(
             return Ok(None);
         }
     }))
+}
+
+/// The usage tc prints for the multiqueue qdiscs sluice lacks (its
+/// devices have one transmit queue), so `help` reads as it does there.
+fn multiqueue_usage(kind: &str) -> Option<&'static str> {
+    match kind {
+        "mqprio" => Some(
+            "Usage: ... mqprio\t[num_tc NUMBER] [map P0 P1 ...]
+\t\t\t[queues count1@offset1 count2@offset2 ...] [hw 1|0]
+\t\t\t[mode dcb|channel]
+\t\t\t[shaper bw_rlimit SHAPER_PARAMS]
+Where: SHAPER_PARAMS := { min_rate MIN_RATE1 MIN_RATE2 ...|
+\t\t\t  max_rate MAX_RATE1 MAX_RATE2 ... }",
+        ),
+        "taprio" => Some(
+            "Usage: ... taprio clockid CLOCKID
+\t\t[num_tc NUMBER] [map P0 P1 ...] \t\t[queues COUNT@OFFSET COUNT@OFFSET COUNT@OFFSET ...] \t\t[ [sched-entry index cmd gate-mask interval] ... ] \t\t[base-time time] [txtime-delay delay]
+CLOCKID must be a valid SYS-V id (i.e. CLOCK_TAI)",
+        ),
+        _ => None,
+    }
 }
 
 /// Print a qdisc's options (`print_qopt`); `stats` is `tc -s`, which
