@@ -255,8 +255,10 @@ fn drop_one<Q: CodelQueue>(q: &mut Q, stats: &mut CodelStats, pkt: Packet) {
 }
 
 /// `codel_dequeue`: the next packet of `q` that CoDel lets through, dropping
-/// or marking on the way as the control law says.
-#[inline]
+/// or marking on the way as the control law says. Always inlined: the
+/// packet then goes from the queue to the caller's result without a copy
+/// in between.
+#[inline(always)]
 pub fn codel_dequeue<Q: CodelQueue>(
     q: &mut Q,
     params: &CodelParams,
@@ -264,11 +266,13 @@ pub fn codel_dequeue<Q: CodelQueue>(
     stats: &mut CodelStats,
     now: CodelTime,
 ) -> Option<Packet> {
-    let Some(pkt) = q.dequeue() else {
+    // The packet stays in `skb` from here to the return: the fast path
+    // never moves it again.
+    let mut skb = q.dequeue();
+    if skb.is_none() {
         vars.dropping = false;
         return None;
-    };
-    let mut skb = Some(pkt);
+    }
     let drop = should_drop(skb.as_ref(), vars, params, stats, q.backlog(), now);
     if vars.dropping {
         if !drop {
@@ -287,7 +291,8 @@ pub fn codel_dequeue<Q: CodelQueue>(
                     vars.drop_next =
                         control_law(vars.drop_next, params.interval, vars.rec_inv_sqrt);
                     skb = Some(p);
-                    return ce_threshold_mark(skb, params, vars, stats);
+                    ce_threshold_mark(skb.as_mut(), params, vars, stats);
+                    return skb;
                 }
                 drop_one(q, stats, p);
                 skb = q.dequeue();
@@ -300,9 +305,7 @@ pub fn codel_dequeue<Q: CodelQueue>(
             }
         }
     } else if drop {
-        let Some(mut p) = skb.take() else {
-            return None;
-        };
+        let mut p = skb.take()?;
         if params.ecn && p.set_ce() {
             stats.ecn_mark += 1;
             skb = Some(p);
@@ -332,19 +335,22 @@ pub fn codel_dequeue<Q: CodelQueue>(
         vars.lastcount = vars.count;
         vars.drop_next = control_law(now, params.interval, vars.rec_inv_sqrt);
     }
-    ce_threshold_mark(skb, params, vars, stats)
+    ce_threshold_mark(skb.as_mut(), params, vars, stats);
+    skb
 }
 
 /// The `end:` of `codel_dequeue`: CE-mark a packet that waited longer than
 /// `ce_threshold` (if its DS field matches the selector).
 #[inline]
 fn ce_threshold_mark(
-    skb: Option<Packet>,
+    skb: Option<&mut Packet>,
     params: &CodelParams,
     vars: &CodelVars,
     stats: &mut CodelStats,
-) -> Option<Packet> {
-    let mut pkt = skb?;
+) {
+    let Some(pkt) = skb else {
+        return;
+    };
     if time_after(vars.ldelay, params.ce_threshold) {
         let set_ce = params.ce_threshold_mask == 0
             || pkt
@@ -354,7 +360,6 @@ fn ce_threshold_mark(
             stats.ce_mark += 1;
         }
     }
-    Some(pkt)
 }
 
 /// `INET_ECN_set_ce`; see [`Packet::set_ce`].

@@ -392,8 +392,15 @@ impl FlowKeys {
 pub fn flow_hash(pkt: &Packet, perturbation: u32) -> u32 {
     match tcp_udp_v4_words(pkt) {
         Some(words) => nonzero(jhash2(&words, perturbation)),
-        None => FlowKeys::dissect(pkt).hash(perturbation),
+        None => dissected_hash(pkt, perturbation),
     }
+}
+
+/// [`flow_hash`] of any other packet, through the full dissector: out of
+/// line, so that the common case needs no stack frame.
+#[inline(never)]
+fn dissected_hash(pkt: &Packet, perturbation: u32) -> u32 {
+    FlowKeys::dissect(pkt).hash(perturbation)
 }
 
 fn nonzero(h: u32) -> u32 {

@@ -22,7 +22,10 @@
 //! sparse-flow optimisation: a flow that never builds a queue (a ping, a DNS
 //! query, a VoIP stream) is always new when its packet arrives and waits
 //! only for the packet in flight, while bulk flows share the rest fairly
-//! by bytes.
+//! by bytes. As flows only ever join a list at its tail and leave it from
+//! its head, each list is a chain of flow indices linked through the flows
+//! themselves (head, tail, one `next` per flow), as the kernel's
+//! `list_head`s are.
 //!
 //! Limits: when the qdisc holds more than `limit` packets (10240) or its
 //! packets' memory (`skb->truesize`) exceeds `memory_limit` (32 MB), the
@@ -158,7 +161,19 @@ pub struct FqCodelClassXstats {
 /// linear buffer: the data plus `NET_SKB_PAD + NET_IP_ALIGN` of headroom,
 /// cache-aligned, plus `skb_shared_info` (320 bytes), rounded up to the
 /// kmalloc size class, plus the aligned `struct sk_buff` (256 bytes).
+/// Every packet costs this twice (enqueue and dequeue), so the size classes
+/// of ordinary frames are answered by comparison alone.
+#[inline]
 pub fn truesize(len: u32) -> u32 {
+    match len {
+        0..=126 => 512 + 256,
+        127..=638 => 1024 + 256,
+        639..=1662 => 2048 + 256,
+        _ => truesize_by_formula(len),
+    }
+}
+
+fn truesize_by_formula(len: u32) -> u32 {
     let data = (len.saturating_add(66).saturating_add(63) & !63).saturating_add(320);
     data.max(512)
         .checked_next_power_of_two()
@@ -256,6 +271,64 @@ struct Flow {
     cvars: CodelVars,
     /// On `new_flows` or `old_flows` (the kernel's non-empty `flowchain`).
     listed: bool,
+    /// The flow after this one on its list, or [`NIL`] (meaningful while
+    /// `listed`).
+    next: u32,
+}
+
+/// The end of a flow list.
+const NIL: u32 = u32::MAX;
+
+/// `new_flows` or `old_flows`: flows linked by index through
+/// [`Flow::next`]. Flows join at the tail and leave only from the head, so
+/// one link per flow is enough.
+#[derive(Clone, Copy, Debug)]
+struct FlowList {
+    head: u32,
+    tail: u32,
+}
+
+impl FlowList {
+    const EMPTY: FlowList = FlowList {
+        head: NIL,
+        tail: NIL,
+    };
+
+    fn is_empty(&self) -> bool {
+        self.head == NIL
+    }
+
+    /// `list_add_tail`.
+    #[inline]
+    fn push_back(&mut self, flows: &mut [Flow], i: u32) {
+        flows[i as usize].next = NIL;
+        match self.tail {
+            NIL => self.head = i,
+            t => flows[t as usize].next = i,
+        }
+        self.tail = i;
+    }
+
+    /// Take the head flow off the list (which must not be empty).
+    #[inline]
+    fn pop_front(&mut self, flows: &[Flow]) -> u32 {
+        let i = self.head;
+        self.head = flows[i as usize].next;
+        if self.head == NIL {
+            self.tail = NIL;
+        }
+        i
+    }
+
+    /// Flows on the list (walked, as `fq_codel_dump_stats` does).
+    fn len(&self, flows: &[Flow]) -> u32 {
+        let (mut n, mut i) = (0, self.head);
+        while i != NIL {
+            n += 1;
+            i = flows[i as usize].next;
+        }
+        n
+    }
 }
 
 /// Which list a flow was taken from.
@@ -274,8 +347,8 @@ pub struct FqCodel {
     /// The key of the flow hash (`skb_get_hash`'s boot-time secret).
     hashrnd: u32,
     flows: Vec<Flow>,
-    new_flows: VecDeque<u32>,
-    old_flows: VecDeque<u32>,
+    new_flows: FlowList,
+    old_flows: FlowList,
     cstats: CodelStats,
     /// Packets queued (`sch->q.qlen`).
     qlen: u32,
@@ -331,8 +404,8 @@ impl FqCodel {
             block: Block::default(),
             hashrnd: (s ^ (s >> 32)) as u32,
             flows: (0..p.flows_cnt).map(|_| Flow::default()).collect(),
-            new_flows: VecDeque::new(),
-            old_flows: VecDeque::new(),
+            new_flows: FlowList::EMPTY,
+            old_flows: FlowList::EMPTY,
             cstats: CodelStats::default(),
             qlen: 0,
             backlog: 0,
@@ -419,28 +492,38 @@ impl FqCodel {
         (idx, victims)
     }
 
-    /// Take the head flow of `list` off it.
-    fn pop_head(&mut self, list: List) {
-        match list {
-            List::New => self.new_flows.pop_front(),
-            List::Old => self.old_flows.pop_front(),
+    /// Take the head flow off `list`, then put it at the tail of
+    /// `old_flows` (`list_move_tail`) or, `to_old` false, on no list
+    /// (`list_del_init`).
+    #[inline]
+    fn retire_head(&mut self, list: List, to_old: bool) {
+        let from = match list {
+            List::New => &mut self.new_flows,
+            List::Old => &mut self.old_flows,
         };
+        let i = from.pop_front(&self.flows);
+        if to_old {
+            self.old_flows.push_back(&mut self.flows, i);
+        } else {
+            self.flows[i as usize].listed = false;
+        }
     }
 
-    /// `__fq_codel_dequeue`.
+    /// `__fq_codel_dequeue` (inlined into `dequeue`, so that the packet is
+    /// moved once less).
+    #[inline(always)]
     fn dequeue_one(&mut self, cx: &mut Cx) -> Option<Packet> {
         let now = codel_time(cx.now);
         loop {
-            let (list, idx) = match (self.new_flows.front(), self.old_flows.front()) {
-                (Some(&i), _) => (List::New, i as usize),
-                (None, Some(&i)) => (List::Old, i as usize),
-                (None, None) => return None,
+            let (list, idx) = match (self.new_flows.head, self.old_flows.head) {
+                (NIL, NIL) => return None,
+                (NIL, i) => (List::Old, i as usize),
+                (i, _) => (List::New, i as usize),
             };
             let flow = &mut self.flows[idx];
             if flow.deficit <= 0 {
                 flow.deficit = flow.deficit.wrapping_add(self.p.quantum as i32);
-                self.pop_head(list);
-                self.old_flows.push_back(idx as u32);
+                self.retire_head(list, true);
                 continue;
             }
             let mut fq = FlowQueue {
@@ -458,21 +541,13 @@ impl FqCodel {
                 &mut self.cstats,
                 now,
             );
-            match pkt {
-                Some(p) => {
-                    flow.deficit = flow.deficit.wrapping_sub(p.len as i32);
-                    return Some(p);
-                }
-                None => {
-                    // Force a pass through old_flows to prevent starvation.
-                    self.pop_head(list);
-                    if list == List::New && !self.old_flows.is_empty() {
-                        self.old_flows.push_back(idx as u32);
-                    } else {
-                        self.flows[idx].listed = false;
-                    }
-                }
+            if let Some(p) = &pkt {
+                flow.deficit = flow.deficit.wrapping_sub(p.len as i32);
+                return pkt;
             }
+            // Force a pass through old_flows to prevent starvation.
+            let to_old = list == List::New && !self.old_flows.is_empty();
+            self.retire_head(list, to_old);
         }
     }
 
@@ -506,7 +581,7 @@ impl Qdisc for FqCodel {
         if !flow.listed {
             flow.listed = true;
             flow.deficit = self.p.quantum as i32;
-            self.new_flows.push_back(idx as u32);
+            self.new_flows.push_back(&mut self.flows, idx as u32);
             self.new_flow_count = self.new_flow_count.wrapping_add(1);
         }
         self.memory_usage = self.memory_usage.wrapping_add(truesize(len));
@@ -549,8 +624,8 @@ impl Qdisc for FqCodel {
 
     /// `fq_codel_reset`.
     fn reset(&mut self) {
-        self.new_flows.clear();
-        self.old_flows.clear();
+        self.new_flows = FlowList::EMPTY;
+        self.old_flows = FlowList::EMPTY;
         for f in &mut self.flows {
             f.queue.clear();
             f.backlog = 0;
@@ -609,8 +684,8 @@ impl Qdisc for FqCodel {
             drop_overlimit: self.drop_overlimit,
             ecn_mark: self.cstats.ecn_mark,
             new_flow_count: self.new_flow_count,
-            new_flows_len: self.new_flows.len() as u32,
-            old_flows_len: self.old_flows.len() as u32,
+            new_flows_len: self.new_flows.len(&self.flows),
+            old_flows_len: self.old_flows.len(&self.flows),
             ce_mark: self.cstats.ce_mark,
             memory_usage: self.memory_usage,
             drop_overmemory: self.drop_overmemory,
@@ -885,6 +960,10 @@ mod tests {
         assert_eq!(truesize(1514), 2304);
         assert_eq!(truesize(64), 768);
         assert_eq!(truesize(9014), 16640);
+        // The shortcut for the small size classes agrees with the formula.
+        for len in (0..20_000).chain(u32::MAX - 20_000..=u32::MAX) {
+            assert_eq!(truesize(len), truesize_by_formula(len), "{len}");
+        }
     }
 
     /// The sparse-flow optimisation: one small packet every 10 ms next to
@@ -1195,6 +1274,39 @@ mod tests {
         assert_eq!(drain(&mut n, &mut cx), vec![1, 1_000_001, 2]);
         // Empty flows leave the lists (tc-testing 0435: no class when idle).
         assert!(classes(&n).is_empty());
+        let x = xstats(&n);
+        assert_eq!((x.new_flows_len, x.old_flows_len), (0, 0));
+    }
+
+    #[test]
+    fn an_emptied_new_flow_waits_on_the_old_list() {
+        // Default quantum (1514), packets of 1000.
+        let q = fq(FqCodelOpts::default());
+        distinct_flows(&q, 2);
+        let mut n = node(q);
+        let mut cx = Cx::new(Time(0));
+        for i in 0..3 {
+            n.enqueue(pkt(0, i, 1000, 0), &mut cx).unwrap();
+        }
+        let first = |n: &mut QdiscNode, cx: &mut Cx| match n.dequeue(cx) {
+            Dequeue::Packet(p) => p.id,
+            d => panic!("{d:?}"),
+        };
+        // Flow 0 sends two packets and overdraws its credit.
+        assert_eq!((first(&mut n, &mut cx), first(&mut n, &mut cx)), (0, 1));
+        n.enqueue(pkt(1, 0, 1000, 0), &mut cx).unwrap();
+        // Flow 0 is topped up and moves to the old list; flow 1 is served.
+        assert_eq!(first(&mut n, &mut cx), 1_000_000);
+        // Flow 1, new and now empty, goes behind flow 0 on the old list
+        // instead of leaving: flow 0 sends next.
+        assert_eq!(first(&mut n, &mut cx), 2);
+        let x = xstats(&n);
+        assert_eq!((x.new_flows_len, x.old_flows_len), (0, 2));
+        // Still listed, flow 1 is not a new flow when a packet arrives.
+        n.enqueue(pkt(1, 1, 1000, 0), &mut cx).unwrap();
+        assert_eq!(xstats(&n).new_flow_count, 2);
+        // Flow 0, found empty on the old list, leaves; flow 1 sends.
+        assert_eq!(drain(&mut n, &mut cx), vec![1_000_001]);
         let x = xstats(&n);
         assert_eq!((x.new_flows_len, x.old_flows_len), (0, 0));
     }

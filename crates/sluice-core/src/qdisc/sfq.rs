@@ -76,8 +76,6 @@ const HZ: i32 = 1000;
 
 /// An empty bucket.
 const EMPTY: u32 = u32::MAX;
-/// Link values at or above this name a `dep[]` list head, below it a slot.
-const DEP_BASE: u32 = SFQ_MAX_FLOWS;
 
 /// `struct tc_sfqred_stats`: RED counters, dumped with the options.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -246,8 +244,6 @@ struct Slot {
     qlen: u32,
     /// Next slot in the round-robin ring.
     next: u32,
-    /// Links in the `dep[qlen]` list.
-    dep: Link,
     /// The bucket pointing at this slot.
     hash: u32,
     /// Credit in bytes.
@@ -273,8 +269,11 @@ pub struct Sfq {
     ht: Vec<u32>,
     /// `maxflows` slots.
     slots: Vec<Slot>,
-    /// `dep[d]`: the list of slots holding `d` packets (`dep[0]`: free slots).
-    dep: Vec<Link>,
+    /// The by-length lists, in one table so that a link names a slot or a
+    /// list head alike: entry `x < maxflows` links slot `x` into the list
+    /// of slots as long as it is; entry `maxflows + d` is the head of
+    /// `dep[d]`, the slots holding `d` packets (`dep[0]`: the free slots).
+    links: Vec<Link>,
     /// Length of the longest slot.
     cur_depth: u32,
     /// The slot served last; its `next` is served next.
@@ -307,11 +306,8 @@ impl Sfq {
             next_perturb: None,
             ht: vec![EMPTY; p.divisor as usize],
             slots: (0..p.maxflows).map(|_| Slot::default()).collect(),
-            dep: (0..=SFQ_MAX_DEPTH)
-                .map(|d| Link {
-                    next: DEP_BASE + d,
-                    prev: DEP_BASE + d,
-                })
+            links: (0..p.maxflows + SFQ_MAX_DEPTH + 1)
+                .map(|v| Link { next: v, prev: v })
                 .collect(),
             cur_depth: 0,
             tail: None,
@@ -339,33 +335,37 @@ impl Sfq {
 
     // ---- the by-length lists (sfq_link, sfq_unlink, sfq_inc, sfq_dec) ----
 
-    fn link_at(&mut self, v: u32) -> &mut Link {
-        if v < DEP_BASE {
-            &mut self.slots[v as usize].dep
-        } else {
-            &mut self.dep[(v - DEP_BASE) as usize]
-        }
+    /// The link entry heading `dep[d]`.
+    fn dep_head(&self, d: u32) -> u32 {
+        self.p.maxflows + d
     }
 
+    /// The first slot of `dep[d]`, if any.
+    fn dep_first(&self, d: u32) -> Option<u32> {
+        let x = self.links[self.dep_head(d) as usize].next;
+        (x < self.p.maxflows).then_some(x)
+    }
+
+    /// Put slot `x` at the front of the list for its length.
+    #[inline]
     fn link(&mut self, x: u32) {
-        let d = self.slots[x as usize].qlen;
-        let n = self.dep[d as usize].next;
-        self.slots[x as usize].dep = Link {
-            next: n,
-            prev: DEP_BASE + d,
-        };
-        self.dep[d as usize].next = x;
-        self.link_at(n).prev = x;
+        let h = self.dep_head(self.slots[x as usize].qlen);
+        let n = self.links[h as usize].next;
+        self.links[x as usize] = Link { next: n, prev: h };
+        self.links[h as usize].next = x;
+        self.links[n as usize].prev = x;
     }
 
     /// Unlink slot `x`; returns its (next, prev).
+    #[inline]
     fn unlink(&mut self, x: u32) -> (u32, u32) {
-        let Link { next, prev } = self.slots[x as usize].dep;
-        self.link_at(prev).next = next;
-        self.link_at(next).prev = prev;
+        let Link { next, prev } = self.links[x as usize];
+        self.links[prev as usize].next = next;
+        self.links[next as usize].prev = prev;
         (next, prev)
     }
 
+    #[inline(always)]
     fn dec(&mut self, x: u32) {
         let (n, p) = self.unlink(x);
         let d = self.slots[x as usize].qlen;
@@ -376,6 +376,7 @@ impl Sfq {
         self.link(x);
     }
 
+    #[inline]
     fn inc(&mut self, x: u32) {
         self.unlink(x);
         let d = self.slots[x as usize].qlen + 1;
@@ -402,6 +403,8 @@ impl Sfq {
     }
 
     /// Queue `pkt` at the tail of slot `x`.
+    // Inlined so that the packet is moved once, straight into the slot.
+    #[inline(always)]
     fn push(&mut self, x: u32, pkt: Packet) {
         let s = &mut self.slots[x as usize];
         s.backlog += pkt.len as u64;
@@ -417,11 +420,7 @@ impl Sfq {
     fn drop_longest(&mut self) -> Option<(u32, Packet)> {
         let d = self.cur_depth;
         let x = if d > 1 {
-            let x = self.dep[d as usize].next;
-            if x >= DEP_BASE {
-                return None;
-            }
-            x
+            self.dep_first(d)?
         } else if d == 1 {
             // Every slot holds one packet: take the next in the ring out of it.
             let t = self.tail?;
@@ -575,12 +574,12 @@ impl Sfq {
             let hash = self.bucket_of(&pkt);
             let mut x = self.ht[hash as usize];
             if x == EMPTY {
-                x = self.dep[0].next;
-                if x >= DEP_BASE {
+                let Some(free) = self.dep_first(0) else {
                     self.qlen -= 1;
                     cx.shed(pkt.len, DropReason::QueueFull);
                     continue;
-                }
+                };
+                x = free;
                 self.ht[hash as usize] = x;
                 self.slots[x as usize].hash = hash;
             }
@@ -598,6 +597,8 @@ impl Sfq {
     }
 
     /// `sfq_dequeue` without the lazy timer.
+    // Inlined into `dequeue`, so that the packet is moved once.
+    #[inline(always)]
     fn dequeue_one(&mut self) -> Option<Packet> {
         let mut tail = self.tail?;
         let start = tail;
@@ -617,11 +618,13 @@ impl Sfq {
             }
         };
         self.tail = Some(tail);
-        let pkt = self.slots[a as usize].queue.pop_front()?;
+        // The packet stays in `pkt` up to the return (it is large to move).
+        let pkt = self.slots[a as usize].queue.pop_front();
+        let len = pkt.as_ref()?.len;
         self.dec(a);
         self.qlen -= 1;
         let s = &mut self.slots[a as usize];
-        s.backlog -= pkt.len as u64;
+        s.backlog -= len as u64;
         if s.qlen == 0 {
             let (h, next_a) = (s.hash, s.next);
             self.ht[h as usize] = EMPTY;
@@ -631,9 +634,9 @@ impl Sfq {
                 self.slots[tail as usize].next = next_a;
             }
         } else {
-            s.allot -= pkt.len as i64;
+            s.allot -= len as i64;
         }
-        Some(pkt)
+        pkt
     }
 
     /// Add `(r - 1) * quantum` to every slot of the ring, where `r` is the
@@ -667,6 +670,7 @@ impl Sfq {
         }
     }
 
+    #[inline]
     fn enqueue_classified(
         &mut self,
         hash: u32,
@@ -675,10 +679,10 @@ impl Sfq {
     ) -> Result<(), (Packet, DropReason)> {
         let mut x = self.ht[hash as usize];
         if x == EMPTY {
-            x = self.dep[0].next;
-            if x >= DEP_BASE {
+            let Some(free) = self.dep_first(0) else {
                 return Err((pkt, DropReason::QueueFull));
-            }
+            };
+            x = free;
             self.ht[hash as usize] = x;
             let s = &mut self.slots[x as usize];
             s.hash = hash;
