@@ -630,6 +630,7 @@ fn qdisc_list(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdRes
     let mut dev: Option<&str> = None;
     let mut filter_parent: Option<Handle> = None;
     let mut filter_handle: Option<Handle> = None;
+    let mut invisible = false;
     while let Some(w) = a.next() {
         match w {
             "dev" => {
@@ -651,7 +652,7 @@ fn qdisc_list(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdRes
                 filter_handle =
                     Some(Handle::parse_qdisc(v).ok_or_else(|| invarg("invalid handle ID", v))?);
             }
-            "invisible" => {}
+            "invisible" => invisible = true,
             w if matches(w, "help") => return Err(Fail::new(255, QDISC_USAGE)),
             w => {
                 return Err(Fail::new(
@@ -672,9 +673,10 @@ fn qdisc_list(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdRes
         }
         for q in d.qdiscs() {
             // Builtin noop and the default leaves classful qdiscs create
-            // (handle 0 below the root) are not in the kernel's dump.
+            // (handle 0 below the root) are not in the kernel's dump, but
+            // for those hashed as invisible when it is asked for them.
             if matches!(q.qdisc.dump(), QdiscOpts::Noop)
-                || (q.handle.is_unspec() && !q.parent.is_root())
+                || (q.handle.is_unspec() && !q.parent.is_root() && !(invisible && q.invisible))
             {
                 continue;
             }

@@ -453,7 +453,7 @@ impl Cbq {
             return Err(TcError::inval("Rate specification missing or incomplete"));
         };
         rate.validate()?;
-        let mut link = Class::new(0, rate, Self::default_leaf(0, dev));
+        let mut link = Class::new(0, rate, Self::default_leaf(0, dev).hashed_invisible());
         let mtu = dev.mtu + dev.hard_header_len;
         link.priority = TC_CBQ_MAXPRIO - 1;
         link.priority2 = TC_CBQ_MAXPRIO - 1;
@@ -1161,7 +1161,8 @@ impl Cbq {
             classid.0
         };
         // Validated: commit.
-        let mut c = Class::new(id, rate.clone(), Self::default_leaf(id, dev));
+        let leaf = Self::default_leaf(id, dev).hashed_invisible();
+        let mut c = Class::new(id, rate.clone(), leaf);
         c.tparent = Some(parent);
         c.allot = self.cl(parent).allot;
         c.quantum = c.allot;

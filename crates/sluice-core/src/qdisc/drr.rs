@@ -235,7 +235,7 @@ impl Classful for Drr {
             return Ok(());
         }
         let quantum = o.quantum.unwrap_or_else(|| psched_mtu(dev));
-        let leaf = Self::default_leaf(classid, dev)?;
+        let leaf = Self::default_leaf(classid, dev)?.hashed_invisible();
         self.classes.insert(
             classid.0,
             DrrClass {

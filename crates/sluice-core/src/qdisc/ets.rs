@@ -209,7 +209,7 @@ impl Ets {
     fn commit(&mut self, p: EtsParams, dev: &DevInfo) -> TcResult<()> {
         let old = self.params;
         let new_leaves: Vec<QdiscNode> = (old.nbands..p.nbands)
-            .map(|i| self.default_leaf(i, dev))
+            .map(|i| self.default_leaf(i, dev).map(QdiscNode::hashed_invisible))
             .collect::<TcResult<_>>()?;
         // Bands that stop being strict join the DRR list if they hold packets.
         for i in p.nstrict..old.nstrict.min(p.nbands) {

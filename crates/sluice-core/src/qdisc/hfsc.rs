@@ -661,7 +661,7 @@ impl Hfsc {
             purged: (0, 0),
             txqueuelen: dev.default_qlen(),
         };
-        let leaf = Self::default_leaf(0, q.txqueuelen);
+        let leaf = Self::default_leaf(0, q.txqueuelen).hashed_invisible();
         q.slots.push(Some(Class::new(0, None, leaf)));
         q.hash.insert(0, ROOT);
         q.hash.grow();
@@ -1131,7 +1131,7 @@ impl Hfsc {
         let mut c = Class::new(
             classid,
             Some(p),
-            Self::default_leaf(classid, self.txqueuelen),
+            Self::default_leaf(classid, self.txqueuelen).hashed_invisible(),
         );
         if let Some(s) = &o.rsc {
             c.change_rsc(s, 0);

@@ -1119,7 +1119,7 @@ impl Htb {
             pq_seq: NOT_WAITING,
             deficit: [0; TC_HTB_MAXDEPTH],
             inner: Default::default(),
-            leaf: Some(Self::default_leaf(classid, dev)),
+            leaf: Some(Self::default_leaf(classid, dev).hashed_invisible()),
             block: Block::default(),
             bytes: 0,
             packets: 0,

@@ -591,6 +591,11 @@ pub struct QdiscNode {
     pub seq: u64,
     /// The kind name, fixed at creation (`change` cannot change it).
     kind: &'static str,
+    /// `TCQ_F_INVISIBLE`: a default child its parent made with a class or
+    /// with its options (`qdisc_hash_add(q, true)`), listed only by `tc
+    /// qdisc show invisible`. Defaults that replace a deleted qdisc are not
+    /// hashed in the kernel and stay false: no dump shows them.
+    pub invisible: bool,
     /// The qdisc is a fifo: empty exactly when the node counts no packet,
     /// and its dequeue of nothing does nothing, so the node answers for it
     /// (a prio parent asks its empty bands on every dequeue).
@@ -611,6 +616,7 @@ impl QdiscNode {
             qdisc,
             peeked: None,
             seq: 0,
+            invisible: false,
             kind,
             fifo: matches!(kind, "pfifo" | "bfifo" | "pfifo_head_drop"),
         }
@@ -624,6 +630,12 @@ impl QdiscNode {
         dev: &DevInfo,
     ) -> TcResult<Self> {
         Ok(Self::new(handle, parent, create(opts, dev)?))
+    }
+
+    /// This node, marked [`QdiscNode::invisible`].
+    pub fn hashed_invisible(mut self) -> Self {
+        self.invisible = true;
+        self
     }
 
     /// The kind name.

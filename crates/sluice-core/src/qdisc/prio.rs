@@ -144,7 +144,7 @@ impl Prio {
     fn resize_bands(&mut self, bands: usize, dev: &DevInfo) -> TcResult<()> {
         // Create the new children first, so a failure changes nothing.
         let new: Vec<QdiscNode> = (self.queues.len()..bands)
-            .map(|i| self.default_child(i, dev))
+            .map(|i| self.default_child(i, dev).map(QdiscNode::hashed_invisible))
             .collect::<TcResult<_>>()?;
         while self.queues.len() > bands {
             if let Some(mut gone) = self.queues.pop() {

@@ -1098,7 +1098,7 @@ impl Classful for Qfq {
         if old.is_some() {
             return self.change_agg(cl, weight, lmax);
         }
-        let leaf = Self::default_leaf(classid, dev)?;
+        let leaf = Self::default_leaf(classid, dev)?.hashed_invisible();
         let agg = self.sched.find_or_new_agg(lmax, weight);
         self.classes.insert(
             cl,

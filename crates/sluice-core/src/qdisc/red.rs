@@ -224,11 +224,7 @@ impl Red {
                 },
                 dev,
             )?;
-            Some(QdiscNode::new(
-                Handle::UNSPEC,
-                self.class_id(),
-                Box::new(fifo),
-            ))
+            Some(QdiscNode::new(Handle::UNSPEC, self.class_id(), Box::new(fifo)).hashed_invisible())
         } else {
             None
         };

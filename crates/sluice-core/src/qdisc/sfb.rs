@@ -302,7 +302,8 @@ impl Sfb {
             Handle::UNSPEC,
             self.class_id(),
             Box::new(Fifo::pfifo(limit)),
-        );
+        )
+        .hashed_invisible();
         let old = std::mem::replace(&mut self.child, fifo);
         let s = old.stats();
         self.purged.0 += s.qlen as u64;

@@ -385,7 +385,8 @@ impl Tbf {
                     dev,
                 )?;
                 // The old child is noop: nothing to flush.
-                self.child = QdiscNode::new(Handle::UNSPEC, self.class_id(), Box::new(fifo));
+                self.child = QdiscNode::new(Handle::UNSPEC, self.class_id(), Box::new(fifo))
+                    .hashed_invisible();
             }
         } else {
             let limit = FifoOpts {
