@@ -233,11 +233,11 @@ impl MinorSet {
     fn is_empty(&self) -> bool {
         self.len == 0
     }
+    #[inline]
     fn insert(&mut self, m: u32) {
         let w = (m >> 6) as usize;
         if w >= self.words.len() {
-            self.words.resize(w + 1, 0);
-            self.summary.resize((w >> 6) + 1, 0);
+            self.grow(w);
         }
         let bit = 1 << (m & 63);
         if self.words[w] & bit == 0 {
@@ -246,6 +246,12 @@ impl MinorSet {
             self.len += 1;
         }
     }
+    #[cold]
+    fn grow(&mut self, w: usize) {
+        self.words.resize(w + 1, 0);
+        self.summary.resize((w >> 6) + 1, 0);
+    }
+    #[inline]
     fn remove(&mut self, m: u32) {
         let w = (m >> 6) as usize;
         let bit = 1 << (m & 63);
