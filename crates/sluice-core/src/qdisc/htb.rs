@@ -655,22 +655,16 @@ impl Htb {
         None
     }
 
-    /// `htb_add_class_to_row`.
-    fn add_class_to_row(&mut self, ix: Ix, mask: u8) {
-        let Some((id, level)) = self.cl(ix).map(|c| (c.classid, c.level)) else {
-            return;
-        };
+    /// `htb_add_class_to_row`: class `id` at `level` enters the rows of `mask`.
+    fn add_class_to_row(&mut self, id: u32, level: usize, mask: u8) {
         self.row_mask[level] |= mask;
         for prio in bits(mask) {
             self.levels[level].rows[prio].set.insert(minor(id));
         }
     }
 
-    /// `htb_remove_class_from_row`.
-    fn remove_class_from_row(&mut self, ix: Ix, mask: u8) {
-        let Some((id, level)) = self.cl(ix).map(|c| (c.classid, c.level)) else {
-            return;
-        };
+    /// `htb_remove_class_from_row`: class `id` at `level` leaves the rows of `mask`.
+    fn remove_class_from_row(&mut self, id: u32, level: usize, mask: u8) {
         let mut emptied = 0u8;
         for prio in bits(mask) {
             let row = &mut self.levels[level].rows[prio];
@@ -690,30 +684,23 @@ impl Htb {
     fn activate_prios(&mut self, ix: Ix) {
         let Some(c) = self.cl(ix) else { return };
         let mut mask = c.prio_activity;
-        let mut cur = ix;
-        let mut parent = c.parent;
-        while let Some(pid) = parent {
-            let Some(c) = self
-                .cl(cur)
-                .filter(|c| mask != 0 && c.cmode == Mode::MayBorrow)
-            else {
-                break;
-            };
-            let cur_id = c.classid;
+        // The class being linked, walking up while it borrows.
+        let (mut id, mut level, mut mode, mut parent) = (c.classid, c.level, c.cmode, c.parent);
+        while let (Some(pid), Mode::MayBorrow, true) = (parent, mode, mask != 0) {
             let Some(p) = self.cl_mut(pid) else { return };
             for prio in bits(mask) {
-                if !p.inner[prio].set.is_empty() {
+                let feed = &mut p.inner[prio];
+                if !feed.set.is_empty() {
                     // The parent is already active in this priority.
                     mask &= !(1 << prio);
                 }
-                p.inner[prio].set.insert(minor(cur_id));
+                feed.set.insert(minor(id));
             }
             p.prio_activity |= mask;
-            cur = pid;
-            parent = p.parent;
+            (id, level, mode, parent) = (p.classid, p.level, p.cmode, p.parent);
         }
-        if mask != 0 && self.cl(cur).map(|c| c.cmode) == Some(Mode::CanSend) {
-            self.add_class_to_row(cur, mask);
+        if mask != 0 && mode == Mode::CanSend {
+            self.add_class_to_row(id, level, mask);
         }
     }
 
@@ -721,37 +708,28 @@ impl Htb {
     fn deactivate_prios(&mut self, ix: Ix) {
         let Some(c) = self.cl(ix) else { return };
         let mut mask = c.prio_activity;
-        let mut cur = ix;
-        let mut parent = c.parent;
-        while let Some(pid) = parent {
-            let Some(c) = self
-                .cl(cur)
-                .filter(|c| mask != 0 && c.cmode == Mode::MayBorrow)
-            else {
-                break;
-            };
-            let cur_id = c.classid;
+        let (mut id, mut level, mut mode, mut parent) = (c.classid, c.level, c.cmode, c.parent);
+        while let (Some(pid), Mode::MayBorrow, true) = (parent, mode, mask != 0) {
             let Some(p) = self.cl_mut(pid) else { return };
             let m = mask;
             mask = 0;
             for prio in bits(m) {
                 let feed = &mut p.inner[prio];
-                if feed.ptr == Some(minor(cur_id)) {
+                if feed.ptr == Some(minor(id)) {
                     // Forget the pointer but remember where it was.
-                    feed.last_ptr_id = cur_id;
+                    feed.last_ptr_id = id;
                     feed.ptr = None;
                 }
-                feed.set.remove(minor(cur_id));
+                feed.set.remove(minor(id));
                 if feed.set.is_empty() {
                     mask |= 1 << prio;
                 }
             }
             p.prio_activity &= !mask;
-            cur = pid;
-            parent = p.parent;
+            (id, level, mode, parent) = (p.classid, p.level, p.cmode, p.parent);
         }
-        if mask != 0 && self.cl(cur).map(|c| c.cmode) == Some(Mode::CanSend) {
-            self.remove_class_from_row(cur, mask);
+        if mask != 0 && mode == Mode::CanSend {
+            self.remove_class_from_row(id, level, mask);
         }
     }
 
@@ -787,12 +765,14 @@ impl Htb {
         Mode::MayBorrow
     }
 
-    /// `htb_change_class_mode`.
-    fn change_class_mode(&mut self, ix: Ix, diff: &mut i64) {
-        let Some(c) = self.cl(ix) else { return };
+    /// `htb_change_class_mode`; answers the class's mode now.
+    fn change_class_mode(&mut self, ix: Ix, diff: &mut i64) -> Mode {
+        let Some(c) = self.cl(ix) else {
+            return Mode::CanSend;
+        };
         let new_mode = self.class_mode(c, diff);
         if new_mode == c.cmode {
-            return;
+            return new_mode;
         }
         let (old_mode, active) = (c.cmode, c.prio_activity != 0);
         if new_mode == Mode::CantSend {
@@ -814,6 +794,7 @@ impl Htb {
         } else if let Some(c) = self.cl_mut(ix) {
             c.cmode = new_mode;
         }
+        new_mode
     }
 
     /// `htb_activate`: a leaf got packets.
@@ -877,8 +858,7 @@ impl Htb {
             }
             let (old_mode, parent) = (c.cmode, c.parent);
             let mut diff = 0;
-            self.change_class_mode(cix, &mut diff);
-            let new_mode = self.cl(cix).map_or(old_mode, |c| c.cmode);
+            let new_mode = self.change_class_mode(cix, &mut diff);
             if old_mode != new_mode {
                 if old_mode != Mode::CanSend {
                     self.remove_from_wait_tree(cix);
@@ -906,8 +886,7 @@ impl Htb {
             self.remove_from_wait_tree(ix);
             let Some(c) = self.cl(ix) else { continue };
             let mut diff = self.now.saturating_sub(c.t_c).min(c.mbuffer_ns);
-            self.change_class_mode(ix, &mut diff);
-            if self.cl(ix).is_some_and(|c| c.cmode != Mode::CanSend) {
+            if self.change_class_mode(ix, &mut diff) != Mode::CanSend {
                 self.add_to_wait_tree(ix, diff);
             }
         }
