@@ -392,8 +392,8 @@ pub struct Htb {
     slots: Vec<Option<Class>>,
     /// Empty slots.
     free: Vec<Ix>,
-    /// Minor -> slot of the classes in rows and feeds ([`MinorSet`] members);
-    /// other entries are stale or [`NO_SLOT`].
+    /// Minor -> slot of every class ([`NO_SLOT`] for none): how the
+    /// scheduler finds the members of a [`MinorSet`], and [`Htb::find`] a class.
     by_minor: Vec<Ix>,
     block: Block,
     direct: VecDeque<Packet>,
@@ -526,9 +526,13 @@ impl Htb {
         self.full_id(0)
     }
 
-    /// The slot of class `id` (`htb_find`).
+    /// The slot of class `id` (`htb_find`), through [`Htb::by_minor`].
     fn find(&self, id: u32) -> Option<Ix> {
-        self.classes.get(id).copied()
+        if self.major != Some(Handle(id).major()) {
+            return None;
+        }
+        let ix = *self.by_minor.get(minor(id) as usize)?;
+        (ix != NO_SLOT).then_some(ix)
     }
 
     /// The class with id `id`.
