@@ -718,7 +718,7 @@ fn placeholder() -> Knode {
 }
 
 /// Where the walk is: table, bucket and position of the current knode.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 struct Pos {
     ht: usize,
     bucket: usize,
@@ -732,8 +732,9 @@ fn classify_in(c: &mut Common, root: usize, pkt: &mut Packet, now: Time) -> Opti
         bucket: 0,
         idx: 0,
     };
-    // The linking knodes above `at` and their offsets (the kernel's on-stack array).
-    let mut stack = [(at, 0i64); TC_U32_MAXDEPTH];
+    // The linking knodes above `at` and their offsets (the kernel's on-stack
+    // array), zeroed: that costs less than copying `at` into every entry.
+    let mut stack = [(Pos::default(), 0i64); TC_U32_MAXDEPTH];
     let mut depth = 0;
     let mut off: i64 = 0;
     let mut off2: i64 = 0;
