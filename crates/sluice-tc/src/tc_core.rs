@@ -18,12 +18,12 @@ pub const HZ: u64 = 1_000_000_000;
 
 /// `tc_core_time2tick`.
 pub fn time2tick(time_us: u32) -> u32 {
-    (time_us as f64 * TICK_IN_USEC) as u32
+    c_unsigned(time_us as f64 * TICK_IN_USEC)
 }
 
 /// `tc_core_tick2time`.
 pub fn tick2time(ticks: u32) -> u32 {
-    (ticks as f64 / TICK_IN_USEC) as u32
+    c_unsigned(ticks as f64 / TICK_IN_USEC)
 }
 
 /// `tc_calc_xmittime`: ticks to send `size` bytes at `rate` bytes/s.
@@ -58,5 +58,9 @@ mod tests {
         assert_eq!(xmittime(27_500, 1600), 909_078);
         assert_eq!(xmitsize(27_500, 909_078), 1599);
         assert_eq!(xmitsize(27_500, 3_490_906), 6143);
+        // `htb rate 8bit`: 1600 bytes take 1.6e9 us, 2.5e10 ticks, which C
+        // truncates to 32 bits (not saturates): tc prints "burst 225b".
+        assert_eq!(xmittime(1, 1600), 3_525_163_520);
+        assert_eq!(xmitsize(1, 3_525_163_520), 225);
     }
 }
