@@ -21,6 +21,7 @@ pub mod action;
 pub mod args;
 mod f;
 pub mod filter;
+mod graph;
 pub mod ip;
 pub mod iptables;
 mod m;

@@ -50,6 +50,8 @@ pub struct Out {
     pub iec: bool,
     /// Raw values too (`-raw`): handles and ticks in hex.
     pub raw: bool,
+    /// `-oneline`: line breaks between an object's lines become `\`.
+    pub oneline: bool,
     text: String,
     stack: Vec<(Option<String>, J)>,
     /// Warnings for stderr on success (the kernel's extended-ack warnings).
@@ -64,6 +66,7 @@ impl Out {
             pretty,
             iec: false,
             raw: false,
+            oneline: false,
             text: String::new(),
             stack: vec![(None, J::Arr(vec![]))],
             warnings: String::new(),
@@ -100,9 +103,9 @@ impl Out {
         }
     }
 
-    /// A newline in text mode (`print_nl`).
+    /// A newline in text mode (`print_nl`: `_SL_`, a backslash under `-oneline`).
     pub fn nl(&mut self) {
-        self.text("\n");
+        self.text(if self.oneline { "\\" } else { "\n" });
     }
 
     /// A string value: `text` in text mode, `key: value` in JSON.

@@ -14,7 +14,7 @@ use sluice_core::act::EstimatorSpec;
 use sluice_core::device::{Device, NlFlags, QdiscRequest};
 use sluice_core::error::TcError;
 use sluice_core::handle::Handle;
-use sluice_core::qdisc::{QdiscNode, QdiscOpts, XStats};
+use sluice_core::qdisc::{ClassInfo, QdiscNode, QdiscOpts, XStats};
 use sluice_core::rate::LinkLayer;
 use sluice_core::stab::{SizeSpec, SizeTable, MAX_TSIZE};
 use sluice_core::stats::{RateEstimator, Stats};
@@ -41,6 +41,10 @@ pub struct Opts {
     pub iec: bool,
     /// `-raw`: hex handles and ticks beside the decoded values.
     pub raw: bool,
+    /// `-g`: classes drawn as a tree.
+    pub graph: bool,
+    /// `-o`: each object on one line.
+    pub oneline: bool,
 }
 
 const USAGE: &str = "Usage:\ttc [ OPTIONS ] OBJECT { COMMAND | help }
@@ -95,9 +99,11 @@ pub fn parse_global(argv: &[String]) -> Result<(Opts, Vec<String>), Outcome> {
             o.iec = true;
         } else if matches(a, "raw") {
             o.raw = true;
-        } else if matches(a, "graph")
-            || matches(a, "oneline")
-            || matches(a, "color")
+        } else if matches(a, "graph") {
+            o.graph = true;
+        } else if matches(a, "oneline") {
+            o.oneline = true;
+        } else if matches(a, "color")
             || a.starts_with("color=")
             || matches(a, "Numeric")
             || matches(a, "brief")
@@ -144,6 +150,7 @@ pub fn run(net: &mut Net, opts: &Opts, words: &[String]) -> Outcome {
     let mut out = Out::new(opts.json, opts.pretty);
     out.iec = opts.iec;
     out.raw = opts.raw;
+    out.oneline = opts.oneline;
     crate::net::cache_ifnames(net);
     let r = dispatch(net, opts, words, &mut out);
     let warnings = std::mem::take(&mut out.warnings);
@@ -771,7 +778,7 @@ pub fn print_stats(s: &Stats, rate: Option<(u64, u64)>, prefix: &str, out: &mut 
         &format!(" requeues {}) ", s.requeues),
         s.requeues,
     );
-    out.text("\n");
+    out.nl();
     out.text(prefix);
     if let Some((bits, pps)) = rate {
         out.uint(To::Json, "rate", "", bits / 8);
@@ -805,7 +812,7 @@ pub fn print_queue_stats(s: &Stats, prefix: &str, out: &mut Out) {
         &format!(" requeues {}) ", s.requeues),
         s.requeues,
     );
-    out.text("\n");
+    out.nl();
     out.text(prefix);
     out.uint(
         To::Any,
@@ -977,6 +984,7 @@ fn class_list(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdRes
     // iproute2 6.1 prints classes as text even with -j (its print_class
     // mixes text into JSON mode); the golden captures show exactly that.
     out.json = false;
+    let mut graph = vec![];
     for q in d.qdiscs() {
         let Some(cls) = q.qdisc.classes_ref() else {
             continue;
@@ -986,6 +994,11 @@ fn class_list(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdRes
             continue;
         }
         let kind = q.qdisc.dump().kind();
+        if opts.graph {
+            // print_class only collects in graph mode, before its filters.
+            graph.extend(cls.list().into_iter().map(|c| (kind, c)));
+            continue;
+        }
         for c in cls.list() {
             if filter_qdisc.is_some_and(|h| h.major() != c.classid.major())
                 || filter_classid.is_some_and(|h| h != c.classid)
@@ -1009,20 +1022,33 @@ fn class_list(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdRes
             out.open("options");
             q::print_class(&c.opts, out, opts.details);
             out.close();
-            out.nl();
+            // print_class ends its lines with "\n" even under -oneline.
+            out.text("\n");
             if opts.stats {
-                if c.xstats == XStats::QueueOnly {
-                    print_queue_stats(&c.stats, " ", out);
-                    out.nl();
-                } else if c.xstats != XStats::Absent {
-                    print_stats(&c.stats, None, " ", out);
-                    out.nl();
-                    q::print_xstats(&c.xstats, out);
+                if print_class_stats(&c, " ", out) {
+                    out.text("\n");
+                    if c.xstats != XStats::QueueOnly {
+                        q::print_xstats(&c.xstats, out);
+                    }
                 }
-                out.nl();
+                out.text("\n");
             }
             out.close();
         }
     }
+    if opts.graph {
+        crate::graph::print(&graph, opts, out);
+    }
     Ok(())
+}
+
+/// The statistics lines of a class, each line starting with `prefix`
+/// (`print_tcstats_attr`); false when the kernel sends none.
+pub fn print_class_stats(c: &ClassInfo, prefix: &str, out: &mut Out) -> bool {
+    match c.xstats {
+        XStats::Absent => return false,
+        XStats::QueueOnly => print_queue_stats(&c.stats, prefix, out),
+        _ => print_stats(&c.stats, None, prefix, out),
+    }
+    true
 }

@@ -305,7 +305,8 @@ pub(super) fn print_xstats(x: &HtbClassXstats, out: &mut Out) {
         &format!("giants: {}", x.giants),
         x.giants as u64,
     );
-    out.nl();
+    // A literal newline in q_htb.c (kept under -oneline).
+    out.text("\n");
     out.int(
         To::Any,
         "tokens",
@@ -318,5 +319,5 @@ pub(super) fn print_xstats(x: &HtbClassXstats, out: &mut Out) {
         &format!("ctokens: {}", x.ctokens),
         x.ctokens as i64,
     );
-    out.nl();
+    out.text("\n");
 }
