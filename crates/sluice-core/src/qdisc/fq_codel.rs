@@ -1241,6 +1241,14 @@ mod tests {
         }
     }
 
+    /// The id of the packet the node dequeues now (there must be one).
+    fn first(n: &mut QdiscNode, cx: &mut Cx) -> u64 {
+        match n.dequeue(cx) {
+            Dequeue::Packet(p) => p.id,
+            d => panic!("{d:?}"),
+        }
+    }
+
     #[test]
     fn new_flows_go_first_and_then_join_the_old() {
         // Quantum 256, packets of 1000: each visit sends one packet.
@@ -1254,10 +1262,6 @@ mod tests {
         for i in 0..3 {
             n.enqueue(pkt(0, i, 1000, 0), &mut cx).unwrap();
         }
-        let first = |n: &mut QdiscNode, cx: &mut Cx| match n.dequeue(cx) {
-            Dequeue::Packet(p) => p.id,
-            d => panic!("{d:?}"),
-        };
         assert_eq!(first(&mut n, &mut cx), 0);
         assert_eq!((xstats(&n).new_flows_len, xstats(&n).old_flows_len), (1, 0));
         // Flow 1 arrives: it is new and goes before flow 0's next packet.
@@ -1288,10 +1292,6 @@ mod tests {
         for i in 0..3 {
             n.enqueue(pkt(0, i, 1000, 0), &mut cx).unwrap();
         }
-        let first = |n: &mut QdiscNode, cx: &mut Cx| match n.dequeue(cx) {
-            Dequeue::Packet(p) => p.id,
-            d => panic!("{d:?}"),
-        };
         // Flow 0 sends two packets and overdraws its credit.
         assert_eq!((first(&mut n, &mut cx), first(&mut n, &mut cx)), (0, 1));
         n.enqueue(pkt(1, 0, 1000, 0), &mut cx).unwrap();
