@@ -756,16 +756,17 @@ impl Htb {
         } else {
             (0, 0)
         };
-        let toks = c.ctokens.saturating_add(*diff);
+        // Token arithmetic is the kernel's plain s64 (see [`Htb::account`]).
+        let toks = c.ctokens.wrapping_add(*diff);
         if toks < lowater {
-            *diff = toks.saturating_neg();
+            *diff = toks.wrapping_neg();
             return Mode::CantSend;
         }
-        let toks = c.tokens.saturating_add(*diff);
+        let toks = c.tokens.wrapping_add(*diff);
         if toks >= hiwater {
             return Mode::CanSend;
         }
-        *diff = toks.saturating_neg();
+        *diff = toks.wrapping_neg();
         Mode::MayBorrow
     }
 
@@ -825,14 +826,29 @@ impl Htb {
 
     /// `htb_accnt_tokens` / `htb_accnt_ctokens`: refill by `diff`, cap at the
     /// bucket, pay for `bytes`, and cap the debt at `mbuffer`.
+    ///
+    /// Token arithmetic is the kernel's plain s64, and here as there it does
+    /// not overflow: `diff` (see [`Htb::elapsed`]) lies in 0..=`mbuffer`;
+    /// tokens stay at or above `1 - mbuffer` and, rising by at most the time
+    /// that passed, below `depth` (< 2^38 ns, from tc's u32 ticks) plus the
+    /// clock (< 2^63 ns); and a cost is at most `len * 1e9 / rate` ns
+    /// (`psched_ratecfg_precompute` rounds `mult` down), < 2^62 ns for a u32
+    /// length at 1 byte/s. Wrapping operations say so and compile to plain ones.
     fn account(toks: i64, depth: i64, rate: &RateCfg, bytes: u32, diff: i64, mbuffer: i64) -> i64 {
-        let cost = rate.l2t_ns(bytes).min(i64::MAX as u64) as i64;
-        let toks = diff.saturating_add(toks).min(depth).saturating_sub(cost);
-        if toks <= mbuffer.saturating_neg() {
+        let cost = rate.l2t_ns(bytes) as i64;
+        let toks = toks.wrapping_add(diff).min(depth).wrapping_sub(cost);
+        if toks <= -mbuffer {
             1 - mbuffer
         } else {
             toks
         }
+    }
+
+    /// Time since `c`'s checkpoint, capped at `mbuffer`. Both times come from
+    /// the monotonic clock and lie in 0..=`i64::MAX` (see [`time_ns`]), so the
+    /// difference does not overflow, and is not negative.
+    fn elapsed(now: i64, c: &Class) -> i64 {
+        (now - c.t_c).min(c.mbuffer_ns)
     }
 
     /// `htb_charge_class`: a packet of `bytes` left leaf `ix`, lent by the class
@@ -842,7 +858,7 @@ impl Htb {
         let mut cur = Some(ix);
         while let Some(cix) = cur {
             let Some(c) = self.cl_mut(cix) else { return };
-            let diff = now.saturating_sub(c.t_c).min(c.mbuffer_ns);
+            let diff = Self::elapsed(now, c);
             if c.level >= level {
                 if c.level == level {
                     c.lends = c.lends.wrapping_add(1);
@@ -851,7 +867,7 @@ impl Htb {
             } else {
                 c.borrows = c.borrows.wrapping_add(1);
                 // The checkpoint moves; keep the tokens it implies.
-                c.tokens = c.tokens.saturating_add(diff);
+                c.tokens = c.tokens.wrapping_add(diff);
             }
             c.ctokens = Self::account(c.ctokens, c.cbuffer_ns, &c.ceil, bytes, diff, c.mbuffer_ns);
             c.t_c = now;
@@ -889,7 +905,7 @@ impl Htb {
             self.levels[level].wait_pq.pop();
             self.remove_from_wait_tree(ix);
             let Some(c) = self.cl(ix) else { continue };
-            let mut diff = self.now.saturating_sub(c.t_c).min(c.mbuffer_ns);
+            let mut diff = Self::elapsed(self.now, c);
             if self.change_class_mode(ix, &mut diff) != Mode::CanSend {
                 self.add_to_wait_tree(ix, diff);
             }
