@@ -373,6 +373,29 @@ enum Slot {
     Inner(Ix),
 }
 
+/// What the walks up the tree need of the class they start from: where it
+/// links in, its mode and its active priorities (`prio_activity`).
+#[derive(Clone, Copy)]
+struct Link {
+    id: u32,
+    level: usize,
+    mode: Mode,
+    parent: Option<Ix>,
+    mask: u8,
+}
+
+impl Link {
+    fn of(c: &Class) -> Link {
+        Link {
+            id: c.classid,
+            level: c.level,
+            mode: c.cmode,
+            parent: c.parent,
+            mask: c.prio_activity,
+        }
+    }
+}
+
 /// The validated qdisc parameters.
 #[derive(Clone, Copy, Debug)]
 struct HtbParams {
@@ -685,11 +708,15 @@ impl Htb {
 
     /// `htb_activate_prios`: link the class into its parent's feeds (while it
     /// may borrow) or its row (when it can send), for its active priorities.
-    fn activate_prios(&mut self, ix: Ix) {
-        let Some(c) = self.cl(ix) else { return };
-        let mut mask = c.prio_activity;
+    fn activate_prios(&mut self, class: Link) {
         // The class being linked, walking up while it borrows.
-        let (mut id, mut level, mut mode, mut parent) = (c.classid, c.level, c.cmode, c.parent);
+        let Link {
+            mut id,
+            mut level,
+            mut mode,
+            mut parent,
+            mut mask,
+        } = class;
         while let (Some(pid), Mode::MayBorrow, true) = (parent, mode, mask != 0) {
             let Some(p) = self.cl_mut(pid) else { return };
             for prio in bits(mask) {
@@ -708,11 +735,15 @@ impl Htb {
         }
     }
 
-    /// `htb_deactivate_prios`: the reverse; `cmode` must still be the old mode.
-    fn deactivate_prios(&mut self, ix: Ix) {
-        let Some(c) = self.cl(ix) else { return };
-        let mut mask = c.prio_activity;
-        let (mut id, mut level, mut mode, mut parent) = (c.classid, c.level, c.cmode, c.parent);
+    /// `htb_deactivate_prios`: the reverse, for the class as it was linked.
+    fn deactivate_prios(&mut self, class: Link) {
+        let Link {
+            mut id,
+            mut level,
+            mut mode,
+            mut parent,
+            mut mask,
+        } = class;
         while let (Some(pid), Mode::MayBorrow, true) = (parent, mode, mask != 0) {
             let Some(p) = self.cl_mut(pid) else { return };
             let m = mask;
@@ -739,8 +770,8 @@ impl Htb {
 
     /// `htb_class_mode`: the mode `diff` ns after the checkpoint; for modes
     /// other than `CanSend`, `diff` becomes the time until the mode changes.
-    fn class_mode(&self, c: &Class, diff: &mut i64) -> Mode {
-        let (lowater, hiwater) = if self.hysteresis {
+    fn class_mode(c: &Class, hysteresis: bool, diff: &mut i64) -> Mode {
+        let (lowater, hiwater) = if hysteresis {
             (
                 if c.cmode != Mode::CantSend {
                     -c.cbuffer_ns
@@ -770,36 +801,29 @@ impl Htb {
         Mode::MayBorrow
     }
 
-    /// `htb_change_class_mode`; answers the class's mode now.
-    fn change_class_mode(&mut self, ix: Ix, diff: &mut i64) -> Mode {
-        let Some(c) = self.cl(ix) else {
-            return Mode::CanSend;
-        };
-        let new_mode = self.class_mode(c, diff);
-        if new_mode == c.cmode {
-            return new_mode;
-        }
-        let (old_mode, active) = (c.cmode, c.prio_activity != 0);
+    /// `htb_change_class_mode`, once [`Htb::class_mode`] found that class
+    /// `ix` changes mode: count the overlimit and relink the class.
+    fn change_class_mode(&mut self, ix: Ix, new_mode: Mode) {
+        let Some(c) = self.cl_mut(ix) else { return };
+        let old = Link::of(c);
+        c.cmode = new_mode;
         if new_mode == Mode::CantSend {
+            c.overlimits = c.overlimits.wrapping_add(1);
             self.overlimits = self.overlimits.wrapping_add(1);
-            if let Some(c) = self.cl_mut(ix) {
-                c.overlimits = c.overlimits.wrapping_add(1);
-            }
         }
-        if active {
-            if old_mode != Mode::CantSend {
-                self.deactivate_prios(ix);
-            }
-            if let Some(c) = self.cl_mut(ix) {
-                c.cmode = new_mode;
+        // Only the class's ancestors are relinked, so its own mode may
+        // change first.
+        if old.mask != 0 {
+            if old.mode != Mode::CantSend {
+                self.deactivate_prios(old);
             }
             if new_mode != Mode::CantSend {
-                self.activate_prios(ix);
+                self.activate_prios(Link {
+                    mode: new_mode,
+                    ..old
+                });
             }
-        } else if let Some(c) = self.cl_mut(ix) {
-            c.cmode = new_mode;
         }
-        new_mode
     }
 
     /// `htb_activate`: a leaf got packets.
@@ -807,19 +831,19 @@ impl Htb {
         let Some(c) = self.cl_mut(ix) else { return };
         if c.prio_activity == 0 {
             c.prio_activity = 1 << c.prio.min(7);
-            self.activate_prios(ix);
+            let class = Link::of(c);
+            self.activate_prios(class);
         }
     }
 
     /// `htb_deactivate`: a leaf went empty.
     fn deactivate(&mut self, ix: Ix) {
-        if self.cl(ix).is_none_or(|c| c.prio_activity == 0) {
+        let Some(c) = self.cl_mut(ix).filter(|c| c.prio_activity != 0) else {
             return;
-        }
-        self.deactivate_prios(ix);
-        if let Some(c) = self.cl_mut(ix) {
-            c.prio_activity = 0;
-        }
+        };
+        let class = Link::of(c);
+        c.prio_activity = 0;
+        self.deactivate_prios(class);
     }
 
     // ----- tokens -----------------------------------------------------------
@@ -854,7 +878,7 @@ impl Htb {
     /// `htb_charge_class`: a packet of `bytes` left leaf `ix`, lent by the class
     /// at `level` on its path; charge every class up to the root.
     fn charge_class(&mut self, ix: Ix, level: usize, bytes: u32, segs: u32) {
-        let now = self.now;
+        let (now, hysteresis) = (self.now, self.hysteresis);
         let mut cur = Some(ix);
         while let Some(cix) = cur {
             let Some(c) = self.cl_mut(cix) else { return };
@@ -878,8 +902,9 @@ impl Htb {
             }
             let (old_mode, parent) = (c.cmode, c.parent);
             let mut diff = 0;
-            let new_mode = self.change_class_mode(cix, &mut diff);
+            let new_mode = Self::class_mode(c, hysteresis, &mut diff);
             if old_mode != new_mode {
+                self.change_class_mode(cix, new_mode);
                 if old_mode != Mode::CanSend {
                     self.remove_from_wait_tree(cix);
                 }
@@ -895,24 +920,29 @@ impl Htb {
     /// of the next pending event, 0 when none is pending, or `now` when it
     /// stopped early.
     fn do_events(&mut self, level: usize) -> i64 {
+        let (now, hysteresis) = (self.now, self.hysteresis);
         for _ in 0..EVENTS_PER_DEQUEUE {
             let Some((key, _, ix)) = self.wait_head(level) else {
                 return 0;
             };
-            if key > self.now {
+            if key > now {
                 return key;
             }
             self.levels[level].wait_pq.pop();
-            self.remove_from_wait_tree(ix);
-            let Some(c) = self.cl(ix) else { continue };
-            let mut diff = Self::elapsed(self.now, c);
-            if self.change_class_mode(ix, &mut diff) != Mode::CanSend {
+            let Some(c) = self.cl_mut(ix) else { continue };
+            c.pq_seq = NOT_WAITING;
+            let mut diff = Self::elapsed(now, c);
+            let new_mode = Self::class_mode(c, hysteresis, &mut diff);
+            if new_mode != c.cmode {
+                self.change_class_mode(ix, new_mode);
+            }
+            if new_mode != Mode::CanSend {
                 self.add_to_wait_tree(ix, diff);
             }
         }
         // "htb: too many events!"
         self.warned_too_many_events = true;
-        self.now
+        now
     }
 
     // ----- dequeue ----------------------------------------------------------
