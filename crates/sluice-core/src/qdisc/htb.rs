@@ -373,6 +373,29 @@ enum Slot {
     Inner(Ix),
 }
 
+/// What the walks up the tree need of the class they start from: where it
+/// links in, its mode and its active priorities (`prio_activity`).
+#[derive(Clone, Copy)]
+struct Link {
+    id: u32,
+    level: usize,
+    mode: Mode,
+    parent: Option<Ix>,
+    mask: u8,
+}
+
+impl Link {
+    fn of(c: &Class) -> Link {
+        Link {
+            id: c.classid,
+            level: c.level,
+            mode: c.cmode,
+            parent: c.parent,
+            mask: c.prio_activity,
+        }
+    }
+}
+
 /// The validated qdisc parameters.
 #[derive(Clone, Copy, Debug)]
 struct HtbParams {
@@ -685,11 +708,15 @@ impl Htb {
 
     /// `htb_activate_prios`: link the class into its parent's feeds (while it
     /// may borrow) or its row (when it can send), for its active priorities.
-    fn activate_prios(&mut self, ix: Ix) {
-        let Some(c) = self.cl(ix) else { return };
-        let mut mask = c.prio_activity;
+    fn activate_prios(&mut self, class: Link) {
         // The class being linked, walking up while it borrows.
-        let (mut id, mut level, mut mode, mut parent) = (c.classid, c.level, c.cmode, c.parent);
+        let Link {
+            mut id,
+            mut level,
+            mut mode,
+            mut parent,
+            mut mask,
+        } = class;
         while let (Some(pid), Mode::MayBorrow, true) = (parent, mode, mask != 0) {
             let Some(p) = self.cl_mut(pid) else { return };
             for prio in bits(mask) {
@@ -708,11 +735,15 @@ impl Htb {
         }
     }
 
-    /// `htb_deactivate_prios`: the reverse; `cmode` must still be the old mode.
-    fn deactivate_prios(&mut self, ix: Ix) {
-        let Some(c) = self.cl(ix) else { return };
-        let mut mask = c.prio_activity;
-        let (mut id, mut level, mut mode, mut parent) = (c.classid, c.level, c.cmode, c.parent);
+    /// `htb_deactivate_prios`: the reverse, for the class as it was linked.
+    fn deactivate_prios(&mut self, class: Link) {
+        let Link {
+            mut id,
+            mut level,
+            mut mode,
+            mut parent,
+            mut mask,
+        } = class;
         while let (Some(pid), Mode::MayBorrow, true) = (parent, mode, mask != 0) {
             let Some(p) = self.cl_mut(pid) else { return };
             let m = mask;
@@ -739,8 +770,8 @@ impl Htb {
 
     /// `htb_class_mode`: the mode `diff` ns after the checkpoint; for modes
     /// other than `CanSend`, `diff` becomes the time until the mode changes.
-    fn class_mode(&self, c: &Class, diff: &mut i64) -> Mode {
-        let (lowater, hiwater) = if self.hysteresis {
+    fn class_mode(c: &Class, hysteresis: bool, diff: &mut i64) -> Mode {
+        let (lowater, hiwater) = if hysteresis {
             (
                 if c.cmode != Mode::CantSend {
                     -c.cbuffer_ns
@@ -756,49 +787,43 @@ impl Htb {
         } else {
             (0, 0)
         };
-        let toks = c.ctokens.saturating_add(*diff);
+        // Token arithmetic is the kernel's plain s64 (see [`Htb::account`]).
+        let toks = c.ctokens.wrapping_add(*diff);
         if toks < lowater {
-            *diff = toks.saturating_neg();
+            *diff = toks.wrapping_neg();
             return Mode::CantSend;
         }
-        let toks = c.tokens.saturating_add(*diff);
+        let toks = c.tokens.wrapping_add(*diff);
         if toks >= hiwater {
             return Mode::CanSend;
         }
-        *diff = toks.saturating_neg();
+        *diff = toks.wrapping_neg();
         Mode::MayBorrow
     }
 
-    /// `htb_change_class_mode`; answers the class's mode now.
-    fn change_class_mode(&mut self, ix: Ix, diff: &mut i64) -> Mode {
-        let Some(c) = self.cl(ix) else {
-            return Mode::CanSend;
-        };
-        let new_mode = self.class_mode(c, diff);
-        if new_mode == c.cmode {
-            return new_mode;
-        }
-        let (old_mode, active) = (c.cmode, c.prio_activity != 0);
+    /// `htb_change_class_mode`, once [`Htb::class_mode`] found that class
+    /// `ix` changes mode: count the overlimit and relink the class.
+    fn change_class_mode(&mut self, ix: Ix, new_mode: Mode) {
+        let Some(c) = self.cl_mut(ix) else { return };
+        let old = Link::of(c);
+        c.cmode = new_mode;
         if new_mode == Mode::CantSend {
+            c.overlimits = c.overlimits.wrapping_add(1);
             self.overlimits = self.overlimits.wrapping_add(1);
-            if let Some(c) = self.cl_mut(ix) {
-                c.overlimits = c.overlimits.wrapping_add(1);
-            }
         }
-        if active {
-            if old_mode != Mode::CantSend {
-                self.deactivate_prios(ix);
-            }
-            if let Some(c) = self.cl_mut(ix) {
-                c.cmode = new_mode;
+        // Only the class's ancestors are relinked, so its own mode may
+        // change first.
+        if old.mask != 0 {
+            if old.mode != Mode::CantSend {
+                self.deactivate_prios(old);
             }
             if new_mode != Mode::CantSend {
-                self.activate_prios(ix);
+                self.activate_prios(Link {
+                    mode: new_mode,
+                    ..old
+                });
             }
-        } else if let Some(c) = self.cl_mut(ix) {
-            c.cmode = new_mode;
         }
-        new_mode
     }
 
     /// `htb_activate`: a leaf got packets.
@@ -806,43 +831,58 @@ impl Htb {
         let Some(c) = self.cl_mut(ix) else { return };
         if c.prio_activity == 0 {
             c.prio_activity = 1 << c.prio.min(7);
-            self.activate_prios(ix);
+            let class = Link::of(c);
+            self.activate_prios(class);
         }
     }
 
     /// `htb_deactivate`: a leaf went empty.
     fn deactivate(&mut self, ix: Ix) {
-        if self.cl(ix).is_none_or(|c| c.prio_activity == 0) {
+        let Some(c) = self.cl_mut(ix).filter(|c| c.prio_activity != 0) else {
             return;
-        }
-        self.deactivate_prios(ix);
-        if let Some(c) = self.cl_mut(ix) {
-            c.prio_activity = 0;
-        }
+        };
+        let class = Link::of(c);
+        c.prio_activity = 0;
+        self.deactivate_prios(class);
     }
 
     // ----- tokens -----------------------------------------------------------
 
     /// `htb_accnt_tokens` / `htb_accnt_ctokens`: refill by `diff`, cap at the
     /// bucket, pay for `bytes`, and cap the debt at `mbuffer`.
+    ///
+    /// Token arithmetic is the kernel's plain s64, and here as there it does
+    /// not overflow: `diff` (see [`Htb::elapsed`]) lies in 0..=`mbuffer`;
+    /// tokens stay at or above `1 - mbuffer` and, rising by at most the time
+    /// that passed, below `depth` (< 2^38 ns, from tc's u32 ticks) plus the
+    /// clock (< 2^63 ns); and a cost is at most `len * 1e9 / rate` ns
+    /// (`psched_ratecfg_precompute` rounds `mult` down), < 2^62 ns for a u32
+    /// length at 1 byte/s. Wrapping operations say so and compile to plain ones.
     fn account(toks: i64, depth: i64, rate: &RateCfg, bytes: u32, diff: i64, mbuffer: i64) -> i64 {
-        let cost = rate.l2t_ns(bytes).min(i64::MAX as u64) as i64;
-        let toks = diff.saturating_add(toks).min(depth).saturating_sub(cost);
-        if toks <= mbuffer.saturating_neg() {
+        let cost = rate.l2t_ns(bytes) as i64;
+        let toks = toks.wrapping_add(diff).min(depth).wrapping_sub(cost);
+        if toks <= -mbuffer {
             1 - mbuffer
         } else {
             toks
         }
     }
 
+    /// Time since `c`'s checkpoint, capped at `mbuffer`. Both times come from
+    /// the monotonic clock and lie in 0..=`i64::MAX` (see [`time_ns`]), so the
+    /// difference does not overflow, and is not negative.
+    fn elapsed(now: i64, c: &Class) -> i64 {
+        (now - c.t_c).min(c.mbuffer_ns)
+    }
+
     /// `htb_charge_class`: a packet of `bytes` left leaf `ix`, lent by the class
     /// at `level` on its path; charge every class up to the root.
     fn charge_class(&mut self, ix: Ix, level: usize, bytes: u32, segs: u32) {
-        let now = self.now;
+        let (now, hysteresis) = (self.now, self.hysteresis);
         let mut cur = Some(ix);
         while let Some(cix) = cur {
             let Some(c) = self.cl_mut(cix) else { return };
-            let diff = now.saturating_sub(c.t_c).min(c.mbuffer_ns);
+            let diff = Self::elapsed(now, c);
             if c.level >= level {
                 if c.level == level {
                     c.lends = c.lends.wrapping_add(1);
@@ -851,7 +891,7 @@ impl Htb {
             } else {
                 c.borrows = c.borrows.wrapping_add(1);
                 // The checkpoint moves; keep the tokens it implies.
-                c.tokens = c.tokens.saturating_add(diff);
+                c.tokens = c.tokens.wrapping_add(diff);
             }
             c.ctokens = Self::account(c.ctokens, c.cbuffer_ns, &c.ceil, bytes, diff, c.mbuffer_ns);
             c.t_c = now;
@@ -862,8 +902,9 @@ impl Htb {
             }
             let (old_mode, parent) = (c.cmode, c.parent);
             let mut diff = 0;
-            let new_mode = self.change_class_mode(cix, &mut diff);
+            let new_mode = Self::class_mode(c, hysteresis, &mut diff);
             if old_mode != new_mode {
+                self.change_class_mode(cix, new_mode);
                 if old_mode != Mode::CanSend {
                     self.remove_from_wait_tree(cix);
                 }
@@ -879,24 +920,29 @@ impl Htb {
     /// of the next pending event, 0 when none is pending, or `now` when it
     /// stopped early.
     fn do_events(&mut self, level: usize) -> i64 {
+        let (now, hysteresis) = (self.now, self.hysteresis);
         for _ in 0..EVENTS_PER_DEQUEUE {
             let Some((key, _, ix)) = self.wait_head(level) else {
                 return 0;
             };
-            if key > self.now {
+            if key > now {
                 return key;
             }
             self.levels[level].wait_pq.pop();
-            self.remove_from_wait_tree(ix);
-            let Some(c) = self.cl(ix) else { continue };
-            let mut diff = self.now.saturating_sub(c.t_c).min(c.mbuffer_ns);
-            if self.change_class_mode(ix, &mut diff) != Mode::CanSend {
+            let Some(c) = self.cl_mut(ix) else { continue };
+            c.pq_seq = NOT_WAITING;
+            let mut diff = Self::elapsed(now, c);
+            let new_mode = Self::class_mode(c, hysteresis, &mut diff);
+            if new_mode != c.cmode {
+                self.change_class_mode(ix, new_mode);
+            }
+            if new_mode != Mode::CanSend {
                 self.add_to_wait_tree(ix, diff);
             }
         }
         // "htb: too many events!"
         self.warned_too_many_events = true;
-        self.now
+        now
     }
 
     // ----- dequeue ----------------------------------------------------------
