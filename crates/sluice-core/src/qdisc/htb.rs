@@ -267,6 +267,7 @@ impl MinorSet {
         self.at_or_after(0)
     }
     /// The smallest member `>= m`.
+    #[inline]
     fn at_or_after(&self, m: u32) -> Option<u32> {
         let w = (m >> 6) as usize;
         let here = self.words.get(w)? & (!0 << (m & 63));
@@ -285,6 +286,7 @@ impl MinorSet {
         Some(((w as u32) << 6) | self.words[w].trailing_zeros())
     }
     /// The smallest member `> m`.
+    #[inline]
     fn after(&self, m: u32) -> Option<u32> {
         self.at_or_after(m + 1)
     }
@@ -302,6 +304,7 @@ struct PrioFeed {
 
 impl PrioFeed {
     /// `htb_next_rb_node`: move the pointer to the next class, or off the end.
+    #[inline]
     fn advance(&mut self) {
         if let Some(cur) = self.ptr {
             self.ptr = self.set.after(cur);
@@ -309,15 +312,47 @@ impl PrioFeed {
     }
 }
 
+/// An entry of a wait queue: the time of the class's mode change, a
+/// sequence number (insertion order, which breaks ties as the kernel's
+/// rb-tree does: an equal key goes after) and the class's slot, packed into
+/// one integer in that order of significance, so that the heap compares
+/// entries in one step and moves 16 bytes. Times lie in 0..=`i64::MAX`;
+/// slots need [`SLOT_BITS`] (a qdisc has at most 65 535 classes), which
+/// leaves the sequence number 47 bits ([`Htb::renumber_waits`] starts it
+/// over before it runs out).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct WaitEntry(u128);
+
+/// Bits of a [`WaitEntry`] holding the slot.
+const SLOT_BITS: u32 = 17;
+/// The first sequence number a [`WaitEntry`] cannot hold.
+const SEQ_LIMIT: u64 = 1 << (64 - SLOT_BITS);
+
+impl WaitEntry {
+    fn new(key: i64, seq: u64, ix: Ix) -> WaitEntry {
+        debug_assert!(key >= 0 && seq < SEQ_LIMIT && ix < 1 << SLOT_BITS);
+        WaitEntry(((key as u128) << 64) | ((seq as u128) << SLOT_BITS) | ix as u128)
+    }
+    fn key(self) -> i64 {
+        (self.0 >> 64) as i64
+    }
+    fn seq(self) -> u64 {
+        (self.0 as u64) >> SLOT_BITS
+    }
+    fn ix(self) -> Ix {
+        (self.0 as usize) & ((1 << SLOT_BITS) - 1)
+    }
+}
+
 /// One level of the scheduler (`struct htb_level`): its wait queue and rows.
 #[derive(Debug, Default)]
 struct Level {
     /// Classes waiting for a mode change, earliest (time, insertion order)
-    /// first, as (time, sequence number, slot). Removal is lazy: an entry
-    /// counts only while its class still carries the entry's sequence number
-    /// in `pq_seq` (see `wait_head`); sequence numbers are never reused, so
-    /// a slot reused by a new class cannot revive an old entry.
-    wait_pq: BinaryHeap<Reverse<(i64, u64, Ix)>>,
+    /// first. Removal is lazy: an entry counts only while its class still
+    /// carries the entry's sequence number in `pq_seq` (see `wait_head`);
+    /// sequence numbers are not reused while an entry may hold them, so a
+    /// slot reused by a new class cannot revive an old entry.
+    wait_pq: BinaryHeap<Reverse<WaitEntry>>,
     rows: [PrioFeed; TC_HTB_NUMPRIO],
 }
 
@@ -364,13 +399,6 @@ enum Target {
     Direct,
     Class(Ix),
     Drop(DropReason),
-}
-
-/// Which row or feed a step of the leaf lookup is in.
-#[derive(Clone, Copy)]
-enum Slot {
-    Row,
-    Inner(Ix),
 }
 
 /// What the walks up the tree need of the class they start from: where it
@@ -642,9 +670,12 @@ impl Htb {
     /// `htb_add_to_wait_tree`: the class changes mode `delay` ns from now.
     fn add_to_wait_tree(&mut self, ix: Ix, delay: i64) {
         let now = self.now;
-        let mut key = now.saturating_add(delay);
+        let mut key = now.saturating_add(delay).max(0);
         if key == now {
             key = key.saturating_add(1);
+        }
+        if self.pq_seq >= SEQ_LIMIT {
+            self.renumber_waits();
         }
         let seq = self.pq_seq;
         self.pq_seq += 1;
@@ -655,14 +686,41 @@ impl Htb {
             self.near_ev_cache[level] = key;
         }
         let pq = &mut self.levels[level].wait_pq;
-        pq.push(Reverse((key, seq, ix)));
+        pq.push(Reverse(WaitEntry::new(key, seq, ix)));
         if pq.len() > 2 * self.classes.len() + 64 {
             // Shed the entries of classes that left the queue meanwhile.
             let slots = &self.slots;
-            pq.retain(|Reverse((_, seq, ix))| {
-                slots[*ix].as_ref().is_some_and(|c| c.pq_seq == *seq)
-            });
+            pq.retain(|Reverse(e)| Self::live(slots, *e));
         }
+    }
+
+    /// Does wait-queue entry `e` still stand for its class?
+    fn live(slots: &[Option<Class>], e: WaitEntry) -> bool {
+        slots[e.ix()].as_ref().is_some_and(|c| c.pq_seq == e.seq())
+    }
+
+    /// Give the waiting classes new sequence numbers from 0, in queue order,
+    /// and drop stale entries: once in 2^47 insertions.
+    #[cold]
+    fn renumber_waits(&mut self) {
+        let mut seq = 0;
+        for level in 0..TC_HTB_MAXDEPTH {
+            let mut live: Vec<WaitEntry> = std::mem::take(&mut self.levels[level].wait_pq)
+                .into_iter()
+                .map(|Reverse(e)| e)
+                .filter(|e| Self::live(&self.slots, *e))
+                .collect();
+            live.sort_unstable();
+            for e in &mut live {
+                *e = WaitEntry::new(e.key(), seq, e.ix());
+                if let Some(c) = self.slots[e.ix()].as_mut() {
+                    c.pq_seq = seq;
+                }
+                seq += 1;
+            }
+            self.levels[level].wait_pq = live.into_iter().map(Reverse).collect();
+        }
+        self.pq_seq = seq;
     }
 
     fn remove_from_wait_tree(&mut self, ix: Ix) {
@@ -672,9 +730,9 @@ impl Htb {
     }
 
     /// The first live entry of `level`'s wait queue, dropping stale ones.
-    fn wait_head(&mut self, level: usize) -> Option<(i64, u64, Ix)> {
-        while let Some(&Reverse(e @ (_, seq, ix))) = self.levels[level].wait_pq.peek() {
-            if self.cl(ix).is_some_and(|c| c.pq_seq == seq) {
+    fn wait_head(&mut self, level: usize) -> Option<WaitEntry> {
+        while let Some(&Reverse(e)) = self.levels[level].wait_pq.peek() {
+            if Self::live(&self.slots, e) {
                 return Some(e);
             }
             self.levels[level].wait_pq.pop();
@@ -682,89 +740,124 @@ impl Htb {
         None
     }
 
-    /// `htb_add_class_to_row`: class `id` at `level` enters the rows of `mask`.
-    fn add_class_to_row(&mut self, id: u32, level: usize, mask: u8) {
-        self.row_mask[level] |= mask;
-        for prio in bits(mask) {
-            self.levels[level].rows[prio].set.insert(minor(id));
+    /// Class `m` (a minor) at `level` enters the row of `prio`
+    /// (`htb_add_class_to_row`, one priority).
+    #[inline(always)]
+    fn enter_row(&mut self, m: u32, level: usize, prio: usize) {
+        self.row_mask[level] |= 1 << prio;
+        self.levels[level].rows[prio].set.insert(m);
+    }
+
+    /// Class `m` at `level` leaves the row of `prio`
+    /// (`htb_remove_class_from_row`, one priority); a pointer at it moves on.
+    #[inline(always)]
+    fn leave_row(&mut self, m: u32, level: usize, prio: usize) {
+        let row = &mut self.levels[level].rows[prio];
+        if row.ptr == Some(m) {
+            row.advance();
+        }
+        row.set.remove(m);
+        if row.set.is_empty() {
+            self.row_mask[level] &= !(1 << prio);
         }
     }
 
-    /// `htb_remove_class_from_row`: class `id` at `level` leaves the rows of `mask`.
-    fn remove_class_from_row(&mut self, id: u32, level: usize, mask: u8) {
-        let mut emptied = 0u8;
-        for prio in bits(mask) {
-            let row = &mut self.levels[level].rows[prio];
-            if row.ptr == Some(minor(id)) {
-                row.advance();
-            }
-            row.set.remove(minor(id));
-            if row.set.is_empty() {
-                emptied |= 1 << prio;
-            }
+    /// Class `id` enters the feed of `prio` of its parent `pid`. Returns
+    /// whether the parent became active in `prio` (the feed was empty).
+    #[inline(always)]
+    fn enter_feed(&mut self, pid: Ix, id: u32, prio: usize) -> bool {
+        let Some(p) = self.cl_mut(pid) else {
+            return false;
+        };
+        let feed = &mut p.inner[prio];
+        let fresh = feed.set.is_empty();
+        feed.set.insert(minor(id));
+        if fresh {
+            p.prio_activity |= 1 << prio;
         }
-        self.row_mask[level] &= !emptied;
+        fresh
     }
 
-    /// `htb_activate_prios`: link the class into its parent's feeds (while it
-    /// may borrow) or its row (when it can send), for its active priorities.
+    /// Class `id` leaves the feed of `prio` of its parent `pid`; a pointer at
+    /// it is forgotten, but where it was is remembered. Returns whether the
+    /// parent went idle in `prio` (the feed is empty).
+    #[inline(always)]
+    fn leave_feed(&mut self, pid: Ix, id: u32, prio: usize) -> bool {
+        let Some(p) = self.cl_mut(pid) else {
+            return false;
+        };
+        let feed = &mut p.inner[prio];
+        if feed.ptr == Some(minor(id)) {
+            feed.last_ptr_id = id;
+            feed.ptr = None;
+        }
+        feed.set.remove(minor(id));
+        let emptied = feed.set.is_empty();
+        if emptied {
+            p.prio_activity &= !(1 << prio);
+        }
+        emptied
+    }
+
+    /// Inner class `pid` as linked, for the priorities of `mask`.
+    fn parent_link(&self, pid: Ix, mask: u8) -> Option<Link> {
+        self.cl(pid).map(|p| Link { mask, ..Link::of(p) })
+    }
+
+    /// `htb_activate_prios`: link `class` into its parent's feeds (while it
+    /// may borrow) or its row (when it can send), for its priorities in
+    /// `class.mask`, and so on up for every parent that became active.
     fn activate_prios(&mut self, class: Link) {
-        // The class being linked, walking up while it borrows.
-        let Link {
-            mut id,
-            mut level,
-            mut mode,
-            mut parent,
-            mut mask,
-        } = class;
-        while let (Some(pid), Mode::MayBorrow, true) = (parent, mode, mask != 0) {
-            let Some(p) = self.cl_mut(pid) else { return };
-            for prio in bits(mask) {
-                let feed = &mut p.inner[prio];
-                if !feed.set.is_empty() {
-                    // The parent is already active in this priority.
-                    mask &= !(1 << prio);
+        let mut next = Some(class);
+        while let Some(c) = next {
+            next = None;
+            match (c.mode, c.parent) {
+                (Mode::CanSend, _) => {
+                    for prio in bits(c.mask) {
+                        self.enter_row(minor(c.id), c.level, prio);
+                    }
                 }
-                feed.set.insert(minor(id));
+                (Mode::MayBorrow, Some(pid)) => {
+                    let mut fresh = 0;
+                    for prio in bits(c.mask) {
+                        if self.enter_feed(pid, c.id, prio) {
+                            fresh |= 1 << prio;
+                        }
+                    }
+                    if fresh != 0 {
+                        next = self.parent_link(pid, fresh);
+                    }
+                }
+                _ => {}
             }
-            p.prio_activity |= mask;
-            (id, level, mode, parent) = (p.classid, p.level, p.cmode, p.parent);
-        }
-        if mask != 0 && mode == Mode::CanSend {
-            self.add_class_to_row(id, level, mask);
         }
     }
 
-    /// `htb_deactivate_prios`: the reverse, for the class as it was linked.
+    /// `htb_deactivate_prios`: the reverse, for the class as it was linked,
+    /// and so on up for every parent that went idle.
     fn deactivate_prios(&mut self, class: Link) {
-        let Link {
-            mut id,
-            mut level,
-            mut mode,
-            mut parent,
-            mut mask,
-        } = class;
-        while let (Some(pid), Mode::MayBorrow, true) = (parent, mode, mask != 0) {
-            let Some(p) = self.cl_mut(pid) else { return };
-            let m = mask;
-            mask = 0;
-            for prio in bits(m) {
-                let feed = &mut p.inner[prio];
-                if feed.ptr == Some(minor(id)) {
-                    // Forget the pointer but remember where it was.
-                    feed.last_ptr_id = id;
-                    feed.ptr = None;
+        let mut next = Some(class);
+        while let Some(c) = next {
+            next = None;
+            match (c.mode, c.parent) {
+                (Mode::CanSend, _) => {
+                    for prio in bits(c.mask) {
+                        self.leave_row(minor(c.id), c.level, prio);
+                    }
                 }
-                feed.set.remove(minor(id));
-                if feed.set.is_empty() {
-                    mask |= 1 << prio;
+                (Mode::MayBorrow, Some(pid)) => {
+                    let mut emptied = 0;
+                    for prio in bits(c.mask) {
+                        if self.leave_feed(pid, c.id, prio) {
+                            emptied |= 1 << prio;
+                        }
+                    }
+                    if emptied != 0 {
+                        next = self.parent_link(pid, emptied);
+                    }
                 }
+                _ => {}
             }
-            p.prio_activity &= !mask;
-            (id, level, mode, parent) = (p.classid, p.level, p.cmode, p.parent);
-        }
-        if mask != 0 && mode == Mode::CanSend {
-            self.remove_class_from_row(id, level, mask);
         }
     }
 
@@ -813,7 +906,10 @@ impl Htb {
         }
         // Only the class's ancestors are relinked, so its own mode may
         // change first.
-        if old.mask != 0 {
+        if old.mask == 0 {
+            return;
+        }
+        if old.level != 0 || !old.mask.is_power_of_two() {
             if old.mode != Mode::CantSend {
                 self.deactivate_prios(old);
             }
@@ -823,6 +919,33 @@ impl Htb {
                     ..old
                 });
             }
+            return;
+        }
+        // A leaf, active in its one priority: it changes mode twice a packet
+        // under load, so the same steps are taken here in line, and only a
+        // parent whose activity changes goes through the walks above.
+        let prio = old.mask.trailing_zeros() as usize;
+        match (old.mode, old.parent) {
+            (Mode::CanSend, _) => self.leave_row(minor(old.id), 0, prio),
+            (Mode::MayBorrow, Some(pid)) => {
+                if self.leave_feed(pid, old.id, prio) {
+                    if let Some(up) = self.parent_link(pid, old.mask) {
+                        self.deactivate_prios(up);
+                    }
+                }
+            }
+            _ => {}
+        }
+        match (new_mode, old.parent) {
+            (Mode::CanSend, _) => self.enter_row(minor(old.id), 0, prio),
+            (Mode::MayBorrow, Some(pid)) => {
+                if self.enter_feed(pid, old.id, prio) {
+                    if let Some(up) = self.parent_link(pid, old.mask) {
+                        self.activate_prios(up);
+                    }
+                }
+            }
+            _ => {}
         }
     }
 
@@ -922,12 +1045,13 @@ impl Htb {
     fn do_events(&mut self, level: usize) -> i64 {
         let (now, hysteresis) = (self.now, self.hysteresis);
         for _ in 0..EVENTS_PER_DEQUEUE {
-            let Some((key, _, ix)) = self.wait_head(level) else {
+            let Some(e) = self.wait_head(level) else {
                 return 0;
             };
-            if key > now {
-                return key;
+            if e.key() > now {
+                return e.key();
             }
+            let ix = e.ix();
             self.levels[level].wait_pq.pop();
             let Some(c) = self.cl_mut(ix) else { continue };
             c.pq_seq = NOT_WAITING;
@@ -947,10 +1071,14 @@ impl Htb {
 
     // ----- dequeue ----------------------------------------------------------
 
-    fn slot_mut(&mut self, level: usize, prio: usize, slot: Slot) -> Option<&mut PrioFeed> {
-        match slot {
-            Slot::Row => Some(&mut self.levels[level].rows[prio]),
-            Slot::Inner(ix) => self.cl_mut(ix).map(|c| &mut c.inner[prio]),
+    /// The feed of inner class `ix` for `prio`, or the row of (`level`,
+    /// `prio`) for [`NO_SLOT`].
+    #[inline(always)]
+    fn feed_mut(&mut self, level: usize, prio: usize, ix: Ix) -> Option<&mut PrioFeed> {
+        if ix == NO_SLOT {
+            Some(&mut self.levels[level].rows[prio])
+        } else {
+            self.cl_mut(ix).map(|c| &mut c.inner[prio])
         }
     }
 
@@ -960,40 +1088,41 @@ impl Htb {
         if self.levels[level].rows[prio].set.is_empty() {
             return None;
         }
-        // The feeds walked down so far (the kernel's on-stack array).
-        let mut stack = [Slot::Row; TC_HTB_MAXDEPTH];
-        let mut depth = 1;
+        // The feeds walked down so far (the kernel's on-stack array), by the
+        // inner class that owns them; the row at the bottom.
+        let mut stack = [NO_SLOT; TC_HTB_MAXDEPTH];
+        let mut top = 0;
         for _ in 0..65535 {
-            let top = stack[depth - 1];
-            let sp = self.slot_mut(level, prio, top)?;
-            if sp.ptr.is_none() && sp.last_ptr_id != 0 {
-                // The pointer was lost but the id is known: resume there or after.
-                sp.ptr = sp.set.at_or_after(minor(sp.last_ptr_id));
+            let sp = self.feed_mut(level, prio, stack[top])?;
+            if sp.last_ptr_id != 0 {
+                if sp.ptr.is_none() {
+                    // The pointer was lost but the id is known: resume there or after.
+                    sp.ptr = sp.set.at_or_after(minor(sp.last_ptr_id));
+                }
+                sp.last_ptr_id = 0;
             }
-            sp.last_ptr_id = 0;
             match sp.ptr {
                 None => {
                     // Past the right end: rewind, and move the level above on.
                     sp.ptr = sp.set.first();
                     sp.ptr?;
-                    if depth > 1 {
-                        depth -= 1;
-                        let up = self.slot_mut(level, prio, stack[depth - 1])?;
+                    if top > 0 {
+                        top -= 1;
+                        let up = self.feed_mut(level, prio, stack[top])?;
                         up.ptr?;
                         up.advance();
                     }
                 }
                 Some(m) => {
                     let ix = self.by_minor[m as usize];
-                    let c = self.cl(ix)?;
-                    if c.level == 0 {
+                    if self.cl(ix)?.level == 0 {
                         return Some(ix);
                     }
-                    if depth >= TC_HTB_MAXDEPTH {
+                    if top + 1 >= TC_HTB_MAXDEPTH {
                         return None;
                     }
-                    stack[depth] = Slot::Inner(ix);
-                    depth += 1;
+                    top += 1;
+                    stack[top] = ix;
                 }
             }
         }
