@@ -233,7 +233,7 @@ impl MinorSet {
     fn is_empty(&self) -> bool {
         self.len == 0
     }
-    #[inline]
+    #[inline(always)]
     fn insert(&mut self, m: u32) {
         let w = (m >> 6) as usize;
         if w >= self.words.len() {
@@ -251,7 +251,7 @@ impl MinorSet {
         self.words.resize(w + 1, 0);
         self.summary.resize((w >> 6) + 1, 0);
     }
-    #[inline]
+    #[inline(always)]
     fn remove(&mut self, m: u32) {
         let w = (m >> 6) as usize;
         let bit = 1 << (m & 63);
@@ -267,7 +267,7 @@ impl MinorSet {
         self.at_or_after(0)
     }
     /// The smallest member `>= m`.
-    #[inline]
+    #[inline(always)]
     fn at_or_after(&self, m: u32) -> Option<u32> {
         let w = (m >> 6) as usize;
         let here = self.words.get(w)? & (!0 << (m & 63));
@@ -304,7 +304,7 @@ struct PrioFeed {
 
 impl PrioFeed {
     /// `htb_next_rb_node`: move the pointer to the next class, or off the end.
-    #[inline]
+    #[inline(always)]
     fn advance(&mut self) {
         if let Some(cur) = self.ptr {
             self.ptr = self.set.after(cur);
@@ -801,7 +801,10 @@ impl Htb {
 
     /// Inner class `pid` as linked, for the priorities of `mask`.
     fn parent_link(&self, pid: Ix, mask: u8) -> Option<Link> {
-        self.cl(pid).map(|p| Link { mask, ..Link::of(p) })
+        self.cl(pid).map(|p| Link {
+            mask,
+            ..Link::of(p)
+        })
     }
 
     /// `htb_activate_prios`: link `class` into its parent's feeds (while it
@@ -2776,6 +2779,56 @@ mod tests {
         assert!(matches!(n.dequeue(&mut cx), Dequeue::Empty));
         n.enqueue(pkt(h(0x20).0, 100), &mut cx).unwrap();
         assert!(matches!(n.dequeue(&mut cx), Dequeue::Packet(p) if p.priority == h(0x20).0));
+    }
+
+    /// Wait-queue sequence numbers run out after 2^47 insertions and start
+    /// over; that must change neither what is sent when nor any counter.
+    #[test]
+    fn renumbering_the_wait_queue_changes_nothing() {
+        let trace = |start_seq: u64| {
+            let d = dev();
+            let mut q = Htb::new(&HtbOpts::default(), &d).unwrap();
+            for (minor, parent, o) in [
+                (1, Handle::ROOT, copts(30 * MBIT, 30 * MBIT, 0, 0)),
+                (0x10, h(1), copts(10 * MBIT, 30 * MBIT, 0, 0)),
+                (0x20, h(1), copts(5 * MBIT, 20 * MBIT, 1, 0)),
+            ] {
+                q.change_class(h(minor), parent, Some(&o), &d).unwrap();
+            }
+            q.pq_seq = start_seq;
+            let mut out = Vec::new();
+            let mut t = 0;
+            for _ in 0..4000 {
+                let mut cx = Cx::new(Time(t));
+                while q.qlen < 8 {
+                    for m in [0x10, 0x20] {
+                        q.enqueue(pkt(h(m).0, 1500), &mut cx).unwrap();
+                    }
+                }
+                match q.dequeue(&mut cx) {
+                    Dequeue::Packet(p) => {
+                        out.push((t, p.priority));
+                        // A 40 Mbit/s link (MBIT is in bytes/s).
+                        t += 1500 * SEC / (40 * MBIT);
+                    }
+                    Dequeue::Wait(w) => {
+                        out.push((w.0, 0));
+                        t = w.0;
+                    }
+                    Dequeue::Empty => break,
+                }
+            }
+            (out, format!("{:?}", q.list()), q.pq_seq)
+        };
+        let (plain, plain_classes, _) = trace(0);
+        let (renumbered, renumbered_classes, seq) = trace(SEQ_LIMIT - 3);
+        assert!(seq < 4000, "the sequence started over (now {seq})");
+        assert!(
+            plain.iter().any(|&(_, p)| p == 0),
+            "the wait queue was used"
+        );
+        assert_eq!(plain, renumbered);
+        assert_eq!(plain_classes, renumbered_classes);
     }
 
     mod properties {
