@@ -720,10 +720,9 @@ impl Fq {
                 }
             }
             if rate != u64::MAX {
-                let mut len = plen as u64 * 1_000_000_000;
-                if rate != 0 {
-                    len /= rate;
-                }
+                // A zero rate divides nothing (the kernel skips the division).
+                let ns_bytes = plen as u64 * 1_000_000_000;
+                let mut len = ns_bytes.checked_div(rate).unwrap_or(ns_bytes);
                 // The socket's rate may change later: clamp to one second.
                 if len > 1_000_000_000 {
                     len = 1_000_000_000;

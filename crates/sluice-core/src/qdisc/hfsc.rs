@@ -180,7 +180,7 @@ fn seg_y2x(y: u64, ism: u64) -> u64 {
 
 /// Bytes/s to the scaled slope, rounded up.
 fn m2sm(m: u32) -> u64 {
-    (((m as u64) << SM_SHIFT) + TICKS_PER_SEC - 1) / TICKS_PER_SEC
+    ((m as u64) << SM_SHIFT).div_ceil(TICKS_PER_SEC)
 }
 
 /// Bytes/s to the scaled inverse slope, rounded up (0 → infinity).
@@ -188,13 +188,13 @@ fn m2ism(m: u32) -> u64 {
     if m == 0 {
         HT_INFINITY
     } else {
-        ((TICKS_PER_SEC << ISM_SHIFT) + m as u64 - 1) / m as u64
+        (TICKS_PER_SEC << ISM_SHIFT).div_ceil(m as u64)
     }
 }
 
 /// µs to ticks, rounded up.
 fn d2dx(d: u32) -> u64 {
-    (d as u64 * TICKS_PER_SEC + USEC_PER_SEC - 1) / USEC_PER_SEC
+    (d as u64 * TICKS_PER_SEC).div_ceil(USEC_PER_SEC)
 }
 
 /// Scaled slope back to bytes/s, rounded down (what the kernel dumps).
@@ -1056,10 +1056,7 @@ impl Hfsc {
             }
         }
         let mut head = ROOT;
-        loop {
-            let Some(res) = self.clm(head).block.classify(pkt, now) else {
-                break;
-            };
+        while let Some(res) = self.clm(head).block.classify(pkt, now) {
             match res.verdict {
                 Verdict::Queued | Verdict::Stolen | Verdict::Trap => {
                     return Err(DropReason::Stolen)

@@ -928,27 +928,27 @@ impl Htb {
         // under load, so the same steps are taken here in line, and only a
         // parent whose activity changes goes through the walks above.
         let prio = old.mask.trailing_zeros() as usize;
-        match (old.mode, old.parent) {
-            (Mode::CanSend, _) => self.leave_row(minor(old.id), 0, prio),
-            (Mode::MayBorrow, Some(pid)) => {
-                if self.leave_feed(pid, old.id, prio) {
-                    if let Some(up) = self.parent_link(pid, old.mask) {
-                        self.deactivate_prios(up);
-                    }
-                }
+        let idle = match (old.mode, old.parent) {
+            (Mode::CanSend, _) => {
+                self.leave_row(minor(old.id), 0, prio);
+                None
             }
-            _ => {}
+            (Mode::MayBorrow, Some(pid)) => self.leave_feed(pid, old.id, prio).then_some(pid),
+            _ => None,
+        };
+        if let Some(up) = idle.and_then(|pid| self.parent_link(pid, old.mask)) {
+            self.deactivate_prios(up);
         }
-        match (new_mode, old.parent) {
-            (Mode::CanSend, _) => self.enter_row(minor(old.id), 0, prio),
-            (Mode::MayBorrow, Some(pid)) => {
-                if self.enter_feed(pid, old.id, prio) {
-                    if let Some(up) = self.parent_link(pid, old.mask) {
-                        self.activate_prios(up);
-                    }
-                }
+        let fresh = match (new_mode, old.parent) {
+            (Mode::CanSend, _) => {
+                self.enter_row(minor(old.id), 0, prio);
+                None
             }
-            _ => {}
+            (Mode::MayBorrow, Some(pid)) => self.enter_feed(pid, old.id, prio).then_some(pid),
+            _ => None,
+        };
+        if let Some(up) = fresh.and_then(|pid| self.parent_link(pid, old.mask)) {
+            self.activate_prios(up);
         }
     }
 
