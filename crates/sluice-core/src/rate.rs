@@ -47,16 +47,15 @@ impl RateCfg {
     /// Precompute `mult` and `shift` as `psched_ratecfg_precompute` does.
     pub fn new(spec: RateSpec) -> Self {
         let (mut mult, mut shift) = (1u32, 0u8);
-        if spec.rate > 0 {
-            let mut factor: u64 = 1_000_000_000;
-            loop {
-                mult = (factor / spec.rate) as u32;
-                if mult & (1 << 31) != 0 || factor & (1 << 63) != 0 {
-                    break;
-                }
-                factor <<= 1;
-                shift += 1;
+        // A zero rate keeps 1 and 0.
+        let mut factor: u64 = 1_000_000_000;
+        while let Some(m) = factor.checked_div(spec.rate) {
+            mult = m as u32;
+            if mult & (1 << 31) != 0 || factor & (1 << 63) != 0 {
+                break;
             }
+            factor <<= 1;
+            shift += 1;
         }
         RateCfg { spec, mult, shift }
     }

@@ -345,7 +345,7 @@ fn fmt_rate_base(bytes_per_sec: u64, iec: bool) -> String {
         if rate < kilo {
             break;
         }
-        if rate % kilo != 0 && rate < 1000 * kilo {
+        if !rate.is_multiple_of(kilo) && rate < 1000 * kilo {
             break;
         }
         rate /= kilo;

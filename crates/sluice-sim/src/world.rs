@@ -143,6 +143,7 @@ fn is_zero(n: &u64) -> bool {
 }
 
 /// The whole simulated network.
+#[derive(Default)]
 pub struct World {
     /// Nodes by index.
     pub nodes: Vec<Node>,
@@ -158,22 +159,6 @@ pub struct World {
     delivered: Vec<(Time, Packet)>,
     /// A host call's output buffers, reused from call to call.
     host_out: Output,
-}
-
-impl Default for World {
-    fn default() -> Self {
-        World {
-            nodes: vec![],
-            queue: EventQueue::default(),
-            losses: LossCounters::default(),
-            entered: 0,
-            stolen: 0,
-            in_flight: 0,
-            arrived: 0,
-            delivered: vec![],
-            host_out: Output::default(),
-        }
-    }
 }
 
 impl World {
@@ -325,7 +310,7 @@ impl World {
     /// Deliver what mirred actions of `node` sent while a packet passed
     /// device `from` (at its ingress, or its egress): each goes to its
     /// target's ingress (as if it arrived there) or out of the target (its
-    /// qdiscs: an ifb device's come back through [`World::from_ifb`]),
+    /// qdiscs: an ifb device's come back through [`World::deliver_from_ifb`]),
     /// remembering where it came from, as `tcf_mirred_act` does.
     fn send_mirrored(&mut self, node: usize, from: usize, at_ingress: bool) {
         if !self.nodes[node].mirred_active {
@@ -390,7 +375,7 @@ impl World {
     /// from (`ifb_ri_tasklet`): up the stack of the device it arrived on,
     /// without that device's ingress filters again, or out of the device
     /// that sent it.
-    fn from_ifb(&mut self, node: usize, pkt: Packet, now: Time) {
+    fn deliver_from_ifb(&mut self, node: usize, pkt: Packet, now: Time) {
         let devices = &self.nodes[node].net.devices;
         let Some(origin) = devices.iter().position(|d| d.ifindex == pkt.skb_iif) else {
             self.losses.mirred += 1;
@@ -470,7 +455,7 @@ impl World {
         self.arrived += 1;
         let dev = self.nodes[node].ifaces[iface].dev;
         if self.nodes[node].net.devices[dev].kind == DevKind::Ifb {
-            self.from_ifb(node, pkt, now);
+            self.deliver_from_ifb(node, pkt, now);
             return;
         }
         // A new skb on this host: what the sender's stack and qdiscs set

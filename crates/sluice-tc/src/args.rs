@@ -74,7 +74,9 @@ impl<'a> Args<'a> {
     pub fn peek(&self) -> Option<&'a str> {
         self.words.get(self.pos).map(|s| s.as_str())
     }
-    /// Take the current word.
+    /// Take the current word. (A cursor that can also peek and step back,
+    /// not an `Iterator`.)
+    #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Option<&'a str> {
         let w = self.peek();
         if w.is_some() {

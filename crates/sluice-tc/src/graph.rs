@@ -140,7 +140,7 @@ pub fn print(classes: &[(&'static str, ClassInfo)], opts: &Opts, out: &mut Out) 
     let mut nodes: Vec<Node> = classes
         .iter()
         .map(|(kind, class)| Node {
-            kind: *kind,
+            kind,
             class,
             next: None,
             parent_node: None,

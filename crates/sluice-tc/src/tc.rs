@@ -64,7 +64,6 @@ pub fn parse_global(argv: &[String]) -> Result<(Opts, Vec<String>), Outcome> {
     let mut i = 0;
     while i < argv.len() && argv[i].starts_with('-') && argv[i].len() > 1 {
         let a = argv[i].trim_start_matches('-');
-        let a = if argv[i].starts_with("--") { a } else { a };
         let next = |i: &mut usize| -> Result<String, Outcome> {
             *i += 1;
             argv.get(*i)

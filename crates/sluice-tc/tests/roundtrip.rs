@@ -145,11 +145,9 @@ fn ticks_trip(rate: u64, printed: &str) -> String {
 /// Compare B's printout with A's token by token. `rule(a, i, b_tok)` says
 /// whether B's token `i` is right where the field is rounded (`Some`);
 /// elsewhere B must print what A printed.
-fn assert_same_after_rounding(
-    a: &str,
-    b: &str,
-    rule: &dyn Fn(&[&str], usize, &str) -> Option<bool>,
-) {
+type RoundingRule = dyn Fn(&[&str], usize, &str) -> Option<bool>;
+
+fn assert_same_after_rounding(a: &str, b: &str, rule: &RoundingRule) {
     let at: Vec<&str> = a.split_whitespace().collect();
     let bt: Vec<&str> = b.split_whitespace().collect();
     assert_eq!(at.len(), bt.len(), "A printed\n{a}\nB printed\n{b}");
@@ -1486,13 +1484,13 @@ fn random_tc_line(r: &mut Rng) -> String {
         "-j filter",
     ]);
     let mut s = format!("{obj} {} dev DEV {} ", r.pick(VERBS), r.pick(PARENTS));
-    if r.next() % 2 == 0 {
+    if r.next().is_multiple_of(2) {
         s += &format!("protocol ip prio {} ", r.next() % 4);
     }
     s += r.pick(KINDS);
     for _ in 0..r.next() % 12 {
         s.push(' ');
-        s += if r.next() % 2 == 0 {
+        s += if r.next().is_multiple_of(2) {
             r.pick(WORDS)
         } else {
             r.pick(VALUES)
@@ -1535,7 +1533,7 @@ fn fuzz_bodies_survive_a_fixed_corpus() {
     for _ in 0..200 {
         let len = (r.next() % 64) as usize;
         let mut pkt: Vec<u8> = (0..len).map(|_| r.next() as u8).collect();
-        if len > 0 && r.next() % 2 == 0 {
+        if len > 0 && r.next().is_multiple_of(2) {
             pkt[0] = 0x45; // mostly IPv4-looking
         }
         let run = std::panic::catch_unwind(|| tc_bodies::classify_packet(&pkt));

@@ -2810,7 +2810,7 @@ mod tests {
                 base_rate: Some(rate),
                 memory: Some(mem),
                 ack_filter: Some(ackf),
-                ingress: Some((mode & 1) as u32),
+                ingress: Some(mode & 1),
                 ..Default::default()
             });
             let mut t = 0u64;

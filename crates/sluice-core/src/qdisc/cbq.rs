@@ -1732,7 +1732,7 @@ mod tests {
         let (hi, lo) = (mbit(&sent, 10, dur), mbit(&sent, 20, dur));
         within(hi + lo, 4.0, 0.06);
         // The low priority keeps about its own rate and no more.
-        assert!(lo >= 0.8 && lo <= 1.3, "prio 2 got {lo:.3}");
+        assert!((0.8..=1.3).contains(&lo), "prio 2 got {lo:.3}");
         assert!(hi >= 2.6, "prio 1 got {hi:.3}");
     }
 
@@ -1764,7 +1764,10 @@ mod tests {
         }
         assert!(waits > 0);
         // 20 packets at 1 Mbit/s take about 19 x 12 ms after the first.
-        assert!(t >= 200 * 1_000_000 && t <= 260 * 1_000_000, "took {t} ns");
+        assert!(
+            (200 * 1_000_000..=260 * 1_000_000).contains(&t),
+            "took {t} ns"
+        );
         assert!(matches!(n.dequeue(&mut Cx::new(Time(t))), Dequeue::Empty));
         assert_eq!(n.stats().qlen, 0);
     }

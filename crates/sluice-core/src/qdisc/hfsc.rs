@@ -1728,7 +1728,7 @@ mod tests {
             m2: 1250,
         });
         assert_eq!(isc.dx, 78_125);
-        assert_eq!(isc.sm1, ((308_000u64 << 24) + 15_625_000 - 1) / 15_625_000);
+        assert_eq!(isc.sm1, (308_000u64 << 24).div_ceil(15_625_000));
         // dy: the bytes of the first segment, 308000 B/s for 5 ms = 1540 bytes.
         assert!((1539..=1540).contains(&isc.dy), "{}", isc.dy);
     }

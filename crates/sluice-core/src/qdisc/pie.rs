@@ -80,6 +80,8 @@ pub struct PieXstats {
 }
 
 /// Apply `o` to `p` (`pie_change`'s assignments, shared with fq_pie).
+/// One argument per netlink attribute, as both qdiscs' options name them.
+#[allow(clippy::too_many_arguments)]
 pub fn apply_pie_opts(
     p: &mut PieParams,
     target: Option<u32>,

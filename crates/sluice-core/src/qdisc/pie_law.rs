@@ -396,7 +396,7 @@ impl PieTimer {
                 return;
             }
             let p = period(tupdate);
-            due = due + p;
+            due += p;
             if !changed && due <= now {
                 let missed = (now.0 - due.0) / p.0;
                 due = Time(due.0 + (missed + 1) * p.0);

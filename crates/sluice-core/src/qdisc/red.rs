@@ -282,7 +282,7 @@ impl Red {
         while due <= cx.now {
             let before = (self.params.max_p, self.params.max_p_delta);
             self.params.adapt(&self.vars, due);
-            due = due + ADAPT_PERIOD;
+            due += ADAPT_PERIOD;
             if (self.params.max_p, self.params.max_p_delta) == before && due <= cx.now {
                 // Nothing moves until the next call: skip the idle steps.
                 let missed = (cx.now.0 - due.0) / ADAPT_PERIOD.0;

@@ -1379,15 +1379,11 @@ impl Parser<'_> {
         | Command::Insert(ch, _)
         | Command::Replace(ch, _) = &command
         {
-            if ch == "PREROUTING" || ch == "INPUT" {
-                if self.oif.is_some() {
-                    return Err(param(&format!("Can't use -o with {ch}\n")));
-                }
+            if (ch == "PREROUTING" || ch == "INPUT") && self.oif.is_some() {
+                return Err(param(&format!("Can't use -o with {ch}\n")));
             }
-            if ch == "POSTROUTING" || ch == "OUTPUT" {
-                if self.iif.is_some() {
-                    return Err(param(&format!("Can't use -i with {ch}\n")));
-                }
+            if (ch == "POSTROUTING" || ch == "OUTPUT") && self.iif.is_some() {
+                return Err(param(&format!("Can't use -i with {ch}\n")));
             }
         }
         if let Some((name, None)) = &self.target {

@@ -651,7 +651,7 @@ mod tests {
              \"split_gso\":true,\"rtt\":100000,\"raw\":true,\"overhead\":0,\
              \"memlimit\":1048576,\"fwmark\":\"0xff\"}}]\n"
         );
-        assert!(shown("", "-j ").contains("\"atm\":\"noatm\"") == false);
+        assert!(!shown("", "-j ").contains("\"atm\":\"noatm\""));
         assert!(shown("atm", "-j ")
             .contains("\"raw\":true,\"atm\":\"atm\",\"overhead\":0,\"fwmark\":\"0\""));
     }

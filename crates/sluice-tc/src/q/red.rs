@@ -446,10 +446,7 @@ mod tests {
                 o.stderr,
                 "RED: set bandwidth to 10Mbit\nError: sch_red: nodrop mode is only meaningful with ECN.\n"
             );
-            assert_eq!(
-                run(&mut net, "qdisc show dev lo").stdout.contains("red"),
-                false
-            );
+            assert!(!run(&mut net, "qdisc show dev lo").stdout.contains("red"));
         }
     }
 

@@ -32,7 +32,7 @@ fn illegal(what: &str) -> Fail {
 /// rounded to nearest.
 fn get_prob(arg: &str) -> Option<u32> {
     let (d, _) = strtod(arg)?;
-    if d < 0.0 || d > 1.0 {
+    if !(0.0..=1.0).contains(&d) {
         return None;
     }
     Some(c_double_to_u32(d * SFB_MAX_PROB as f64 + 0.5))
