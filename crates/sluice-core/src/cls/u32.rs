@@ -41,6 +41,40 @@
 //! The dump always carries them; a kernel built without these options (like
 //! the one the golden outputs come from) neither tests marks nor reports them.
 //!
+//! # Classifying without the lock
+//!
+//! The tables are shared by several instances, and Rust wants shared state
+//! that changes behind a lock (a `Mutex`: instances must be `Send`). Taking
+//! that lock in every instance a packet tries cost about as much as walking
+//! a short bucket, so classification does not take it. It reads a
+//! *snapshot* instead, much as the kernel's readers walk RCU-protected
+//! lists while writers replace what they change:
+//!
+//! - a snapshot is an immutable copy of what matching needs — every table,
+//!   bucket and knode, links resolved to table indices — taken by the first
+//!   classification after a change and shared, read-only, by the instances;
+//! - every change (under the lock) drops the cached snapshot and moves a
+//!   generation number, an atomic beside the lock; an instance compares it
+//!   with the generation of its snapshot before each classification, a
+//!   load and a compare, and takes a new snapshot when they differ;
+//! - the counters are not copied: knode and snapshot share them, as
+//!   atomics, so a dump reads what classification counted, exactly;
+//! - the actions are not copied either: a snapshot reaches them through a
+//!   weak reference. The knode alone owns them, since their bind counts are
+//!   reference counts: a deleted filter unbinds its actions at once, not
+//!   when some instance next takes a snapshot.
+//!
+//! The price is paid by changes: the first classification after one copies
+//! the tables again (once for all instances). Filters added while no
+//! packet flows cost nothing more; changing filters between every two
+//! packets would cost a copy each time.
+//!
+//! Only one classification runs at a time (the qdisc that owns all these
+//! instances is borrowed mutably for it), so the counters are bumped with a
+//! plain load and store, not a locked read-modify-write. A walk that
+//! follows no link needs no stack: links recurse, and the root table's walk
+//! is inlined into `classify`.
+//!
 //! Deviations: the packet's bytes start at the network header, so keys at
 //! negative offsets (the link-layer header) read nothing and abort; `indev`
 //! is validated and dumped but, packets carrying no input interface, always
@@ -60,6 +94,7 @@ use crate::packet::Packet;
 use crate::time::Time;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 /// Selector flag: the knode ends the walk when it matches (tc sets it with a class id or actions).
@@ -240,14 +275,49 @@ struct Knode {
     classid: Handle,
     /// Handle of the linked table, 0 for none.
     link: u32,
-    exts: Exts,
+    /// The actions. Only the knode owns them (a snapshot holds a weak
+    /// reference): their bind counts are reference counts.
+    exts: Arc<Exts>,
     indev: Option<String>,
     mark: U32Mark,
     flags: u32,
-    rcnt: u64,
-    rhit: u64,
-    kcnts: Vec<u64>,
-    mark_success: u32,
+    /// Shared with the snapshots, which count into them.
+    counters: Arc<Counters>,
+}
+
+/// A knode's counters (`tc_u32_pcnt` and the mark's `success`).
+#[derive(Debug, Default)]
+struct Counters {
+    /// Packets that reached the knode.
+    rcnt: AtomicU64,
+    /// Packets it classified.
+    rhit: AtomicU64,
+    /// Successes per key, one per key of the selector (which never changes).
+    kcnts: Box<[AtomicU64]>,
+    /// Packets that passed the mark test.
+    mark_success: AtomicU32,
+}
+
+impl Counters {
+    fn new(keys: usize) -> Self {
+        Counters {
+            kcnts: (0..keys).map(|_| AtomicU64::new(0)).collect(),
+            ..Default::default()
+        }
+    }
+}
+
+/// Count one. Only one classification through a qdisc runs at a time (the
+/// qdisc, owner of every instance that counts here, is borrowed mutably for
+/// it), so a plain load and store do: a locked read-modify-write would cost
+/// more and buy nothing. (Were that ever not so, counts could be lost, but
+/// nothing worse.)
+fn bump(c: &AtomicU64) {
+    c.store(c.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+}
+
+fn bump32(c: &AtomicU32) {
+    c.store(c.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
 }
 
 #[derive(Debug)]
@@ -277,6 +347,34 @@ struct Common {
     tps: u32,
     /// Knodes in all tables.
     knodes: usize,
+    /// The snapshot of the tables as they are, once some instance needed one.
+    snapshot: Option<Arc<Snapshot>>,
+}
+
+/// The u32 state of one qdisc as its instances share it: the tables behind
+/// a lock, and a generation number, read without the lock, that moves
+/// whenever the tables change.
+#[derive(Debug, Default)]
+struct Shared {
+    generation: AtomicU64,
+    common: Mutex<Common>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Common> {
+        self.common.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Lock to change the tables: the snapshot goes and the generation
+    /// moves, so every instance takes a new snapshot before it classifies
+    /// again. (Every change goes through here, failed ones too: a needless
+    /// new snapshot costs little, a stale one would be wrong.)
+    fn edit(&self) -> MutexGuard<'_, Common> {
+        let mut c = self.lock();
+        c.snapshot = None;
+        self.generation.fetch_add(1, Ordering::Release);
+        c
+    }
 }
 
 /// Automatic table ids are 1..0x7FF (`idr_alloc_cyclic(.., 1, 0x7FF)`).
@@ -286,10 +384,6 @@ const ID_END: u32 = 0x7FF;
 enum Found {
     Ht(usize),
     Knode(usize, usize, usize),
-}
-
-fn lock(c: &Arc<Mutex<Common>>) -> MutexGuard<'_, Common> {
-    c.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Common {
@@ -353,16 +447,16 @@ impl Common {
 /// Per-device registry of [`Common`]s, one per qdisc (the kernel's `tc_u_common_hash`).
 #[derive(Debug, Default)]
 pub struct U32Registry {
-    commons: HashMap<u32, Weak<Mutex<Common>>>,
+    commons: HashMap<u32, Weak<Shared>>,
 }
 
 impl U32Registry {
-    fn get_or_create(&mut self, key: u32) -> (Arc<Mutex<Common>>, bool) {
+    fn get_or_create(&mut self, key: u32) -> (Arc<Shared>, bool) {
         self.commons.retain(|_, w| w.strong_count() > 0);
         if let Some(c) = self.commons.get(&key).and_then(Weak::upgrade) {
             return (c, false);
         }
-        let c = Arc::new(Mutex::new(Common::default()));
+        let c = Arc::new(Shared::default());
         self.commons.insert(key, Arc::downgrade(&c));
         (c, true)
     }
@@ -371,10 +465,17 @@ impl U32Registry {
 /// A u32 instance: its root table in the qdisc's shared state.
 #[derive(Debug)]
 pub struct U32 {
-    common: Arc<Mutex<Common>>,
+    shared: Arc<Shared>,
     /// Handle of the root table.
     root: u32,
     prio: u16,
+    /// The snapshot this instance classifies with,
+    snap: Arc<Snapshot>,
+    /// the generation it was taken at (0: none yet; creating the instance
+    /// was a change, so the generation is at least 1),
+    seen: u64,
+    /// and its root table (an empty one if it had none).
+    root_table: Arc<SnapTable>,
 }
 
 /// Four bytes at `off` of the network header, big-endian, if present.
@@ -456,9 +557,9 @@ fn prepare_parms(
 impl U32 {
     /// `u32_init`: join (or start) the qdisc's shared state and add a root table.
     pub(crate) fn new(prio: u16, env: &mut ClsEnv<'_>) -> TcResult<Self> {
-        let (common, fresh) = env.shared.u32.get_or_create(env.qdisc.0);
+        let (shared, fresh) = env.shared.u32.get_or_create(env.qdisc.0);
         let root = {
-            let mut c = lock(&common);
+            let mut c = shared.edit();
             let root = if fresh {
                 id2handle(0)
             } else {
@@ -477,7 +578,26 @@ impl U32 {
             c.tps += 1;
             root
         };
-        Ok(U32 { common, root, prio })
+        Ok(U32 {
+            shared,
+            root,
+            prio,
+            snap: Arc::default(),
+            seen: 0,
+            root_table: Arc::default(),
+        })
+    }
+
+    /// Take the current snapshot (after a change, or at the first
+    /// classification). The generation is read under the lock, which every
+    /// change holds while it moves it, so it matches the tables copied.
+    #[cold]
+    fn refresh(&mut self) {
+        let mut c = self.shared.lock();
+        self.seen = self.shared.generation.load(Ordering::Acquire);
+        self.snap = c.snapshot();
+        let root = self.snap.tables.iter().find(|t| t.handle == self.root);
+        self.root_table = root.cloned().unwrap_or_default();
     }
 
     fn change_knode(
@@ -500,7 +620,7 @@ impl U32 {
         let exts = env.actions.commit(acts, false, env.now)?;
         let mut k = std::mem::replace(&mut c.hts[hi].buckets[b][p], placeholder());
         set_link(c, &mut k, link);
-        k.exts = exts;
+        k.exts = Arc::new(exts);
         k.classid = o.classid.unwrap_or(Handle::UNSPEC);
         if o.indev.is_some() {
             k.indev = o.indev.clone();
@@ -622,14 +742,11 @@ impl U32 {
             },
             classid: o.classid.unwrap_or(Handle::UNSPEC),
             link: 0,
-            exts,
+            exts: Arc::new(exts),
             indev: o.indev.clone(),
             mark: o.mark.unwrap_or_default(),
             flags: o.flags.unwrap_or(0) | TCA_CLS_FLAGS_NOT_IN_HW,
-            rcnt: 0,
-            rhit: 0,
-            kcnts: vec![0; sel.keys.len()],
-            mark_success: 0,
+            counters: Arc::new(Counters::new(sel.keys.len())),
         };
         set_link(c, &mut k, link);
         let ht = &mut c.hts[hi];
@@ -671,15 +788,20 @@ impl U32 {
             mark: (k.mark.val != 0 || k.mark.mask != 0).then_some(U32MarkDump {
                 val: k.mark.val,
                 mask: k.mark.mask,
-                success: k.mark_success,
+                success: k.counters.mark_success.load(Ordering::Relaxed),
             }),
             actions,
             police,
             indev: k.indev.clone(),
             pcnt: U32Pcnt {
-                rcnt: k.rcnt,
-                rhit: k.rhit,
-                kcnts: k.kcnts.clone(),
+                rcnt: k.counters.rcnt.load(Ordering::Relaxed),
+                rhit: k.counters.rhit.load(Ordering::Relaxed),
+                kcnts: k
+                    .counters
+                    .kcnts
+                    .iter()
+                    .map(|c| c.load(Ordering::Relaxed))
+                    .collect(),
             },
         };
         FilterElement {
@@ -706,136 +828,234 @@ fn placeholder() -> Knode {
         fshift: 0,
         classid: Handle::UNSPEC,
         link: 0,
-        exts: Exts::default(),
+        exts: Arc::default(),
         indev: None,
         mark: U32Mark::default(),
         flags: 0,
-        rcnt: 0,
-        rhit: 0,
-        kcnts: Vec::new(),
-        mark_success: 0,
+        counters: Arc::default(),
     }
 }
 
-/// Where the walk is: table, bucket and position of the current knode.
-#[derive(Clone, Copy, Default)]
-struct Pos {
-    ht: usize,
-    bucket: usize,
-    idx: usize,
+/// What classification reads: a copy of the tables' matching data, taken
+/// by the first classification after a change and shared by the instances
+/// until the next change. The counters are the knodes' own (shared), the
+/// actions are reached through a weak reference.
+#[derive(Debug, Default)]
+struct Snapshot {
+    /// The tables, in the order of `Common::hts`.
+    tables: Vec<Arc<SnapTable>>,
 }
 
-/// `u32_classify` on the shared state, starting at the table `root`.
-fn classify_in(c: &mut Common, root: usize, pkt: &mut Packet, now: Time) -> Option<ClassifyResult> {
-    let mut at = Pos {
-        ht: root,
-        bucket: 0,
-        idx: 0,
+#[derive(Debug, Default)]
+struct SnapTable {
+    handle: u32,
+    /// Number of buckets minus one (a mask).
+    divisor: u32,
+    buckets: Vec<Vec<SnapKnode>>,
+}
+
+/// A knode as classification needs it.
+#[derive(Debug)]
+struct SnapKnode {
+    sel: U32Sel,
+    fshift: u8,
+    /// The mark test; for a `skip_sw` knode (counted as visited, never
+    /// matching) one that no mark passes.
+    mark: U32Mark,
+    /// The linked table's index in the snapshot (`usize::MAX` if it is
+    /// missing, which aborts as the kernel's failed lookup does).
+    link: Option<usize>,
+    classid: Handle,
+    /// The actions, `None` when there are none (their verdict is `pass`).
+    exts: Option<Weak<Exts>>,
+    counters: Arc<Counters>,
+}
+
+impl Snapshot {
+    fn new(hts: &[Ht]) -> Self {
+        let find = |h: u32| hts.iter().position(|t| t.handle == h).unwrap_or(usize::MAX);
+        let knode = |k: &Knode| SnapKnode {
+            sel: k.sel.clone(),
+            fshift: k.fshift,
+            mark: if k.flags & TCA_CLS_FLAGS_SKIP_SW != 0 {
+                U32Mark { val: 1, mask: 0 }
+            } else {
+                k.mark
+            },
+            link: (k.link != 0).then(|| find(k.link)),
+            classid: k.classid,
+            exts: (!k.exts.is_empty()).then(|| Arc::downgrade(&k.exts)),
+            counters: k.counters.clone(),
+        };
+        let table = |ht: &Ht| SnapTable {
+            handle: ht.handle,
+            divisor: ht.divisor,
+            buckets: (ht.buckets.iter())
+                .map(|b| b.iter().map(knode).collect())
+                .collect(),
+        };
+        Snapshot {
+            tables: hts.iter().map(|ht| Arc::new(table(ht))).collect(),
+        }
+    }
+}
+
+impl Common {
+    /// The snapshot of the tables as they are now, taken if need be.
+    fn snapshot(&mut self) -> Arc<Snapshot> {
+        let hts = &self.hts;
+        (self.snapshot)
+            .get_or_insert_with(|| Arc::new(Snapshot::new(hts)))
+            .clone()
+    }
+}
+
+/// Why a classification ends without an answer before its walk is done: a
+/// read beyond the packet's bytes, a linked table that is gone, or links
+/// nested deeper than [`TC_U32_MAXDEPTH`] (the kernel's "dead loop"). It ends
+/// the classification of the whole instance, not just one knode's test.
+struct Abort;
+
+/// What a walk answers: a result, nothing (go on after the linking knode,
+/// or, at the root, let the next instance try), or [`Abort`].
+type WalkResult = Result<Option<ClassifyResult>, Abort>;
+
+/// The state of one classification that is not tied to one table.
+struct Walk<'a> {
+    snap: &'a Snapshot,
+    pkt: &'a mut Packet,
+    /// The packet's mark, at hand (updated after actions, which may change it).
+    mark: u32,
+    now: Time,
+    /// The `nexthdr+` offset a linking knode computed. Unlike the base
+    /// offset it is not restored when the walk climbs back out of a linked
+    /// table: the kernel keeps it in one variable, and so does this.
+    off2: i64,
+}
+
+/// `u32_classify`, one table at a time: walk bucket `bucket` of `table`
+/// with the base offset `off`, `depth` links below the root table.
+///
+/// The kernel walks iteratively and keeps the linking knodes in an on-stack
+/// array; here a link is a recursive call ([`descend`]), so a walk that
+/// follows no link (the common case) sets up no such array, and the linking
+/// knodes are the callers' frames (at most [`TC_U32_MAXDEPTH`]). Inlined,
+/// the walk of the root table is part of `classify`; `descend` is not, so
+/// the recursion goes through it.
+#[inline(always)]
+fn walk(w: &mut Walk<'_>, table: &SnapTable, bucket: usize, off: i64, depth: usize) -> WalkResult {
+    let Some(knodes) = table.buckets.get(bucket) else {
+        return Ok(None); // (only an instance without a root table has none)
     };
-    // The linking knodes above `at` and their offsets (the kernel's on-stack
-    // array), zeroed: that costs less than copying `at` into every entry.
-    let mut stack = [(Pos::default(), 0i64); TC_U32_MAXDEPTH];
-    let mut depth = 0;
-    let mut off: i64 = 0;
-    let mut off2: i64 = 0;
-    loop {
-        if let Some(n) = c.hts[at.ht].buckets[at.bucket].get_mut(at.idx) {
-            n.rcnt += 1;
-            if n.flags & TCA_CLS_FLAGS_SKIP_SW != 0 || pkt.mark & n.mark.mask != n.mark.val {
-                at.idx += 1;
-                continue;
-            }
-            n.mark_success = n.mark_success.wrapping_add(1);
-            let mut matched = true;
-            for (j, k) in n.sel.keys.iter().enumerate() {
-                let toff = off + k.off as i64 + (off2 & k.offmask as i64);
-                let data = read32(&pkt.data, toff)?;
-                if (data ^ k.val) & k.mask != 0 {
-                    matched = false;
-                    break;
-                }
-                n.kcnts[j] += 1;
-            }
-            if !matched {
-                at.idx += 1;
-                continue;
-            }
-            if n.link == 0 {
-                match terminal(n, pkt, now) {
-                    Some(r) => return Some(r),
-                    None => {
-                        at.idx += 1;
-                        continue;
-                    }
-                }
-            }
-            // Descend into the linked table.
-            if depth >= TC_U32_MAXDEPTH {
-                return None; // "cls_u32: dead loop"
-            }
-            stack[depth] = (at, off);
-            depth += 1;
-            let (link, flags, sel_off, offoff, offmask, offshift, hoff, hmask, fshift) = (
-                n.link,
-                n.sel.flags,
-                n.sel.off,
-                n.sel.offoff,
-                n.sel.offmask,
-                n.sel.offshift,
-                n.sel.hoff,
-                n.sel.hmask,
-                n.fshift,
-            );
-            let down = c.find(link)?;
-            let mut sel = 0;
-            if c.hts[down].divisor != 0 {
-                let data = read32(&pkt.data, off + hoff as i64)?;
-                sel = (c.hts[down].divisor & ((data & hmask) >> fshift)) as usize;
-            }
-            let next = Pos {
-                ht: down,
-                bucket: sel,
-                idx: 0,
-            };
-            if flags & (TC_U32_VAROFFSET | TC_U32_OFFSET | TC_U32_EAT) == 0 {
-                at = next;
-                continue;
-            }
-            if flags & (TC_U32_OFFSET | TC_U32_VAROFFSET) != 0 {
-                off2 = sel_off as i64 + 3;
-                if flags & TC_U32_VAROFFSET != 0 {
-                    let v = read16(&pkt.data, off + offoff as i64)?;
-                    off2 += (v & offmask).checked_shr(offshift as u32).unwrap_or(0) as i64;
-                }
-                off2 &= !3;
-            }
-            if flags & TC_U32_EAT != 0 {
-                off += off2;
-                off2 = 0;
-            }
-            if off < pkt.data.len() as i64 {
-                at = next;
-                continue;
-            }
+    for n in knodes {
+        bump(&n.counters.rcnt);
+        if w.mark & n.mark.mask != n.mark.val {
+            continue;
         }
-        // The bucket is exhausted: go back to the linking knode.
-        depth = depth.checked_sub(1)?;
-        (at, off) = stack[depth];
-        let n = &mut c.hts[at.ht].buckets[at.bucket][at.idx];
-        if let Some(r) = terminal(n, pkt, now) {
-            return Some(r);
+        bump32(&n.counters.mark_success);
+        if !keys_match(n, &w.pkt.data, off, w.off2)? {
+            continue;
         }
-        at.idx += 1;
+        let Some(link) = n.link else {
+            match terminal(n, w) {
+                None => continue,
+                r => return Ok(r),
+            }
+        };
+        if let Some(r) = descend(w, n, link, off, depth)? {
+            return Ok(Some(r));
+        }
+        // The linked table had no answer: back at the linking knode.
+        if let Some(r) = terminal(n, w) {
+            return Ok(Some(r));
+        }
     }
+    Ok(None)
+}
+
+/// Follow `n`'s link to table `link` of the snapshot: pick the bucket,
+/// move the offsets, and walk it (if the new base is inside the packet).
+#[inline(never)]
+fn descend(w: &mut Walk<'_>, n: &SnapKnode, link: usize, off: i64, depth: usize) -> WalkResult {
+    if depth >= TC_U32_MAXDEPTH {
+        return Err(Abort);
+    }
+    let snap = w.snap;
+    let down = snap.tables.get(link).ok_or(Abort)?;
+    let sel = &n.sel;
+    let mut b = 0;
+    if down.divisor != 0 {
+        let data = read32(&w.pkt.data, off + sel.hoff as i64).ok_or(Abort)?;
+        b = (down.divisor & ((data & sel.hmask) >> n.fshift)) as usize;
+    }
+    let mut down_off = off;
+    let moves = sel.flags & (TC_U32_VAROFFSET | TC_U32_OFFSET | TC_U32_EAT) != 0;
+    if moves {
+        if sel.flags & (TC_U32_OFFSET | TC_U32_VAROFFSET) != 0 {
+            w.off2 = sel.off as i64 + 3;
+            if sel.flags & TC_U32_VAROFFSET != 0 {
+                let v = read16(&w.pkt.data, off + sel.offoff as i64).ok_or(Abort)?;
+                w.off2 += (v & sel.offmask)
+                    .checked_shr(sel.offshift as u32)
+                    .unwrap_or(0) as i64;
+            }
+            w.off2 &= !3;
+        }
+        if sel.flags & TC_U32_EAT != 0 {
+            down_off += w.off2;
+            w.off2 = 0;
+        }
+    }
+    // A moved base must still be inside the packet.
+    if !moves || down_off < w.pkt.data.len() as i64 {
+        return walk(w, down, b, down_off, depth + 1);
+    }
+    Ok(None)
+}
+
+/// Run a terminal knode's actions.
+#[inline(never)]
+fn run_actions(exts: &Weak<Exts>, w: &mut Walk<'_>) -> Verdict {
+    // The weak reference cannot be dead: a change that drops actions makes
+    // a new snapshot before the next classification.
+    let Some(exts) = exts.upgrade() else {
+        return Verdict::Ok;
+    };
+    let v = exts.exec(w.pkt, w.now);
+    w.mark = w.pkt.mark;
+    v
+}
+
+/// Do all of `n`'s keys match at base `off` (and `off2` for `nexthdr+`)?
+/// Counts each key that matches, in order, until one does not.
+fn keys_match(n: &SnapKnode, data: &[u8], off: i64, off2: i64) -> Result<bool, Abort> {
+    for (j, k) in n.sel.keys.iter().enumerate() {
+        let toff = off + k.off as i64 + (off2 & k.offmask as i64);
+        let v = read32(data, toff).ok_or(Abort)?;
+        if (v ^ k.val) & k.mask != 0 {
+            return Ok(false);
+        }
+        // (`kcnts` has one counter per key.)
+        if let Some(cnt) = n.counters.kcnts.get(j) {
+            bump(cnt);
+        }
+    }
+    Ok(true)
 }
 
 /// `check_terminal`: a terminal knode answers unless its actions say `continue`.
-fn terminal(n: &mut Knode, pkt: &mut Packet, now: Time) -> Option<ClassifyResult> {
+#[inline]
+fn terminal(n: &SnapKnode, w: &mut Walk<'_>) -> Option<ClassifyResult> {
     if n.sel.flags & TC_U32_TERMINAL == 0 {
         return None;
     }
-    n.rhit += 1;
-    match n.exts.exec(pkt, now) {
+    bump(&n.counters.rhit);
+    // No actions answer `pass`, as running an empty list does.
+    let verdict = match &n.exts {
+        None => Verdict::Ok,
+        Some(exts) => run_actions(exts, w),
+    };
+    match verdict {
         Verdict::Continue => None,
         v => Some(ClassifyResult {
             classid: n.classid,
@@ -850,13 +1070,22 @@ impl Classifier for U32 {
     }
 
     fn classify(&mut self, pkt: &mut Packet, now: Time) -> Option<ClassifyResult> {
-        let mut c = lock(&self.common);
-        let root = c.find(self.root)?;
-        classify_in(&mut c, root, pkt, now)
+        if self.shared.generation.load(Ordering::Acquire) != self.seen {
+            self.refresh();
+        }
+        let root = &*self.root_table;
+        let mut w = Walk {
+            snap: &self.snap,
+            mark: pkt.mark,
+            pkt,
+            now,
+            off2: 0,
+        };
+        walk(&mut w, root, 0, 0, 0).ok()?
     }
 
     fn get(&self, handle: u32) -> bool {
-        lock(&self.common).resolve(self.root, handle).is_some()
+        self.shared.lock().resolve(self.root, handle).is_some()
     }
 
     fn change(&mut self, req: &ChangeReq<'_>, env: &mut ClsEnv<'_>) -> TcResult<()> {
@@ -873,8 +1102,8 @@ impl Classifier for U32 {
                 return Err(u32_err(Errno::EINVAL, "Invalid filter flags"));
             }
         }
-        let common = self.common.clone();
-        let mut c = lock(&common);
+        let shared = self.shared.clone();
+        let mut c = shared.edit();
         if req.exists {
             return match c.resolve(self.root, req.handle) {
                 Some(Found::Knode(hi, b, p)) => Self::change_knode(&mut c, (hi, b, p), o, req, env),
@@ -888,7 +1117,7 @@ impl Classifier for U32 {
     }
 
     fn delete(&mut self, handle: u32) -> TcResult<bool> {
-        let mut c = lock(&self.common);
+        let mut c = self.shared.edit();
         match c.resolve(self.root, handle) {
             Some(Found::Knode(hi, b, p)) => {
                 let k = c.hts[hi].buckets[b].remove(p);
@@ -915,7 +1144,7 @@ impl Classifier for U32 {
     }
 
     fn walk(&self) -> Vec<FilterElement> {
-        let c = lock(&self.common);
+        let c = self.shared.lock();
         let mut out = Vec::new();
         for ht in c.hts.iter().filter(|h| h.prio == self.prio) {
             out.push(Self::element(ht));
@@ -925,7 +1154,7 @@ impl Classifier for U32 {
     }
 
     fn dump_one(&self, handle: u32) -> Option<FilterElement> {
-        let c = lock(&self.common);
+        let c = self.shared.lock();
         Some(match c.resolve(self.root, handle)? {
             Found::Ht(i) => Self::element(&c.hts[i]),
             Found::Knode(hi, b, p) => Self::knode_element(&c.hts[hi].buckets[b][p]),
@@ -933,14 +1162,14 @@ impl Classifier for U32 {
     }
 
     fn goto_chains(&self) -> Vec<u32> {
-        let c = lock(&self.common);
+        let c = self.shared.lock();
         self.my_knodes(&c)
             .flat_map(|k| k.exts.goto_chains())
             .collect()
     }
 
     fn count_bound(&self, classid: Handle) -> usize {
-        let c = lock(&self.common);
+        let c = self.shared.lock();
         self.my_knodes(&c).filter(|k| k.classid == classid).count()
     }
 }
@@ -948,7 +1177,7 @@ impl Classifier for U32 {
 impl Drop for U32 {
     /// `u32_destroy`: the root table goes; the last instance takes the rest.
     fn drop(&mut self) {
-        let mut c = lock(&self.common);
+        let mut c = self.shared.edit();
         if let Some(i) = c.find(self.root) {
             c.hts[i].refcnt = c.hts[i].refcnt.saturating_sub(1);
             if c.hts[i].refcnt == 0 {
@@ -1748,6 +1977,35 @@ mod tests {
             (g.prio, g.opts),
             (7, Some(FilterElemOpts::U32Table { divisor: 4 }))
         );
+    }
+
+    #[test]
+    fn a_mark_set_by_actions_is_what_the_next_knodes_test() {
+        use crate::act::skbedit::SkbeditOpts;
+        use crate::act::{ActionOpts, ActionSpec};
+        // 800::800 matches everything, sets mark 1 and says `continue`;
+        // 800::801 wants mark 1. With `pipe` the first knode answers.
+        for (then, class) in [(Verdict::Continue, 0x20), (Verdict::Pipe, 0x10)] {
+            let (mut net, mut b) = (Net::default(), Block::default());
+            let q = h(1, 0);
+            let mut o = u32_match(vec![], Some(h(1, 0x10)));
+            o.actions = vec![ActionSpec {
+                index: 0,
+                opts: ActionOpts::Skbedit(SkbeditOpts {
+                    action: then,
+                    mark: Some(1),
+                    ..Default::default()
+                }),
+                cookie: None,
+            }];
+            add(&mut b, &mut net, q, u32_msg(1, ETH_P_ALL, 0, Some(o)));
+            let mut o = u32_match(vec![], Some(h(1, 0x20)));
+            o.mark = Some(U32Mark { val: 1, mask: 1 });
+            add(&mut b, &mut net, q, u32_msg(1, ETH_P_ALL, 0, Some(o)));
+            let mut p = udp(A, B, 1, 2);
+            let r = b.classify(&mut p, Time(0)).map(|r| r.classid);
+            assert_eq!((r, p.mark), (Some(h(1, class)), 1), "{then:?}");
+        }
     }
 
     #[test]
