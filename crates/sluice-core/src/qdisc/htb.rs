@@ -215,16 +215,20 @@ fn minor(classid: u32) -> u32 {
 }
 
 /// A set of classes of one HTB, by the minor of their class id, in
-/// ascending order: a two-level bitmap. Rows and feeds gain and lose a
-/// member twice a packet under load (`sluice bench qdisc htb`), so both
-/// are a bit flip, and finding the next member (the round-robin step)
-/// scans at most a summary word per 4096 minors and one word. The words
-/// grow to the largest minor that was ever a member and are kept.
+/// ascending order: a bitmap. Rows and feeds gain and lose a member twice a
+/// packet under load (`sluice bench qdisc htb`), so both are a bit flip, and
+/// finding the next member (the round-robin step) is a find-first-set.
+/// Minors below 64 (1:1 to 1:3f, where most trees number their classes)
+/// have their word in place, so the common step reaches no further memory;
+/// the others live in words grown to the largest minor that was ever a
+/// member (and kept), found through a summary word per 4096 minors.
 #[derive(Clone, Debug, Default)]
 struct MinorSet {
-    /// Bit `m % 64` of word `m / 64`: minor `m` is a member.
-    words: Vec<u64>,
-    /// Bit `w % 64` of word `w / 64`: `words[w]` is not zero.
+    /// Bit `m`: minor `m` (< 64) is a member.
+    low: u64,
+    /// Bit `m % 64` of word `m / 64 - 1`: minor `m` (≥ 64) is a member.
+    high: Vec<u64>,
+    /// Bit `w % 64` of word `w / 64`: `high[w]` is not zero.
     summary: Vec<u64>,
     len: u32,
 }
@@ -235,27 +239,43 @@ impl MinorSet {
     }
     #[inline(always)]
     fn insert(&mut self, m: u32) {
-        let w = (m >> 6) as usize;
-        if w >= self.words.len() {
+        if m < 64 {
+            let bit = 1 << m;
+            if self.low & bit == 0 {
+                self.low |= bit;
+                self.len += 1;
+            }
+            return;
+        }
+        let w = (m >> 6) as usize - 1;
+        if w >= self.high.len() {
             self.grow(w);
         }
         let bit = 1 << (m & 63);
-        if self.words[w] & bit == 0 {
-            self.words[w] |= bit;
+        if self.high[w] & bit == 0 {
+            self.high[w] |= bit;
             self.summary[w >> 6] |= 1 << (w & 63);
             self.len += 1;
         }
     }
     #[cold]
     fn grow(&mut self, w: usize) {
-        self.words.resize(w + 1, 0);
+        self.high.resize(w + 1, 0);
         self.summary.resize((w >> 6) + 1, 0);
     }
     #[inline(always)]
     fn remove(&mut self, m: u32) {
-        let w = (m >> 6) as usize;
+        if m < 64 {
+            let bit = 1 << m;
+            if self.low & bit != 0 {
+                self.low &= !bit;
+                self.len -= 1;
+            }
+            return;
+        }
+        let w = (m >> 6) as usize - 1;
         let bit = 1 << (m & 63);
-        if let Some(word) = self.words.get_mut(w).filter(|word| **word & bit != 0) {
+        if let Some(word) = self.high.get_mut(w).filter(|word| **word & bit != 0) {
             *word &= !bit;
             if *word == 0 {
                 self.summary[w >> 6] &= !(1 << (w & 63));
@@ -269,13 +289,22 @@ impl MinorSet {
     /// The smallest member `>= m`.
     #[inline(always)]
     fn at_or_after(&self, m: u32) -> Option<u32> {
-        let w = (m >> 6) as usize;
-        let here = self.words.get(w)? & (!0 << (m & 63));
-        if here != 0 {
-            return Some(((w as u32) << 6) | here.trailing_zeros());
+        if m < 64 {
+            let here = self.low & (!0 << m);
+            if here != 0 {
+                return Some(here.trailing_zeros());
+            }
+            return self.high_from(0);
         }
-        // The first non-empty word after `w`, found through the summary.
-        let w = w + 1;
+        let w = (m >> 6) as usize - 1;
+        let here = self.high.get(w)? & (!0 << (m & 63));
+        if here != 0 {
+            return Some((((w + 1) as u32) << 6) | here.trailing_zeros());
+        }
+        self.high_from(w + 1)
+    }
+    /// The smallest member in `high[w]` or after, found through the summary.
+    fn high_from(&self, w: usize) -> Option<u32> {
         let mut s = w >> 6;
         let mut bits = self.summary.get(s)? & (!0 << (w & 63));
         while bits == 0 {
@@ -283,7 +312,7 @@ impl MinorSet {
             bits = *self.summary.get(s)?;
         }
         let w = (s << 6) | bits.trailing_zeros() as usize;
-        Some(((w as u32) << 6) | self.words[w].trailing_zeros())
+        Some((((w + 1) as u32) << 6) | self.high[w].trailing_zeros())
     }
     /// The smallest member `> m`.
     #[inline]
