@@ -1979,6 +1979,42 @@ mod tests {
         );
     }
 
+    /// Classification reads a snapshot of the tables (see "Classifying
+    /// without the lock"): the packet after a change must see it.
+    #[test]
+    fn the_packet_after_a_change_sees_it() {
+        let (mut net, mut b) = (Net::default(), Block::default());
+        let q = h(1, 0);
+        let dport = |port, class| {
+            u32_msg(
+                1,
+                ETH_P_IP,
+                0x8000_0001,
+                Some(u32_match(vec![key(port, 0xffff, 20)], Some(h(1, class)))),
+            )
+        };
+        let dns = || udp(A, B, 5000, 53);
+        add(&mut b, &mut net, q, dport(53, 0x10));
+        assert_eq!(class_of(&mut b, dns()), Some(h(1, 0x10)));
+        // Replace changes the class (the selector stays, as in the kernel).
+        b.change_filter(&dport(54, 0x20), FilterCmd::Replace, &mut net.env(q))
+            .unwrap();
+        assert_eq!(class_of(&mut b, dns()), Some(h(1, 0x20)));
+        // A second instance of the qdisc, behind the first.
+        let other = u32_match(vec![key(53, 0xffff, 20)], Some(h(1, 0x30)));
+        add(&mut b, &mut net, q, u32_msg(2, ETH_P_IP, 0, Some(other)));
+        assert_eq!(class_of(&mut b, dns()), Some(h(1, 0x20)));
+        // Without the first knode, the second instance answers.
+        let first = FilterMsg {
+            prio: 1,
+            handle: 0x8000_0001,
+            kind: Some("u32".into()),
+            ..Default::default()
+        };
+        b.delete_filter(&first).unwrap();
+        assert_eq!(class_of(&mut b, dns()), Some(h(1, 0x30)));
+    }
+
     #[test]
     fn a_mark_set_by_actions_is_what_the_next_knodes_test() {
         use crate::act::skbedit::SkbeditOpts;
