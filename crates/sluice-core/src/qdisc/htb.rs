@@ -840,52 +840,47 @@ impl Htb {
     /// may borrow) or its row (when it can send), for its priorities in
     /// `class.mask`, and so on up for every parent that became active.
     fn activate_prios(&mut self, class: Link) {
-        let mut next = Some(class);
-        while let Some(c) = next {
-            next = None;
-            match (c.mode, c.parent) {
-                (Mode::CanSend, _) => {
-                    for prio in bits(c.mask) {
-                        self.enter_row(minor(c.id), c.level, prio);
-                    }
-                }
-                (Mode::MayBorrow, Some(pid)) => {
-                    let mut fresh = 0;
-                    for prio in bits(c.mask) {
-                        if self.enter_feed(pid, c.id, prio) {
-                            fresh |= 1 << prio;
-                        }
-                    }
-                    if fresh != 0 {
-                        next = self.parent_link(pid, fresh);
-                    }
-                }
-                _ => {}
-            }
-        }
+        self.walk_prios(class, true);
     }
 
     /// `htb_deactivate_prios`: the reverse, for the class as it was linked,
     /// and so on up for every parent that went idle.
     fn deactivate_prios(&mut self, class: Link) {
+        self.walk_prios(class, false);
+    }
+
+    /// The two walks above: `link` says which (inlined into each, so that
+    /// each is compiled for its own direction).
+    #[inline(always)]
+    fn walk_prios(&mut self, class: Link, link: bool) {
         let mut next = Some(class);
         while let Some(c) = next {
             next = None;
             match (c.mode, c.parent) {
                 (Mode::CanSend, _) => {
                     for prio in bits(c.mask) {
-                        self.leave_row(minor(c.id), c.level, prio);
+                        if link {
+                            self.enter_row(minor(c.id), c.level, prio);
+                        } else {
+                            self.leave_row(minor(c.id), c.level, prio);
+                        }
                     }
                 }
                 (Mode::MayBorrow, Some(pid)) => {
-                    let mut emptied = 0;
+                    // The priorities in which the parent's activity changed.
+                    let mut changed = 0;
                     for prio in bits(c.mask) {
-                        if self.leave_feed(pid, c.id, prio) {
-                            emptied |= 1 << prio;
+                        let parent_changed = if link {
+                            self.enter_feed(pid, c.id, prio)
+                        } else {
+                            self.leave_feed(pid, c.id, prio)
+                        };
+                        if parent_changed {
+                            changed |= 1 << prio;
                         }
                     }
-                    if emptied != 0 {
-                        next = self.parent_link(pid, emptied);
+                    if changed != 0 {
+                        next = self.parent_link(pid, changed);
                     }
                 }
                 _ => {}
