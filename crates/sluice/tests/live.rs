@@ -242,17 +242,17 @@ fn the_wire_delay_applies_to_each_direction() {
     );
 }
 
-/// Bulk TCP from side a to side b: the receiver's goodput in bit/s over
-/// the last `secs - 1` of `secs` seconds (the first is warm-up), with a
-/// TCP window of about `window` bytes (the receive buffer; `None`: autotuned).
-fn bulk_tcp(l: &Link, secs: f64, window: Option<usize>) -> f64 {
+/// Bulk TCP along `path`: the receiver's goodput in bit/s over the last
+/// `secs - 1` of `secs` seconds (the first is warm-up), with a TCP window
+/// of about `window` bytes (the receive buffer; `None`: autotuned).
+fn bulk_tcp(path: &traffic::Endpoints, secs: f64, window: Option<usize>) -> f64 {
     let run = traffic::TcpRun {
         secs,
         rcvbuf: window,
         urgent: true,
         ..Default::default()
     };
-    traffic::tcp_goodput(&l.path(), run).expect("bulk TCP")
+    traffic::tcp_goodput(path, run).expect("bulk TCP")
 }
 
 /// A TCP window for bulk TCP through a shaper of `rate_bps`: 50 ms of
@@ -288,21 +288,13 @@ fn light() -> RwLockReadGuard<'static, ()> {
     CALM.read().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Goodput of bulk TCP through a link whose `dev a0` has the tree `cmds`
-/// makes, against what a shaper of `rate_bps` lets through: the rate less
-/// the headers it counts (on a TUN device, IP and TCP: 52 bytes with
-/// timestamps in every 1500-byte packet, so 1448/1500 of it is data).
-fn shaped_goodput_ratio(what: &str, rate_bps: f64, cmds: &[String]) -> f64 {
-    let _g = heavy();
-    let l = Link::new(&what.replace(' ', ""));
-    l.up(&[]);
-    for cmd in cmds {
-        let mut args = vec!["tc", "-n", &l.name];
-        args.extend(cmd.split(' '));
-        l.ok(&args);
-    }
-    let goodput = bulk_tcp(&l, 5.0, window_for(rate_bps));
-    let expect = rate_bps * 1448.0 / 1500.0;
+/// Goodput of bulk TCP along `path` against what a shaper of `rate_bps`
+/// lets through: the rate less the headers it counts in each packet of
+/// `wire` bytes that carries 1448 bytes of data (IP and TCP with
+/// timestamps, 52 bytes; on a veth also Ethernet's 14).
+fn goodput_ratio(what: &str, path: &traffic::Endpoints, rate_bps: f64, wire: f64) -> f64 {
+    let goodput = bulk_tcp(path, 5.0, window_for(rate_bps));
+    let expect = rate_bps * 1448.0 / wire;
     let ratio = goodput / expect;
     eprintln!(
         "{what}: goodput {:.4} Mbit/s ({:+.2}% of {:.4})",
@@ -310,28 +302,108 @@ fn shaped_goodput_ratio(what: &str, rate_bps: f64, cmds: &[String]) -> f64 {
         (ratio - 1.0) * 100.0,
         expect / 1e6
     );
+    ratio
+}
+
+/// [`goodput_ratio`] through a sluice link whose `dev a0` has the tree
+/// `tree("a0")` makes (a TUN device: no Ethernet header).
+fn sluice_ratio(what: &str, rate_bps: f64, tree: &dyn Fn(&str) -> Vec<String>) -> f64 {
+    let l = Link::new(&what.replace(' ', ""));
+    l.up(&[]);
+    for cmd in tree("a0") {
+        let mut args = vec!["tc", "-n", &l.name];
+        args.extend(cmd.split(' '));
+        l.ok(&args);
+    }
+    let ratio = goodput_ratio(&format!("sluice {what}"), &l.path(), rate_bps, 1500.0);
     let stats = l.ok(&["tc", "-s", "-n", &l.name, "qdisc", "show", "dev", "a0"]);
     eprintln!("{stats}");
     ratio
 }
 
+/// [`goodput_ratio`] through the kernel's own qdiscs: the same tree on
+/// `dev va` of a kernel veth pair. `None` when `tc` on PATH is not
+/// iproute2's or the kernel lacks what the tree needs.
+fn kernel_ratio(what: &str, rate_bps: f64, tree: &dyn Fn(&str) -> Vec<String>) -> Option<f64> {
+    if !kernel_tc_here() {
+        return None;
+    }
+    let pid = std::process::id();
+    let veth = traffic::VethPair::new(
+        &format!("lv{pid}{}", what.replace(' ', "")),
+        (pid % 250 + 1) as u8,
+    )
+    .expect("veth pair");
+    for cmd in tree("va") {
+        if !kernel_tc(&veth.ns('a'), &cmd) {
+            return None;
+        }
+    }
+    Some(goodput_ratio(&format!("kernel {what}"), &veth.path(), rate_bps, 1514.0))
+}
+
+/// Bulk TCP through the shaper `tree` makes delivers its rate less headers
+/// within 2 %. Above the rate is wrong whatever the machine does, so every
+/// run must stay under 102 %. Below 98 % can also be the machine's doing:
+/// at 1 Gbit/s the TCP sender and receiver, the kernel's stack and the
+/// daemon share two vCPUs whose host sometimes runs them slower (in such
+/// phases the kernel's own htb on a veth pair also fell to -2.4 %, while an
+/// unshaped sluice link still carried 19 Gbit/s). So a short run is
+/// followed at once by the kernel's own qdiscs with the same tree on a veth
+/// pair: if the kernel too falls short of 98 %, the machine could not carry
+/// the rate just then, and sluice passes if it is within a point of the
+/// kernel; if the kernel reaches 98 %, sluice must as well, in one of three
+/// attempts (sequential runs differ by a point or two on this machine).
+fn shapes_within_2_percent(what: &str, rate_bps: f64, tree: &dyn Fn(&str) -> Vec<String>) {
+    let _g = heavy();
+    let mut report = String::new();
+    for attempt in 1..=3 {
+        let s = sluice_ratio(what, rate_bps, tree);
+        assert!(
+            s <= 1.02,
+            "{what}: goodput {:.2}% of the rate less headers",
+            s * 100.0
+        );
+        if s >= 0.98 {
+            return;
+        }
+        let Some(k) = kernel_ratio(what, rate_bps, tree) else {
+            report += &format!("attempt {attempt}: sluice {:.2}%; ", s * 100.0);
+            continue;
+        };
+        report += &format!(
+            "attempt {attempt}: sluice {:.2}%, kernel {:.2}%; ",
+            s * 100.0,
+            k * 100.0
+        );
+        if k < 0.98 && s >= k - 0.01 {
+            eprintln!("{what}: the kernel's own qdisc fell short too, sluice within a point of it: {report}");
+            return;
+        }
+    }
+    panic!("{what}: goodput of the rate less headers: {report}");
+}
+
 /// The tbf of the rate matrix: a burst of a millisecond at the rate (at
 /// least 10 kB, so TCP's GSO packets of up to 64 kB are segmented at the
 /// higher rates), and a 100 ms queue.
-fn tbf_at(rate: &str, bps: f64) -> f64 {
+fn tbf_at(rate: &str, bps: f64) {
     let burst = ((bps / 8.0 / 1000.0) as u64).max(10_000);
-    let cmd = format!("qdisc add dev a0 root tbf rate {rate} burst {burst} latency 100ms");
-    shaped_goodput_ratio(&format!("tbf {rate}"), bps, &[cmd])
+    let tree =
+        |dev: &str| vec![format!("qdisc add dev {dev} root tbf rate {rate} burst {burst} latency 100ms")];
+    shapes_within_2_percent(&format!("tbf {rate}"), bps, &tree)
 }
 
 /// The htb of the rate matrix: one class of `rate R ceil R` (default
 /// bursts), every packet in it.
-fn htb_at(rate: &str, bps: f64) -> f64 {
-    let cmds = [
-        "qdisc add dev a0 root handle 1: htb default 10".to_string(),
-        format!("class add dev a0 parent 1: classid 1:10 htb rate {rate} ceil {rate}"),
-    ];
-    shaped_goodput_ratio(&format!("htb {rate}"), bps, &cmds)
+fn htb_at(rate: &str, bps: f64) {
+    let tree = |dev: &str| {
+        vec![
+            format!("qdisc add dev {dev} root handle 1: htb default 10"),
+            format!("class add dev {dev} parent 1: classid 1:10 htb rate {rate} ceil {rate}"),
+        ]
+    };
+    shapes_within_2_percent(&format!("htb {rate}"), bps, &tree)
 }
 
 macro_rules! rate_matrix {
@@ -339,8 +411,7 @@ macro_rules! rate_matrix {
         #[test]
         fn $name() {
             require!();
-            let ratio = $f($rate, $bps);
-            assert!((0.98..=1.02).contains(&ratio), "goodput {:.2}% of the rate less headers", ratio * 100.0);
+            $f($rate, $bps);
         }
     )*};
 }
@@ -371,7 +442,7 @@ fn an_htb_class_behind_a_faster_wire_shapes_and_shows_its_counters() {
         args.extend(cmd.split(' '));
         l.ok(&args);
     }
-    let goodput = bulk_tcp(&l, 4.0, window_for(5e6));
+    let goodput = bulk_tcp(&l.path(), 4.0, window_for(5e6));
     let expect = 5e6 * 1448.0 / 1500.0;
     let ratio = goodput / expect;
     eprintln!(
@@ -399,7 +470,7 @@ fn bulk_tcp_through_a_10mbit_wire_runs_at_the_wire_rate() {
     // A 100-packet modem buffer after the default qdisc.
     l.up(&["--rate", "10mbit", "--buffer", "100p"]);
     // A 64 kB window: under the 1000-packet qdisc, over what the wire holds.
-    let goodput = bulk_tcp(&l, 4.0, Some(64 << 10));
+    let goodput = bulk_tcp(&l.path(), 4.0, Some(64 << 10));
     let expect = 10e6 * 1448.0 / 1500.0;
     let ratio = goodput / expect;
     eprintln!(
