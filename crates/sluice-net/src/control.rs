@@ -149,6 +149,8 @@ fn answer(stream: UnixStream, plane: &mut Plane, io: &IoStats, now: Time) -> std
 
 /// Run one request against the plane.
 pub fn handle(req: Request, plane: &mut Plane, io: &IoStats, now: Time) -> Response {
+    // Commands run on the packets' clock (actions' ages count on it).
+    plane.net.now = now;
     match req {
         Request::Tc { argv, batch } => {
             let (opts, words) = match tc::parse_global(&argv) {

@@ -187,6 +187,7 @@ pub fn setup(spec: &LinkSpec, dir: &Path) -> Result<Running, String> {
         spec.ba.port_config(seed ^ 0x5eed),
         spec.mtu,
     );
+    plane.net.now = crate::clock::now();
     for words in &spec.tc {
         let o = sluice_tc::tc::run(&mut plane.net, &Default::default(), words);
         if o.code != 0 {

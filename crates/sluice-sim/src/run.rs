@@ -704,7 +704,10 @@ fn tc_stats_text(world: &mut World) -> String {
         stats: true,
         ..Default::default()
     };
+    let now = world.queue.now();
     for node in &mut world.nodes {
+        // At the end of the run: actions' ages count on the simulated clock.
+        node.net.now = now;
         let names: Vec<String> = node
             .ifaces
             .iter()

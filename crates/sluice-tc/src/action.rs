@@ -16,7 +16,6 @@ use crate::out::{Out, To};
 use crate::tc::Opts;
 use sluice_core::act::ActionDump;
 use sluice_core::error::TcError;
-use sluice_core::time::Time;
 
 const USAGE: &str = "usage: tc actions <ACTSPECOP>*
 Where: \tACTSPECOP := ACR | GD | FL
@@ -35,8 +34,6 @@ Where: \tACTSPECOP := ACR | GD | FL
 
 ";
 
-/// sluice's front end keeps no clock (see `filter.rs`).
-const NOW: Time = Time(0);
 
 /// The kind a name resolves to: iproute2 reads kinds it cannot load as gact.
 fn kind_of(k: &str) -> &str {
@@ -65,7 +62,7 @@ pub fn actions_cmd(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> C
     let cx = PrintCx {
         stats: opts.stats,
         details: opts.details,
-        now: NOW,
+        now: net.now,
     };
     while let Some(cmd) = a.peek() {
         let step = if matches(cmd, "add") {
@@ -111,7 +108,7 @@ fn modify(net: &mut Net, a: &mut Args, replace: bool, stderr: &mut String) -> St
             return Step::Exit(255);
         }
     };
-    match net.actions.add(&specs, replace, NOW) {
+    match net.actions.add(&specs, replace, net.now) {
         Ok(_) => Step::Next,
         Err(e) => {
             stderr.push_str(&talk_err(e));

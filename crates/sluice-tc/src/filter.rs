@@ -301,10 +301,6 @@ fn garbage(a: &Args) -> CmdResult {
     }
 }
 
-/// The clock action times are measured against: sluice's front end keeps
-/// none, so actions always look freshly installed (times print only when
-/// non-zero, as iproute2 does).
-const NOW: Time = Time(0);
 
 /// `tc_filter_modify`.
 fn modify(net: &mut Net, a: &mut Args, cmd: Modify) -> CmdResult {
@@ -371,7 +367,10 @@ fn kernel_modify(net: &mut Net, c: &Common, msg: &FilterMsg, cmd: Modify) -> Res
     let names: Vec<String> = net.devices.iter().map(|d| d.info.name.clone()).collect();
     let dev_exists = |n: &str| names.iter().any(|d| d == n);
     let Net {
-        devices, actions, ..
+        devices,
+        actions,
+        now,
+        ..
     } = net;
     let dev = devices
         .iter_mut()
@@ -379,7 +378,7 @@ fn kernel_modify(net: &mut Net, c: &Common, msg: &FilterMsg, cmd: Modify) -> Res
         .ok_or(TcError::errno(Errno::ENODEV))?;
     let parent = Handle(c.parent);
     match cmd {
-        Modify::Filter(fc) => dev.change_filter(parent, msg, fc, actions, &dev_exists, NOW),
+        Modify::Filter(fc) => dev.change_filter(parent, msg, fc, actions, &dev_exists, *now),
         Modify::Delete => dev.block_mut(parent)?.delete_filter(msg),
         Modify::ChainAdd => dev
             .block_mut(parent)?
@@ -414,7 +413,14 @@ fn print_parent(p: Handle, shown: &Shown, out: &mut Out) {
 }
 
 /// `print_filter` for a filter message.
-fn print_filter(d: &FilterDump, parent: Handle, shown: &Shown, opts: &Opts, out: &mut Out) {
+fn print_filter(
+    d: &FilterDump,
+    parent: Handle,
+    shown: &Shown,
+    opts: &Opts,
+    now: Time,
+    out: &mut Out,
+) {
     out.open("");
     out.text("filter ");
     print_parent(parent, shown, out);
@@ -441,7 +447,7 @@ fn print_filter(d: &FilterDump, parent: Handle, shown: &Shown, opts: &Opts, out:
             act: PrintCx {
                 stats: opts.stats,
                 details: opts.details,
-                now: NOW,
+                now,
             },
             pretty: opts.pretty,
             protocol: d.protocol,
@@ -544,7 +550,7 @@ fn get(net: &mut Net, opts: &Opts, a: &mut Args, chain_get: bool, out: &mut Out)
         estimator: None,
     };
     let d = block.get_filter(&msg).map_err(kernel_err)?;
-    print_filter(&d, reported, &shown, opts, out);
+    print_filter(&d, reported, &shown, opts, net.now, out);
     Ok(())
 }
 
@@ -585,7 +591,7 @@ fn list(net: &mut Net, opts: &Opts, a: &mut Args, chains: bool, out: &mut Out) -
     // tcm_info carries the priority's low 16 bits.
     let prio = (c.prio & 0xFFFF) as u16;
     for d in block.dump(c.chain, prio, shown.protocol) {
-        print_filter(&d, parent, &shown, opts, out);
+        print_filter(&d, parent, &shown, opts, net.now, out);
     }
     Ok(())
 }

@@ -5,6 +5,7 @@ use sluice_core::act::ActionTable;
 use sluice_core::device::{DevKind, Device};
 use sluice_core::handle::Handle;
 use sluice_core::netfilter::Netfilter;
+use sluice_core::time::Time;
 use sluice_core::qdisc::DevInfo;
 
 /// The devices of one namespace.
@@ -21,6 +22,12 @@ pub struct Net {
     pub actions: ActionTable,
     /// The namespace's iptables tables and connection table.
     pub netfilter: Netfilter,
+    /// When the command being run happens, on the clock the namespace's
+    /// packets are stamped with (the front end sets it: the wall clock for
+    /// `sluice tc`, the monotonic clock in a live link, virtual time in the
+    /// simulator and replay). Actions record it as their installation time,
+    /// and `tc -s` prints their ages against it (`installed N sec`).
+    pub now: Time,
 }
 
 impl Default for Net {
@@ -39,6 +46,7 @@ impl Net {
             seed: 0,
             actions: ActionTable::new(0),
             netfilter: Netfilter::default(),
+            now: Time(0),
         };
         let info = DevInfo {
             name: "lo".into(),

@@ -13,6 +13,9 @@ use sluice_tc::{ip, tc, Outcome};
 use std::path::PathBuf;
 
 struct Cmd {
+    /// The `%sleep` before the command, in nanoseconds (the capture paused
+    /// so that actions' ages print; sluice's clock moves on as much).
+    sleep_ns: u64,
     line: String,
     stdout: String,
     stderr: String,
@@ -33,6 +36,7 @@ fn golden_dir() -> PathBuf {
 
 fn parse(text: &str) -> Vec<Case> {
     let mut cases: Vec<Case> = vec![];
+    let mut pending_sleep = 0;
     for line in text.lines() {
         if let Some(name) = line.strip_prefix("### case: ") {
             cases.push(Case {
@@ -51,8 +55,12 @@ fn parse(text: &str) -> Vec<Case> {
             c.unstable = true;
         } else if line.starts_with("%file") || line.starts_with("%|") {
             c.uses_files = true;
+        } else if let Some(secs) = line.strip_prefix("%sleep ") {
+            let ns = (secs.trim().parse::<f64>().unwrap_or(0.0) * 1e9) as u64;
+            pending_sleep += ns;
         } else if let Some(cmd) = line.strip_prefix("$ ") {
             c.cmds.push(Cmd {
+                sleep_ns: std::mem::take(&mut pending_sleep),
                 line: cmd.into(),
                 stdout: String::new(),
                 stderr: String::new(),
@@ -117,6 +125,7 @@ fn run_line(net: &mut Net, line: &str) -> Option<Outcome> {
 fn check(case: &Case) -> Result<(), String> {
     let mut net = setup(&case.setup);
     for c in &case.cmds {
+        net.now = net.now + sluice_core::time::Duration(c.sleep_ns);
         let Some(got) = run_line(&mut net, &c.line) else {
             continue;
         };

@@ -3,6 +3,7 @@
 //! unchanged with the links first on PATH.
 
 use sluice_tc::state::{netns_or_env, replay, state_dir, Session};
+use sluice_core::time::Time;
 use sluice_tc::{ip, iptables, tc, Outcome};
 use std::io::Write;
 
@@ -19,8 +20,17 @@ fn emit(o: &Outcome) -> ExitCode {
     ExitCode::from((o.code & 0xff) as u8)
 }
 
+/// The wall clock, in nanoseconds since the Unix epoch: when a command runs
+/// (actions' `installed`/`used` ages count from it, as the kernel's jiffies).
+fn wall_clock() -> Time {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    Time(since.as_nanos().min(u64::MAX as u128) as u64)
+}
+
 fn open(netns: Option<&str>) -> Result<Session, Outcome> {
-    Session::open(&state_dir(), netns, replay).map_err(|e| Outcome {
+    Session::open(&state_dir(), netns, replay, Some(wall_clock())).map_err(|e| Outcome {
         stderr: format!(
             "sluice: cannot open state in {}: {e}\n",
             state_dir().display()

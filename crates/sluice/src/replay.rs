@@ -125,6 +125,8 @@ fn run(a: &ReplayArgs) -> Result<(), Failure> {
     if let Some(path) = &a.script {
         let text = std::fs::read_to_string(path)
             .or_else(|e| fail(1, format!("{}: {e}", path.display())))?;
+        // The script runs as the capture starts (actions' ages count from there).
+        net.now = START;
         apply_script(&mut net, &text).or_else(|m| fail(1, format!("{}: {m}", path.display())))?;
     }
     let mut capture =
@@ -162,6 +164,7 @@ fn run(a: &ReplayArgs) -> Result<(), Failure> {
         stats: true,
         ..Default::default()
     };
+    net.now = r.count.last_departure.max(START);
     for obj in ["qdisc", "class"] {
         let words: Vec<String> = [obj, "show", "dev", "eth0"].map(String::from).to_vec();
         print!("{}", tc::run(&mut net, &opts, &words).stdout);

@@ -161,7 +161,7 @@ impl ScriptRunner for BashRunner {
             ));
         }
         std::env::set_var("SLUICE_SEED", seed.to_string());
-        let session = Session::open(&state, Some(node), replay).map_err(io)?;
+        let session = Session::open(&state, Some(node), replay, None).map_err(io)?;
         std::env::remove_var("SLUICE_SEED");
         Ok(session.into_net())
     }
