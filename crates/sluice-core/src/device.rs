@@ -103,6 +103,19 @@ pub struct QdiscRequest {
     pub estimator: Option<RateEstimator>,
     /// `TCA_STAB`: a size table; a change without one removes the old one.
     pub stab: Option<crate::stab::SizeSpec>,
+    /// `TCA_INGRESS_BLOCK`: the shared block a new qdisc's ingress hook
+    /// binds to (a change ignores it, as the kernel does).
+    pub ingress_block: Option<crate::cls::shared::SharedBlockRef>,
+    /// `TCA_EGRESS_BLOCK`: the same for the egress hook (clsact).
+    pub egress_block: Option<crate::cls::shared::SharedBlockRef>,
+}
+
+/// `__tcf_block_find` on a shared block named through a device.
+fn shared_refused() -> TcError {
+    err(
+        Errno::EOPNOTSUPP,
+        "This filter block is shared. Please use the block index to manipulate the filters",
+    )
 }
 
 /// One interface's traffic-control state.
@@ -409,11 +422,18 @@ impl Device {
         } else {
             handle
         };
+        crate::qdisc::check_block_sharing(
+            opts,
+            req.ingress_block.is_some(),
+            req.egress_block.is_some(),
+        )?;
         if let QdiscOpts::Netem(o) = opts {
             crate::qdisc::netem::check_netem_in_tree(&self.root, None, o.duplicate)?;
         }
         let stab = req.stab.map(SizeTable::new).transpose()?;
         let mut node = QdiscNode::create(handle, parent, opts, &self.info)?;
+        node.qdisc
+            .bind_shared_blocks(req.ingress_block.clone(), req.egress_block.clone());
         node.estimator = req.estimator;
         node.stab = stab;
         self.created += 1;
@@ -570,6 +590,9 @@ impl Device {
                 .filter(|i| i.handle == q)
                 .ok_or_else(|| err(Errno::EINVAL, "Parent Qdisc doesn't exists"))?,
         };
+        if node.qdisc.shared_block(parent).is_some() {
+            return Err(shared_refused());
+        }
         let block = node
             .qdisc
             .block_mut(parent)
@@ -595,6 +618,9 @@ impl Device {
         let node = self
             .find_mut(q)
             .ok_or_else(|| err(Errno::EINVAL, "Parent Qdisc doesn't exists"))?;
+        if node.qdisc.shared_block(parent).is_some() {
+            return Err(shared_refused());
+        }
         node.qdisc
             .block_mut(parent)
             .ok_or_else(|| TcError::errno(Errno::EINVAL))
@@ -606,9 +632,22 @@ impl Device {
         let node = self
             .find(q)
             .ok_or_else(|| err(Errno::EINVAL, "Parent Qdisc doesn't exists"))?;
+        if node.qdisc.shared_block(parent).is_some() {
+            return Err(shared_refused());
+        }
         node.qdisc
             .block(parent)
             .ok_or_else(|| TcError::errno(Errno::EINVAL))
+    }
+
+    /// The shared block the filters at `parent` are in, if they are
+    /// (`tc filter show dev D ingress` then dumps it as `block N`).
+    pub fn shared_block(
+        &self,
+        parent: Handle,
+    ) -> TcResult<Option<crate::cls::shared::SharedBlockRef>> {
+        let (q, parent) = self.block_owner(parent)?;
+        Ok(self.find(q).and_then(|n| n.qdisc.shared_block(parent)))
     }
 
     /// The qdisc holding the block for `parent`, and `parent` completed.

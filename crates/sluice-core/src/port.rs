@@ -306,8 +306,7 @@ mod tests {
             handle: Handle::new(1, 0),
             kind: Some("pfifo".into()),
             opts: Some(QdiscOpts::Pfifo(FifoOpts { limit: Some(limit) })),
-            estimator: None,
-            stab: None,
+            ..Default::default()
         };
         d.modify_qdisc(&req, NlFlags::ADD, &mut |_| None).unwrap();
         d
@@ -375,6 +374,7 @@ mod tests {
                 linklayer: crate::rate::LinkLayer::Atm,
                 ..Default::default()
             }),
+            ..Default::default()
         };
         dev.modify_qdisc(&req, NlFlags::ADD, &mut |_| None).unwrap();
         let mut port = Port::new(PortConfig {

@@ -34,7 +34,6 @@ Where: \tACTSPECOP := ACR | GD | FL
 
 ";
 
-
 /// The kind a name resolves to: iproute2 reads kinds it cannot load as gact.
 fn kind_of(k: &str) -> &str {
     if m::IPROUTE2_KINDS.contains(&k) {

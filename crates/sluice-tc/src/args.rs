@@ -107,3 +107,12 @@ pub fn get_integer(arg: &str) -> Option<i32> {
     let v = v as i64;
     i32::try_from(v).ok()
 }
+
+/// iproute2 `get_u32(val, arg, base)`: the whole word a number that fits
+/// 32 bits (strtoul wraps a leading minus as C's does).
+pub fn get_u32(arg: &str, base: u32) -> Option<u32> {
+    match sluice_core::units::strtoul(arg, base) {
+        Some((v, "")) if v <= u32::MAX as u64 => Some(v as u32),
+        _ => None,
+    }
+}

@@ -23,7 +23,8 @@ use crate::net::Net;
 use crate::out::{Out, To};
 use crate::tc::Opts;
 use sluice_core::act::EstimatorSpec;
-use sluice_core::cls::{FilterCmd, FilterDump, FilterMsg};
+use sluice_core::cls::shared::{self, SharedBlock, SharedBlockRef};
+use sluice_core::cls::{Block, ClsEnv, FilterCmd, FilterDump, FilterMsg};
 use sluice_core::error::{Errno, TcError};
 use sluice_core::handle::Handle;
 use sluice_core::time::Time;
@@ -301,7 +302,6 @@ fn garbage(a: &Args) -> CmdResult {
     }
 }
 
-
 /// `tc_filter_modify`.
 fn modify(net: &mut Net, a: &mut Args, cmd: Modify) -> CmdResult {
     let Some(c) = parse_common(a, Which::Modify, &mut String::new())? else {
@@ -339,6 +339,13 @@ fn modify(net: &mut Net, a: &mut Args, cmd: Modify) -> CmdResult {
     kernel_modify(net, &c, &msg, cmd).map_err(kernel_err)
 }
 
+/// Shared block `index` (`tcf_block_refcnt_get`).
+fn shared_block(net: &Net, index: u32) -> Result<SharedBlockRef, TcError> {
+    net.blocks
+        .get(index)
+        .ok_or_else(|| TcError::inval("Block of given index was not found"))
+}
+
 /// What the kernel does with a `tc_filter_modify` request.
 fn kernel_modify(net: &mut Net, c: &Common, msg: &FilterMsg, cmd: Modify) -> Result<(), TcError> {
     match cmd {
@@ -358,14 +365,31 @@ fn kernel_modify(net: &mut Net, c: &Common, msg: &FilterMsg, cmd: Modify) -> Res
         }
         _ => {}
     }
+    let names: Vec<String> = net.devices.iter().map(|d| d.info.name.clone()).collect();
+    let dev_exists = |n: &str| names.iter().any(|d| d == n);
     if c.block != 0 {
-        return Err(TcError::inval("Block of given index was not found"));
+        let b = shared_block(net, c.block)?;
+        let mut g = shared::lock(&b);
+        let SharedBlock { block, cls, .. } = &mut *g;
+        return match cmd {
+            Modify::Filter(fc) => {
+                let mut env = ClsEnv {
+                    actions: &mut net.actions,
+                    shared: cls,
+                    qdisc: Handle::UNSPEC,
+                    dev_exists: &dev_exists,
+                    now: net.now,
+                };
+                block.change_filter(msg, fc, &mut env)
+            }
+            Modify::Delete => block.delete_filter(msg),
+            Modify::ChainAdd => block.add_chain(msg.chain, msg.kind.as_deref()),
+            Modify::ChainDelete => block.delete_chain(msg.chain),
+        };
     }
     let Some(dname) = c.dev else {
         return Err(TcError::errno(Errno::ENODEV));
     };
-    let names: Vec<String> = net.devices.iter().map(|d| d.info.name.clone()).collect();
-    let dev_exists = |n: &str| names.iter().any(|d| d == n);
     let Net {
         devices,
         actions,
@@ -391,12 +415,31 @@ fn kernel_modify(net: &mut Net, c: &Common, msg: &FilterMsg, cmd: Modify) -> Res
 #[derive(Clone, Copy, Debug, Default)]
 struct Shown {
     parent: u32,
+    block: u32,
     prio: u32,
     protocol: u16,
     chain: Option<u32>,
 }
 
-fn print_parent(p: Handle, shown: &Shown, out: &mut Out) {
+/// Where the kernel says a dumped filter is: under a qdisc or class of the
+/// device, or in a shared block (`TCM_IFINDEX_MAGIC_BLOCK`), which has no
+/// parent.
+#[derive(Clone, Copy, Debug)]
+enum Origin {
+    Parent(Handle),
+    Block(u32),
+}
+
+fn print_origin(origin: Origin, shown: &Shown, out: &mut Out) {
+    let p = match origin {
+        Origin::Block(b) => {
+            if shown.block != b {
+                out.uint(To::Any, "block", &format!("block {b} "), b as u64);
+            }
+            return;
+        }
+        Origin::Parent(p) => p,
+    };
     if shown.parent != 0 && shown.parent == p.0 {
         return;
     }
@@ -415,7 +458,7 @@ fn print_parent(p: Handle, shown: &Shown, out: &mut Out) {
 /// `print_filter` for a filter message.
 fn print_filter(
     d: &FilterDump,
-    parent: Handle,
+    origin: Origin,
     shown: &Shown,
     opts: &Opts,
     now: Time,
@@ -423,7 +466,7 @@ fn print_filter(
 ) {
     out.open("");
     out.text("filter ");
-    print_parent(parent, shown, out);
+    print_origin(origin, shown, out);
     if !(shown.protocol != 0 && shown.protocol == d.protocol) && d.protocol != 0 {
         let p = proto_n2a(d.protocol);
         out.str(To::Any, "protocol", &format!("protocol {p} "), &p);
@@ -468,10 +511,10 @@ fn print_filter(
 }
 
 /// `print_filter` for a chain message.
-fn print_chain(chain: u32, parent: Handle, shown: &Shown, out: &mut Out) {
+fn print_chain(chain: u32, origin: Origin, shown: &Shown, out: &mut Out) {
     out.open("");
     out.text("chain ");
-    print_parent(parent, shown, out);
+    print_origin(origin, shown, out);
     if shown.chain != Some(chain) {
         out.uint(To::Any, "chain", &format!("chain {chain} "), chain as u64);
     }
@@ -519,27 +562,11 @@ fn get(net: &mut Net, opts: &Opts, a: &mut Args, chain_get: bool, out: &mut Out)
         return Err(Fail::new(255, "Must specify filter \"handle\""));
     }
     garbage(a)?;
-    if c.block != 0 {
-        return Err(kernel_err(TcError::inval(
-            "Block of given index was not found",
-        )));
-    }
-    let dev = net.dev(c.dev.unwrap_or_default()).expect("looked up above");
-    let parent = Handle(c.parent);
-    let block = dev.block(parent).map_err(kernel_err)?;
-    let reported = if parent.is_unspec() {
-        dev.root.handle
-    } else {
-        parent
+    // A block asked for is not repeated in the answer.
+    let shown = Shown {
+        block: c.block,
+        ..Default::default()
     };
-    let shown = Shown::default();
-    if chain_get {
-        let index = c.chain.unwrap_or(0);
-        block.get_chain(index).map_err(kernel_err)?;
-        let q = dev.find(parent.qdisc()).map_or(reported, |q| q.handle);
-        print_chain(index, q, &shown, out);
-        return Ok(());
-    }
     let msg = FilterMsg {
         chain: c.chain.unwrap_or(0),
         prio: c.prio as u16,
@@ -549,51 +576,112 @@ fn get(net: &mut Net, opts: &Opts, a: &mut Args, chain_get: bool, out: &mut Out)
         opts: parsed.opts,
         estimator: None,
     };
-    let d = block.get_filter(&msg).map_err(kernel_err)?;
-    print_filter(&d, reported, &shown, opts, net.now, out);
-    Ok(())
+    // What to get from a block: the filter, or with `chain_get` the chain.
+    let answer = |block: &Block, origin: Origin, out: &mut Out| -> CmdResult {
+        if chain_get {
+            let index = c.chain.unwrap_or(0);
+            block.get_chain(index).map_err(kernel_err)?;
+            print_chain(index, origin, &shown, out);
+        } else {
+            let d = block.get_filter(&msg).map_err(kernel_err)?;
+            print_filter(&d, origin, &shown, opts, net.now, out);
+        }
+        Ok(())
+    };
+    if c.block != 0 {
+        let b = shared_block(net, c.block).map_err(kernel_err)?;
+        let g = shared::lock(&b);
+        return answer(&g.block, Origin::Block(c.block), out);
+    }
+    let dev = net.dev(c.dev.unwrap_or_default()).expect("looked up above");
+    let parent = Handle(c.parent);
+    let block = dev.block(parent).map_err(kernel_err)?;
+    let reported = if parent.is_unspec() {
+        dev.root.handle
+    } else {
+        parent
+    };
+    let origin = if chain_get {
+        Origin::Parent(dev.find(parent.qdisc()).map_or(reported, |q| q.handle))
+    } else {
+        Origin::Parent(reported)
+    };
+    answer(block, origin, out)
 }
 
 /// `tc_filter_list` (`chains`: `tc chain show`).
 fn list(net: &mut Net, opts: &Opts, a: &mut Args, chains: bool, out: &mut Out) -> CmdResult {
     let c = parse_common(a, Which::List, &mut out.warnings)?.unwrap_or_default();
-    if c.dev.is_none() && c.block != 0 {
-        return Err(Fail::new(1, format!("Cannot find block \"{}\"", c.block)));
-    }
-    let Some(dname) = c.dev else { return Ok(()) };
-    let dev = net.dev(dname).ok_or_else(|| nodev(dname))?;
     let shown = Shown {
         parent: c.parent,
+        block: c.block,
         prio: c.prio,
         protocol: c.protocol.unwrap_or(0),
         chain: c.chain,
     };
     let req = Handle(c.parent);
+    // The shared block asked for, or the one the device's filters are in.
+    let shared = match c.dev {
+        None if c.block != 0 => Some(
+            net.blocks
+                .get(c.block)
+                .ok_or_else(|| Fail::new(1, format!("Cannot find block \"{}\"", c.block)))?,
+        ),
+        None => return Ok(()),
+        Some(dname) => {
+            let dev = net.dev(dname).ok_or_else(|| nodev(dname))?;
+            dev.shared_block(req).ok().flatten()
+        }
+    };
+    if let Some(b) = shared {
+        let g = shared::lock(&b);
+        let origin = Origin::Block(g.index);
+        dump_block(&g.block, origin, &c, &shown, chains, opts, net.now, out);
+        return Ok(());
+    }
+    let dev = net.dev(c.dev.unwrap_or_default()).expect("looked up above");
     // The kernel answers an impossible request with an empty dump.
     let Ok(block) = dev.block(req) else {
         return Ok(());
     };
-    if chains {
-        let q = if req.is_unspec() {
+    let origin = if chains {
+        Origin::Parent(if req.is_unspec() {
             dev.root.handle
         } else {
             dev.find(req.qdisc()).map_or(req, |q| q.handle)
-        };
+        })
+    } else {
+        Origin::Parent(block.classid)
+    };
+    dump_block(block, origin, &c, &shown, chains, opts, net.now, out);
+    Ok(())
+}
+
+/// The chains (`chains`) or filters of `block` a list request asks for.
+#[allow(clippy::too_many_arguments)]
+fn dump_block(
+    block: &Block,
+    origin: Origin,
+    c: &Common,
+    shown: &Shown,
+    chains: bool,
+    opts: &Opts,
+    now: Time,
+    out: &mut Out,
+) {
+    if chains {
         for index in block.chains() {
-            if c.chain.is_some_and(|i| i != index) {
-                continue;
+            if c.chain.is_none_or(|i| i == index) {
+                print_chain(index, origin, shown, out);
             }
-            print_chain(index, q, &shown, out);
         }
-        return Ok(());
+        return;
     }
-    let parent = block.classid;
     // tcm_info carries the priority's low 16 bits.
     let prio = (c.prio & 0xFFFF) as u16;
     for d in block.dump(c.chain, prio, shown.protocol) {
-        print_filter(&d, parent, &shown, opts, net.now, out);
+        print_filter(&d, origin, shown, opts, now, out);
     }
-    Ok(())
 }
 
 /// `tc filter ...`.
@@ -757,8 +845,9 @@ filter parent 1: protocol ip pref 10 u32 chain 0 fh 800::802 order 2050 key ht 8
             &mut net,
             "actions add action police rate 1mbit burst 100k overhead 64 index 64",
         );
-        // tc-testing police f057 and iproute2 print_police / tc_print_one_action.
-        let want = "total acts 0\n\n\taction order 1:  police 0x40 rate 1Mbit burst 100Kb mtu 2Kb action reclassify overhead 64b \n\tref 1 bind 0 \n\tnot_in_hw\n\tused_hw_stats disabled\n";
+        // tc-testing police f057 and iproute2 print_police / tc_print_one_action;
+        // no `used_hw_stats` before a `tc actions ls` (as the kernel here for mirred).
+        let want = "total acts 0\n\n\taction order 1:  police 0x40 rate 1Mbit burst 100Kb mtu 2Kb action reclassify overhead 64b \n\tref 1 bind 0 \n\tnot_in_hw\n";
         assert_eq!(ok(&mut net, "actions get action police index 64"), want);
         ok(&mut net, "actions add action pass index 8");
         // tc-testing gact e89a: `gact action pass.*index 8 ref`.

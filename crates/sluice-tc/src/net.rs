@@ -2,11 +2,12 @@
 //! and the counters the kernel keeps per namespace (next interface index, next automatic qdisc handle).
 
 use sluice_core::act::ActionTable;
+use sluice_core::cls::shared::BlockTable;
 use sluice_core::device::{DevKind, Device};
 use sluice_core::handle::Handle;
 use sluice_core::netfilter::Netfilter;
-use sluice_core::time::Time;
 use sluice_core::qdisc::DevInfo;
+use sluice_core::time::Time;
 
 /// The devices of one namespace.
 #[derive(Debug)]
@@ -28,6 +29,8 @@ pub struct Net {
     /// simulator and replay). Actions record it as their installation time,
     /// and `tc -s` prints their ages against it (`installed N sec`).
     pub now: Time,
+    /// The namespace's shared filter blocks (`ingress_block N`).
+    pub blocks: BlockTable,
 }
 
 impl Default for Net {
@@ -47,6 +50,7 @@ impl Net {
             actions: ActionTable::new(0),
             netfilter: Netfilter::default(),
             now: Time(0),
+            blocks: BlockTable::default(),
         };
         let info = DevInfo {
             name: "lo".into(),

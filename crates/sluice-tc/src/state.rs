@@ -242,8 +242,14 @@ mod tests {
         drop(s);
         let mut s = Session::open(dir.path(), None, replay, at(4.0)).unwrap();
         let both = tc(&mut s, "-s actions ls action gact");
-        assert!(both.contains("index 7 ref 1 bind 0 installed 4 sec used 4 sec\n"), "{both}");
-        assert!(both.contains("index 8 ref 1 bind 0 installed 1 sec used 1 sec\n"), "{both}");
+        assert!(
+            both.contains("index 7 ref 1 bind 0 installed 4 sec used 4 sec\n"),
+            "{both}"
+        );
+        assert!(
+            both.contains("index 8 ref 1 bind 0 installed 1 sec used 1 sec\n"),
+            "{both}"
+        );
         // Without a clock (the simulator), every command ran at time 0.
         drop(s);
         let s = Session::open(dir.path(), None, replay, None).unwrap();

@@ -5,7 +5,7 @@
 //! looked up), the same messages and exit statuses (`return -1` is 255, a
 //! kernel refusal is 2, an unknown device 1).
 
-use crate::args::{duparg, invarg, matches, Args, CmdResult, Fail};
+use crate::args::{duparg, get_u32, invarg, matches, Args, CmdResult, Fail};
 use crate::net::{alloc_handle, Net};
 use crate::out::{Out, To};
 use crate::q;
@@ -332,6 +332,8 @@ fn qdisc_modify(net: &mut Net, a: &mut Args, flags: Option<NlFlags>) -> CmdResul
     let mut kind: Option<String> = None;
     let mut estimator = None;
     let mut stab: Option<SizeSpec> = None;
+    // TCA_INGRESS_BLOCK / TCA_EGRESS_BLOCK.
+    let (mut ingress_block, mut egress_block) = (None, None);
     while let Some(w) = a.next() {
         match w {
             "dev" => {
@@ -340,6 +342,22 @@ fn qdisc_modify(net: &mut Net, a: &mut Args, flags: Option<NlFlags>) -> CmdResul
                     return Err(duparg("dev", v));
                 }
                 dev = Some(v);
+            }
+            w if w != "ingress" && matches(w, "ingress_block") => {
+                let v = a.value()?;
+                ingress_block = Some(
+                    get_u32(v, 0)
+                        .filter(|&b| b != 0)
+                        .ok_or_else(|| invarg("invalid ingress block index value", v))?,
+                );
+            }
+            w if matches(w, "egress_block") => {
+                let v = a.value()?;
+                egress_block = Some(
+                    get_u32(v, 0)
+                        .filter(|&b| b != 0)
+                        .ok_or_else(|| invarg("invalid egress block index value", v))?,
+                );
             }
             "handle" => {
                 if !handle.is_unspec() {
@@ -414,6 +432,11 @@ fn qdisc_modify(net: &mut Net, a: &mut Args, flags: Option<NlFlags>) -> CmdResul
         (None, _) => no_garbage(a, "qdisc")?,
     };
     let dname = dev.ok_or_else(no_device)?;
+    // A block a new qdisc is to bind (made now if none exists; it goes
+    // again if the qdisc is not made).
+    let seed = net.seed;
+    let mut bind = |b: Option<u32>| b.map(|i| net.blocks.get_or_create(i, seed));
+    let (ingress_block, egress_block) = (bind(ingress_block), bind(egress_block));
     let ah = &mut net.autohandle;
     let d: &mut Device = net
         .devices
@@ -436,6 +459,8 @@ fn qdisc_modify(net: &mut Net, a: &mut Args, flags: Option<NlFlags>) -> CmdResul
                 opts: qopts,
                 estimator,
                 stab,
+                ingress_block,
+                egress_block,
             };
             let r = d.modify_qdisc(&req, fl, &mut |dev| alloc_handle(ah, dev));
             r.map_err(|e| {
@@ -727,6 +752,16 @@ fn print_qdisc(d: &Device, q: &QdiscNode, show_dev: bool, opts: &Opts, out: &mut
     }
     if q.parent.is_root() {
         out.uint(To::Any, "refcnt", "refcnt 2 ", 2);
+    }
+    if let QdiscOpts::Ingress(b) | QdiscOpts::Clsact(b) = &o {
+        for (key, index) in [
+            ("ingress_block", b.ingress_block),
+            ("egress_block", b.egress_block),
+        ] {
+            if index != 0 {
+                out.uint(To::Any, key, &format!("{key} {index} "), index as u64);
+            }
+        }
     }
     out.open("options");
     // q_ingress.c prints a rule; q_clsact.c prints nothing.

@@ -125,7 +125,7 @@ fn run_line(net: &mut Net, line: &str) -> Option<Outcome> {
 fn check(case: &Case) -> Result<(), String> {
     let mut net = setup(&case.setup);
     for c in &case.cmds {
-        net.now = net.now + sluice_core::time::Duration(c.sleep_ns);
+        net.now += sluice_core::time::Duration(c.sleep_ns);
         let Some(got) = run_line(&mut net, &c.line) else {
             continue;
         };

@@ -2,8 +2,8 @@
 //! ...`; invoked through a link named `tc`, `ip` or `iptables` it behaves as that tool, so existing scripts run
 //! unchanged with the links first on PATH.
 
-use sluice_tc::state::{netns_or_env, replay, state_dir, Session};
 use sluice_core::time::Time;
+use sluice_tc::state::{netns_or_env, replay, state_dir, Session};
 use sluice_tc::{ip, iptables, tc, Outcome};
 use std::io::Write;
 
@@ -75,7 +75,8 @@ fn run_tc(argv: &[String]) -> Outcome {
         return run_batch(&mut s, &opts, file);
     }
     let o = tc::run(&mut s.net, &opts, &words);
-    let changed = tc::mutates(&words);
+    // A listing of actions can change them too (their `used_hw_stats`).
+    let changed = tc::mutates(&words) || s.net.actions.take_listing_changed();
     keep(&mut s, "tc", words, changed, o)
 }
 
@@ -107,7 +108,7 @@ fn run_batch(s: &mut Session, opts: &tc::Opts, file: &str) -> Outcome {
         let o = tc::run(&mut s.net, opts, &words);
         all.stdout.push_str(&o.stdout);
         all.stderr.push_str(&o.stderr);
-        if o.code == 0 && tc::mutates(&words) {
+        if o.code == 0 && (tc::mutates(&words) || s.net.actions.take_listing_changed()) {
             let mut logged = vec!["tc".to_string()];
             logged.extend(words);
             let _ = s.record(logged);

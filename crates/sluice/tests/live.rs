@@ -339,7 +339,12 @@ fn kernel_ratio(what: &str, rate_bps: f64, tree: &dyn Fn(&str) -> Vec<String>) -
             return None;
         }
     }
-    Some(goodput_ratio(&format!("kernel {what}"), &veth.path(), rate_bps, 1514.0))
+    Some(goodput_ratio(
+        &format!("kernel {what}"),
+        &veth.path(),
+        rate_bps,
+        1514.0,
+    ))
 }
 
 /// Bulk TCP through the shaper `tree` makes delivers its rate less headers
@@ -389,8 +394,11 @@ fn shapes_within_2_percent(what: &str, rate_bps: f64, tree: &dyn Fn(&str) -> Vec
 /// higher rates), and a 100 ms queue.
 fn tbf_at(rate: &str, bps: f64) {
     let burst = ((bps / 8.0 / 1000.0) as u64).max(10_000);
-    let tree =
-        |dev: &str| vec![format!("qdisc add dev {dev} root tbf rate {rate} burst {burst} latency 100ms")];
+    let tree = |dev: &str| {
+        vec![format!(
+            "qdisc add dev {dev} root tbf rate {rate} burst {burst} latency 100ms"
+        )]
+    };
     shapes_within_2_percent(&format!("tbf {rate}"), bps, &tree)
 }
 

@@ -210,6 +210,9 @@ pub struct ActionDump {
     pub cookie: Option<Vec<u8>>,
     /// Rate estimate (bits/s, packets/s) when an estimator is attached.
     pub rate_est: Option<(u64, u64)>,
+    /// Has `TCA_ACT_USED_HW_STATS` been filled in (see [`TcAction`])?
+    #[serde(default)]
+    pub used_hw_stats: bool,
 }
 
 /// What every action kind implements: the `act` callback and its dump.
@@ -284,6 +287,12 @@ pub struct TcAction {
     packets: u64,
     tm: ActionTm,
     cookie: Option<Vec<u8>>,
+    /// `used_hw_stats_valid`: the hardware-statistics query that `tc
+    /// actions ls` makes of every action it lists (`tcf_action_update_hw_stats`,
+    /// which with no offloading driver reports none used) fills it in, and
+    /// it stays; from then on every dump of the action says `used_hw_stats
+    /// disabled`. Neither creating, binding, `get` nor a filter dump does.
+    used_hw_stats: bool,
     kind: Kind,
 }
 
@@ -338,6 +347,7 @@ impl TcAction {
             tm: self.tm,
             cookie: self.cookie.clone(),
             rate_est: k.rate_est(),
+            used_hw_stats: self.used_hw_stats,
         }
     }
 }
@@ -411,6 +421,9 @@ pub struct ActionTable {
     seed: u64,
     /// What mirred actions sent, until the front end takes it.
     outbox: mirred::MirredOutbox,
+    /// A listing filled in some action's `used_hw_stats` (state a front
+    /// end that persists the namespace must keep).
+    listing_changed: bool,
 }
 
 /// Result of `tc actions flush`.
@@ -436,7 +449,14 @@ impl ActionTable {
             kinds: BTreeMap::new(),
             seed,
             outbox: Default::default(),
+            listing_changed: false,
         }
+    }
+
+    /// Did a `tc actions ls` since the last call change an action (see
+    /// [`ActionDump::used_hw_stats`])?
+    pub fn take_listing_changed(&mut self) -> bool {
+        std::mem::take(&mut self.listing_changed)
     }
 
     /// Does the namespace hold any action of `kind` (standalone or inside a
@@ -642,6 +662,7 @@ impl ActionTable {
                         packets: 0,
                         tm: ActionTm::new(now),
                         cookie,
+                        used_hw_stats: false,
                         kind: k,
                     }));
                     self.kinds
@@ -781,10 +802,17 @@ impl ActionTable {
         let Some(m) = known(kind).and_then(|k| self.kinds.get(k)) else {
             return Vec::new();
         };
-        m.values()
+        let mut changed = false;
+        let dumps = m
+            .values()
             .enumerate()
-            .map(|(i, e)| dump_shared(&e.act, i as u32, 0))
-            .collect()
+            .map(|(i, e)| {
+                changed |= !std::mem::replace(&mut lock(&e.act).used_hw_stats, true);
+                dump_shared(&e.act, i as u32, 0)
+            })
+            .collect();
+        self.listing_changed |= changed;
+        dumps
     }
 }
 

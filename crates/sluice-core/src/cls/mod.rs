@@ -47,6 +47,7 @@ pub mod ematch;
 pub mod flow;
 pub mod fw;
 pub mod matchall;
+pub mod shared;
 pub mod u32;
 
 use self::act::{ActionStats, ActionTable, EstimatorSpec, TC_ACT_EXT_VAL_MASK};

@@ -40,14 +40,19 @@
 //! A packet a filter passes (`ok`, or `reclassify` run out) takes the class
 //! minor as its `tc_index`, as `tc_run` sets `skb->tc_index`; gred reads it.
 //!
-//! Not modelled: shared blocks (`ingress_block`/`egress_block` indexes),
-//! tcx/BPF links.
+//! A hook may instead be bound to a shared block (`ingress_block N`, and
+//! for clsact `egress_block N`; see `cls/shared.rs`): its filters are then
+//! the shared block's, run under its lock, and the qdisc's own block for
+//! that hook stays unused.
+//!
+//! Not modelled: tcx/BPF links.
 //!
 //! [`QdiscNode`]: super::QdiscNode
 
 use super::{
     wrong_kind, ClassInfo, ClassOpts, Classful, Cx, Dequeue, DevInfo, Qdisc, QdiscNode, QdiscOpts,
 };
+use crate::cls::shared::{self, SharedBlockRef};
 use crate::cls::{Block, Verdict};
 use crate::error::{Errno, TcError, TcResult};
 use crate::handle::Handle;
@@ -57,9 +62,18 @@ use crate::time::Time;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
-/// ingress and clsact take no options.
+/// ingress and clsact take no options; what a dump reports besides are the
+/// shared blocks they are bound to (`TCA_INGRESS_BLOCK`/`TCA_EGRESS_BLOCK`,
+/// 0 for none), which are bound when the qdisc is created and never change.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct IngressOpts {}
+pub struct IngressOpts {
+    /// The shared block of the ingress hook, 0 for none.
+    #[serde(default)]
+    pub ingress_block: u32,
+    /// The shared block of the egress hook (clsact), 0 for none.
+    #[serde(default)]
+    pub egress_block: u32,
+}
 
 /// Which of the two qdiscs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,9 +88,9 @@ pub enum IngressKind {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Hook {
     /// Received packets (`sch_handle_ingress`).
-    Ingress,
+    Ingress = 0,
     /// Transmitted packets, before the root qdisc (`sch_handle_egress`, clsact only).
-    Egress,
+    Egress = 1,
 }
 
 /// What becomes of a packet that went through a hook.
@@ -100,6 +114,8 @@ pub struct Ingress {
     ingress: Block,
     /// The egress block (clsact only).
     egress: Block,
+    /// The shared blocks the ingress and egress hooks are bound to instead.
+    shared: [Option<SharedBlockRef>; 2],
     /// The counters the kernel keeps for the qdisc (both hooks together).
     counters: Stats,
     /// Bytes of link-layer header not counted at ingress.
@@ -115,6 +131,7 @@ impl Ingress {
             kind,
             ingress: Block::default(),
             egress: Block::default(),
+            shared: [None, None],
             counters: Stats::default(),
             hard_header_len: dev.hard_header_len,
             passed: VecDeque::new(),
@@ -126,8 +143,12 @@ impl Ingress {
         self.kind
     }
 
-    /// The block of a hook (`None` for the egress hook of `ingress`).
+    /// The qdisc's own block of a hook (`None` for the egress hook of
+    /// `ingress`, and for a hook bound to a shared block).
     pub fn hook_block(&self, hook: Hook) -> Option<&Block> {
+        if self.shared[hook as usize].is_some() {
+            return None;
+        }
         match (hook, self.kind) {
             (Hook::Ingress, _) => Some(&self.ingress),
             (Hook::Egress, IngressKind::Clsact) => Some(&self.egress),
@@ -135,8 +156,11 @@ impl Ingress {
         }
     }
 
-    /// The block of a hook, for adding and removing filters.
+    /// The qdisc's own block of a hook, for adding and removing filters.
     pub fn hook_block_mut(&mut self, hook: Hook) -> Option<&mut Block> {
+        if self.shared[hook as usize].is_some() {
+            return None;
+        }
         match (hook, self.kind) {
             (Hook::Ingress, _) => Some(&mut self.ingress),
             (Hook::Egress, IngressKind::Clsact) => Some(&mut self.egress),
@@ -169,10 +193,15 @@ impl Ingress {
             Hook::Ingress => self.hard_header_len,
             Hook::Egress => 0,
         };
-        let Some(block) = (match (hook, self.kind) {
-            (Hook::Ingress, _) => Some(&mut self.ingress),
-            (Hook::Egress, IngressKind::Clsact) => Some(&mut self.egress),
-            (Hook::Egress, IngressKind::Ingress) => None,
+        let mut guard;
+        let Some(block) = (match (hook, self.kind, &self.shared[hook as usize]) {
+            (_, _, Some(s)) => {
+                guard = shared::lock(s);
+                Some(&mut guard.block)
+            }
+            (Hook::Ingress, _, None) => Some(&mut self.ingress),
+            (Hook::Egress, IngressKind::Clsact, None) => Some(&mut self.egress),
+            (Hook::Egress, IngressKind::Ingress, None) => None,
         }) else {
             return IngressVerdict::Pass;
         };
@@ -256,10 +285,33 @@ impl Qdisc for Ingress {
         self.hook_block(self.hook_for_parent(classid)?)
     }
 
+    fn shared_block(&self, classid: Handle) -> Option<SharedBlockRef> {
+        self.shared[self.hook_for_parent(classid)? as usize].clone()
+    }
+
+    /// `ingress_ingress_block_set` / `clsact_*_block_set`: the indexes were
+    /// checked against the kind ([`super::check_block_sharing`]).
+    fn bind_shared_blocks(
+        &mut self,
+        ingress: Option<SharedBlockRef>,
+        egress: Option<SharedBlockRef>,
+    ) {
+        self.shared = [ingress, egress];
+    }
+
     fn dump(&self) -> QdiscOpts {
+        let index = |hook: Hook| {
+            self.shared[hook as usize]
+                .as_ref()
+                .map_or(0, |s| shared::lock(s).index)
+        };
+        let o = IngressOpts {
+            ingress_block: index(Hook::Ingress),
+            egress_block: index(Hook::Egress),
+        };
         match self.kind {
-            IngressKind::Ingress => QdiscOpts::Ingress(IngressOpts {}),
-            IngressKind::Clsact => QdiscOpts::Clsact(IngressOpts {}),
+            IngressKind::Ingress => QdiscOpts::Ingress(o),
+            IngressKind::Clsact => QdiscOpts::Clsact(o),
         }
     }
 
@@ -378,7 +430,7 @@ mod tests {
         protocol: u16,
         cls: Box<dyn Classifier>,
     ) -> Ingress {
-        let mut q = Ingress::new(kind, &IngressOpts {}, &DevInfo::default()).unwrap();
+        let mut q = Ingress::new(kind, &IngressOpts::default(), &DevInfo::default()).unwrap();
         q.hook_block_mut(hook).unwrap().protos.push(TcfProto {
             chain: 0,
             prio: 50,
@@ -396,10 +448,80 @@ mod tests {
         })
     }
 
+    /// Qdiscs bound to one shared block run its filters, with their state:
+    /// a policer with a 1000-byte bucket passes 1000 bytes in all, whichever
+    /// device the packets arrive on (each with a block of its own would pass
+    /// 1000 bytes each), and the block lives as long as they do.
+    #[test]
+    fn qdiscs_bound_to_one_shared_block_share_its_filters_and_their_state() {
+        let mut table = shared::BlockTable::default();
+        let block = table.get_or_create(7, 0);
+        shared::lock(&block).block.protos.push(TcfProto {
+            chain: 0,
+            prio: 1,
+            protocol: ETH_P_IP,
+            cls: Box::new(Police {
+                rate: 1000,
+                burst: 1000,
+                tokens_ns: 1_000_000_000,
+                last: Time(0),
+            }),
+        });
+        let mut qs: Vec<Ingress> = (0..2)
+            .map(|_| {
+                let mut q = Ingress::new(
+                    IngressKind::Ingress,
+                    &IngressOpts::default(),
+                    &DevInfo::default(),
+                )
+                .unwrap();
+                q.bind_shared_blocks(Some(block.clone()), None);
+                q
+            })
+            .collect();
+        drop(block);
+        // 100 bytes as the policer sees them (the 14-byte MAC header is not counted).
+        let mut passed = [0; 2];
+        for i in 0..40 {
+            if qs[i % 2].run(Hook::Ingress, &mut udp(100), Time(0)) == IngressVerdict::Pass {
+                passed[i % 2] += 1;
+            }
+        }
+        assert_eq!(
+            passed,
+            [5, 5],
+            "1000 bytes in 100-byte packets, alternating"
+        );
+        for q in &qs {
+            assert!(
+                q.hook_block(Hook::Ingress).is_none(),
+                "its own block is not used"
+            );
+            assert_eq!(
+                q.dump(),
+                QdiscOpts::Ingress(IngressOpts {
+                    ingress_block: 7,
+                    egress_block: 0
+                })
+            );
+        }
+        qs.pop();
+        assert!(table.get(7).is_some());
+        qs.pop();
+        assert!(
+            table.get(7).is_none(),
+            "gone with the last qdisc bound to it"
+        );
+    }
+
     #[test]
     fn without_filters_nothing_is_counted() {
-        let mut q =
-            Ingress::new(IngressKind::Ingress, &IngressOpts {}, &DevInfo::default()).unwrap();
+        let mut q = Ingress::new(
+            IngressKind::Ingress,
+            &IngressOpts::default(),
+            &DevInfo::default(),
+        )
+        .unwrap();
         for _ in 0..3 {
             assert_eq!(
                 q.run(Hook::Ingress, &mut udp(33), Time(0)),
@@ -516,8 +638,12 @@ mod tests {
         use crate::cls::fw::FwOpts;
         use crate::cls::{ClsEnv, ClsShared, FilterCmd, FilterMsg, FilterOpts};
         use crate::rate::RateSpec;
-        let mut q =
-            Ingress::new(IngressKind::Ingress, &IngressOpts {}, &DevInfo::default()).unwrap();
+        let mut q = Ingress::new(
+            IngressKind::Ingress,
+            &IngressOpts::default(),
+            &DevInfo::default(),
+        )
+        .unwrap();
         let police = PoliceOpts {
             exceed: Verdict::Shot,
             rate: Some(RateSpec {
@@ -579,8 +705,12 @@ mod tests {
 
     #[test]
     fn policers_see_the_network_length_at_ingress_and_the_full_length_at_egress() {
-        let mut q =
-            Ingress::new(IngressKind::Clsact, &IngressOpts {}, &DevInfo::default()).unwrap();
+        let mut q = Ingress::new(
+            IngressKind::Clsact,
+            &IngressOpts::default(),
+            &DevInfo::default(),
+        )
+        .unwrap();
         for hook in [Hook::Ingress, Hook::Egress] {
             q.hook_block_mut(hook).unwrap().protos.push(TcfProto {
                 chain: 0,
@@ -597,8 +727,12 @@ mod tests {
 
     #[test]
     fn clsact_has_two_blocks_ingress_one() {
-        let mut i =
-            Ingress::new(IngressKind::Ingress, &IngressOpts {}, &DevInfo::default()).unwrap();
+        let mut i = Ingress::new(
+            IngressKind::Ingress,
+            &IngressOpts::default(),
+            &DevInfo::default(),
+        )
+        .unwrap();
         assert!(i.hook_block_mut(Hook::Egress).is_none());
         assert_eq!(
             i.hook_for_parent(Handle::new(0xffff, 0)),
@@ -608,7 +742,12 @@ mod tests {
             i.run(Hook::Egress, &mut udp(10), Time(0)),
             IngressVerdict::Pass
         );
-        let c = Ingress::new(IngressKind::Clsact, &IngressOpts {}, &DevInfo::default()).unwrap();
+        let c = Ingress::new(
+            IngressKind::Clsact,
+            &IngressOpts::default(),
+            &DevInfo::default(),
+        )
+        .unwrap();
         assert_eq!(
             c.hook_for_parent(Handle::new(0xffff, 0xfff2)),
             Some(Hook::Ingress)
@@ -625,8 +764,8 @@ mod tests {
                 && i.block(Handle::new(0xffff, 0xfff3)).is_some()
         );
         assert!(c.list().is_empty());
-        assert_eq!(c.dump(), QdiscOpts::Clsact(IngressOpts {}));
-        assert_eq!(i.dump(), QdiscOpts::Ingress(IngressOpts {}));
+        assert_eq!(c.dump(), QdiscOpts::Clsact(IngressOpts::default()));
+        assert_eq!(i.dump(), QdiscOpts::Ingress(IngressOpts::default()));
     }
 
     #[test]
@@ -663,8 +802,12 @@ mod tests {
 
     #[test]
     fn nothing_can_be_grafted_or_created() {
-        let mut q =
-            Ingress::new(IngressKind::Ingress, &IngressOpts {}, &DevInfo::default()).unwrap();
+        let mut q = Ingress::new(
+            IngressKind::Ingress,
+            &IngressOpts::default(),
+            &DevInfo::default(),
+        )
+        .unwrap();
         let dev = DevInfo::default();
         assert_eq!(
             q.graft(Handle::new(0xffff, 1), None, &dev)
@@ -678,7 +821,11 @@ mod tests {
                 .errno,
             Errno::EOPNOTSUPP
         );
-        assert!(q.change(&QdiscOpts::Ingress(IngressOpts {}), &dev).is_ok());
-        assert!(q.change(&QdiscOpts::Clsact(IngressOpts {}), &dev).is_err());
+        assert!(q
+            .change(&QdiscOpts::Ingress(IngressOpts::default()), &dev)
+            .is_ok());
+        assert!(q
+            .change(&QdiscOpts::Clsact(IngressOpts::default()), &dev)
+            .is_err());
     }
 }

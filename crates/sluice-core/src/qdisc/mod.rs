@@ -330,6 +330,30 @@ pub const KINDS: &[&str] = &[
     "hhf",
 ];
 
+/// `qdisc_block_indexes_set`: may a qdisc of these options be bound to
+/// shared blocks? Only ingress (its ingress hook) and clsact (both) have
+/// the operations; the kernel checks before the qdisc's init.
+pub fn check_block_sharing(opts: &QdiscOpts, ingress: bool, egress: bool) -> TcResult<()> {
+    let (may_ingress, may_egress) = match opts {
+        QdiscOpts::Ingress(_) => (true, false),
+        QdiscOpts::Clsact(_) => (true, true),
+        _ => (false, false),
+    };
+    if ingress && !may_ingress {
+        return Err(TcError::msg(
+            crate::error::Errno::EOPNOTSUPP,
+            "Ingress block sharing is not supported",
+        ));
+    }
+    if egress && !may_egress {
+        return Err(TcError::msg(
+            crate::error::Errno::EOPNOTSUPP,
+            "Egress block sharing is not supported",
+        ));
+    }
+    Ok(())
+}
+
 /// Build a qdisc of the kind `opts` names (`qdisc_create` + `init`).
 pub fn create(opts: &QdiscOpts, dev: &DevInfo) -> TcResult<Box<dyn Qdisc>> {
     Ok(match opts {
@@ -473,6 +497,19 @@ pub trait Qdisc: Send + std::fmt::Debug {
     /// when the qdisc or that class holds no filters.
     fn block_mut(&mut self, _classid: Handle) -> Option<&mut crate::cls::Block> {
         None
+    }
+    /// The shared block the filters of `classid` are in (ingress and
+    /// clsact bound to `ingress_block`/`egress_block`).
+    fn shared_block(&self, _classid: Handle) -> Option<crate::cls::shared::SharedBlockRef> {
+        None
+    }
+    /// Bind the hooks to shared blocks, once created; only ingress and
+    /// clsact have any (see [`check_block_sharing`]).
+    fn bind_shared_blocks(
+        &mut self,
+        _ingress: Option<crate::cls::shared::SharedBlockRef>,
+        _egress: Option<crate::cls::shared::SharedBlockRef>,
+    ) {
     }
     /// The filter block, read-only (for `tc filter show`).
     fn block(&self, _classid: Handle) -> Option<&crate::cls::Block> {

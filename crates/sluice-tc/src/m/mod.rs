@@ -57,14 +57,7 @@ pub(crate) fn argc(a: &Args) -> usize {
     a.rest().len()
 }
 
-/// iproute2 `get_u32(val, arg, base)`.
-pub(crate) fn get_u32(arg: &str, base: u32) -> Option<u32> {
-    // strtoul wraps a leading minus as C's does.
-    match sluice_core::units::strtoul(arg, base) {
-        Some((v, "")) if v <= u32::MAX as u64 => Some(v as u32),
-        _ => None,
-    }
-}
+pub(crate) use crate::args::get_u32;
 
 /// iproute2 `get_u64(val, arg, base)`.
 pub(crate) fn get_u64(arg: &str, base: u32) -> Option<u64> {
@@ -463,9 +456,8 @@ fn print_one(d: &ActionDump, bind: bool, cx: &PrintCx, out: &mut Out) {
         out.bool(To::Any, "not_in_hw", "\tnot_in_hw", true);
         out.nl();
     }
-    if d.refcnt > d.bindcnt {
-        // Actions created with `tc actions` went through the offload path,
-        // which records the hardware statistics used (none).
+    if d.used_hw_stats {
+        // Filled in by the first `tc actions ls` that listed it.
         out.text("\t");
         out.open_arr("used_hw_stats");
         out.text("used_hw_stats");

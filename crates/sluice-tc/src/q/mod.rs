@@ -33,7 +33,6 @@ use crate::args::{Args, CmdResult};
 use crate::out::Out;
 use sluice_core::qdisc::{ClassOpts, DevInfo, QdiscOpts, XStats};
 use sluice_core::rate::LinkLayer;
-use sluice_core::units::strtoul;
 
 /// Parse the options after the kind word. `Ok(None)`: a kind sluice does not
 /// know, which the kernel refuses ("Specified qdisc kind is unknown").
@@ -203,13 +202,7 @@ pub fn print_xstats(x: &XStats, out: &mut Out) {
     }
 }
 
-/// iproute2 `get_u32(val, arg, base)`: the whole word a number that fits 32 bits.
-pub(crate) fn get_u32(arg: &str, base: u32) -> Option<u32> {
-    match strtoul(arg, base) {
-        Some((v, "")) if v <= u32::MAX as u64 => Some(v as u32),
-        _ => None,
-    }
-}
+pub(crate) use crate::args::get_u32;
 
 /// iproute2 `get_u16`.
 pub(crate) fn get_u16(arg: &str, base: u32) -> Option<u16> {
