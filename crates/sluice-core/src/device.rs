@@ -108,6 +108,8 @@ pub struct QdiscRequest {
     pub ingress_block: Option<crate::cls::shared::SharedBlockRef>,
     /// `TCA_EGRESS_BLOCK`: the same for the egress hook (clsact).
     pub egress_block: Option<crate::cls::shared::SharedBlockRef>,
+    /// When the request is made (an estimator starts sampling then).
+    pub now: crate::time::Time,
 }
 
 /// `__tcf_block_find` on a shared block named through a device.
@@ -363,7 +365,8 @@ impl Device {
         }
         q.stab = stab;
         if let Some(e) = req.estimator {
-            q.estimator = Some(e);
+            let stats = q.stats();
+            q.estimator = Some(e.replacing(q.estimator.as_ref(), req.now, &stats));
         }
         Ok(())
     }
@@ -434,7 +437,9 @@ impl Device {
         let mut node = QdiscNode::create(handle, parent, opts, &self.info)?;
         node.qdisc
             .bind_shared_blocks(req.ingress_block.clone(), req.egress_block.clone());
-        node.estimator = req.estimator;
+        node.estimator = req
+            .estimator
+            .map(|e| e.replacing(None, req.now, &Default::default()));
         node.stab = stab;
         self.created += 1;
         node.seq = self.created;

@@ -18,6 +18,7 @@ use sluice_core::qdisc::{ClassInfo, QdiscNode, QdiscOpts, XStats};
 use sluice_core::rate::LinkLayer;
 use sluice_core::stab::{SizeSpec, SizeTable, MAX_TSIZE};
 use sluice_core::stats::{RateEstimator, Stats};
+use sluice_core::time::Time;
 use sluice_core::units::{fmt_size, parse_time_us};
 
 /// tc's global options.
@@ -434,7 +435,7 @@ fn qdisc_modify(net: &mut Net, a: &mut Args, flags: Option<NlFlags>) -> CmdResul
     let dname = dev.ok_or_else(no_device)?;
     // A block a new qdisc is to bind (made now if none exists; it goes
     // again if the qdisc is not made).
-    let seed = net.seed;
+    let (seed, now) = (net.seed, net.now);
     let mut bind = |b: Option<u32>| b.map(|i| net.blocks.get_or_create(i, seed));
     let (ingress_block, egress_block) = (bind(ingress_block), bind(egress_block));
     let ah = &mut net.autohandle;
@@ -461,6 +462,7 @@ fn qdisc_modify(net: &mut Net, a: &mut Args, flags: Option<NlFlags>) -> CmdResul
                 stab,
                 ingress_block,
                 egress_block,
+                now,
             };
             let r = d.modify_qdisc(&req, fl, &mut |dev| alloc_handle(ah, dev));
             r.map_err(|e| {
@@ -719,13 +721,13 @@ fn qdisc_list(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdRes
                     continue;
                 }
             }
-            print_qdisc(d, q, dev.is_none(), opts, out);
+            print_qdisc(d, q, dev.is_none(), opts, net.now, out);
         }
     }
     Ok(())
 }
 
-fn print_qdisc(d: &Device, q: &QdiscNode, show_dev: bool, opts: &Opts, out: &mut Out) {
+fn print_qdisc(d: &Device, q: &QdiscNode, show_dev: bool, opts: &Opts, now: Time, out: &mut Out) {
     let o = q.qdisc.dump();
     out.open("");
     out.str(To::Any, "kind", &format!("qdisc {} ", o.kind()), o.kind());
@@ -776,7 +778,9 @@ fn print_qdisc(d: &Device, q: &QdiscNode, show_dev: bool, opts: &Opts, out: &mut
         out.nl();
     }
     if opts.stats {
-        print_stats(&q.stats(), q.estimator.as_ref().map(|e| e.read()), " ", out);
+        let stats = q.stats();
+        let rate = q.estimator.as_ref().map(|e| e.read_at(now, &stats));
+        print_stats(&stats, rate, " ", out);
         out.nl();
         q::print_xstats(&q.qdisc.xstats(), out);
     }

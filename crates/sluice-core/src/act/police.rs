@@ -338,16 +338,18 @@ impl Action for Police {
     }
 
     fn act(&mut self, pkt: &mut Packet, now: Time) -> Verdict {
-        self.est_bytes += pkt.len as u64;
-        self.est_packets += pkt.segs() as u64;
+        // The samples due by now saw the counters without this packet,
+        // which `tcf_police_act` then counts before reading the estimate.
         if let Some(e) = &mut self.est {
             let s = Stats {
                 bytes: self.est_bytes,
                 packets: self.est_packets,
                 ..Default::default()
             };
-            e.update(now, &s);
+            e.advance(now, &s);
         }
+        self.est_bytes += pkt.len as u64;
+        self.est_packets += pkt.segs() as u64;
         let p = &self.params;
         // A GSO packet is checked segment by segment (`tcf_police_mtu_check`).
         let ret = if self.exceeds_avrate() || crate::gso::seg_len(pkt) > p.mtu {

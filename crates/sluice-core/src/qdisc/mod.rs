@@ -772,11 +772,12 @@ impl QdiscNode {
         // A child's size table may have changed the length since this
         // qdisc counted it in (the kernel's backlog drifts the same way).
         self.stats.backlog = self.stats.backlog.saturating_sub(len as u64);
+        // The estimator's samples due by now saw the counters without this packet.
+        if let Some(e) = &mut self.estimator {
+            e.advance(now, &self.stats);
+        }
         self.stats.bytes += len as u64;
         self.stats.packets += segs as u64;
-        if let Some(e) = &mut self.estimator {
-            e.update(now, &self.stats);
-        }
     }
 
     /// Look at the next packet without taking it (`qdisc_peek_dequeued`): the
