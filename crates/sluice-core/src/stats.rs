@@ -152,14 +152,14 @@ impl RateEstimator {
             self.avpps = self.avpps.wrapping_add(pstep);
             self.last_bytes = stats.bytes;
             self.last_packets = stats.packets;
-            next = next + period;
+            next += period;
             let settled = db == 0 && dp == 0 && bstep == 0 && pstep == 0;
             if settled || idle >= MAX_IDLE_SAMPLES {
                 // Nothing counted and the averages at rest: nothing changes
                 // until the counters do, so skip to the first sample after `now`.
                 if now >= next {
                     let missed = (now - next).0 / period.0 + 1;
-                    next = next + Duration(missed.saturating_mul(period.0));
+                    next += Duration(missed.saturating_mul(period.0));
                 }
                 break;
             }
