@@ -678,6 +678,19 @@ impl Device {
         Ok((q, parent))
     }
 
+    /// Give class `classid` a rate estimator at `now`, or forget its
+    /// estimator (`None`); nothing when its qdisc is gone.
+    pub fn set_class_estimator(
+        &mut self,
+        classid: Handle,
+        e: Option<crate::stats::RateEstimator>,
+        now: crate::time::Time,
+    ) {
+        if let Some(node) = self.find_mut(classid.qdisc()) {
+            node.set_class_estimator(classid, e, now);
+        }
+    }
+
     /// `tc class add|change|replace dev D parent P classid C KIND OPTS`
     /// (`tc_ctl_tclass`). Success may carry the kernel's warning.
     pub fn modify_class(

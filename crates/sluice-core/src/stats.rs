@@ -168,6 +168,11 @@ impl RateEstimator {
         self.next = Some(next);
     }
 
+    /// When the next sample is due (`None` before the start).
+    pub fn next_due(&self) -> Option<Time> {
+        self.next
+    }
+
     /// The estimate as of the last sample: (bits per second, packets per
     /// second), as `gen_estimator_read` (bytes) times 8 for the bits.
     pub fn read(&self) -> (u64, u64) {

@@ -25,9 +25,14 @@ use crate::tc::{print_class_stats, Opts};
 use sluice_core::handle::Handle;
 use sluice_core::qdisc::ClassInfo;
 
+/// A class to draw: its qdisc's kind, the class, its rate estimate if any.
+pub type GraphClass = (&'static str, ClassInfo, Option<(u64, u64)>);
+
 struct Node<'a> {
     kind: &'static str,
     class: &'a ClassInfo,
+    /// The class's rate estimate, if it has an estimator.
+    rate: Option<(u64, u64)>,
     /// The node after this one in the list it is in (`hlist.next`).
     next: Option<usize>,
     parent_node: Option<usize>,
@@ -99,7 +104,11 @@ impl Graph<'_> {
 
             let mut buf = String::new();
             self.indent(&mut buf, cls, false, 0);
-            let (kind, class) = (self.nodes[cls].kind, self.nodes[cls].class);
+            let (kind, class, rate) = (
+                self.nodes[cls].kind,
+                self.nodes[cls].class,
+                self.nodes[cls].rate,
+            );
             let ids = id.to_string();
             buf.push_str(&format!("+---({ids}) {kind} "));
             text.push_str(&buf);
@@ -110,7 +119,7 @@ impl Graph<'_> {
             if self.opts.stats {
                 self.indent(&mut buf, cls, true, kind.len() + ids.len() - 2);
                 let mut s = Out::new(false, false);
-                if print_class_stats(class, &buf, &mut s) {
+                if print_class_stats(class, rate, &buf, &mut s) {
                     o.text("\n");
                     o.text(&s.finish());
                     buf.clear();
@@ -136,12 +145,17 @@ impl Graph<'_> {
 }
 
 /// Draw `classes` (in dump order, with their qdisc kinds) into `out`.
-pub fn print(classes: &[(&'static str, ClassInfo)], opts: &Opts, out: &mut Out) {
+pub fn print(
+    classes: &[GraphClass],
+    opts: &Opts,
+    out: &mut Out,
+) {
     let mut nodes: Vec<Node> = classes
         .iter()
-        .map(|(kind, class)| Node {
+        .map(|(kind, class, rate)| Node {
             kind,
             class,
+            rate: *rate,
             next: None,
             parent_node: None,
             right_node: None,

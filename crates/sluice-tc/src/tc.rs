@@ -897,6 +897,7 @@ fn class_cmd(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdResu
     let mut classid = Handle::UNSPEC;
     let mut parent = Handle::UNSPEC;
     let mut kind: Option<&str> = None;
+    let mut estimator = None;
     while let Some(w) = a.next() {
         match w {
             "dev" => {
@@ -905,6 +906,10 @@ fn class_cmd(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdResu
                     return Err(duparg("dev", v));
                 }
                 dev = Some(v);
+            }
+            w if matches(w, "estimator") => {
+                let e = parse_estimator(a)?;
+                estimator = Some(RateEstimator::new(e.interval_log, e.ewma_log));
             }
             "classid" => {
                 let v = a.value()?;
@@ -944,15 +949,24 @@ fn class_cmd(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdResu
         None => no_garbage(a, "class")?,
     };
     let dname = dev.ok_or_else(no_device)?;
+    let now = net.now;
     let d = net.dev_mut(dname).ok_or_else(|| nodev(dname))?;
     match flags {
-        None => d.delete_class(parent, classid).map_err(kernel_err),
+        None => {
+            d.delete_class(parent, classid).map_err(kernel_err)?;
+            d.set_class_estimator(classid, None, now);
+            Ok(())
+        }
         Some(fl) => {
             if let Some(w) = d
                 .modify_class(parent, classid, copts.as_ref(), fl)
                 .map_err(kernel_err)?
             {
                 out.warn(&w);
+            }
+            // The kinds whose class change takes TCA_RATE.
+            if matches!(kind, Some("htb" | "hfsc" | "drr" | "qfq")) && estimator.is_some() {
+                d.set_class_estimator(classid, estimator, now);
             }
             Ok(())
         }
@@ -1034,10 +1048,14 @@ fn class_list(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdRes
         let kind = q.qdisc.dump().kind();
         if opts.graph {
             // print_class only collects in graph mode, before its filters.
-            graph.extend(cls.list().into_iter().map(|c| (kind, c)));
+            graph.extend(cls.list().into_iter().map(|c| {
+                let rate = q.class_rate(c.classid, net.now, &c.stats);
+                (kind, c, rate)
+            }));
             continue;
         }
         for c in cls.list() {
+            let rate = q.class_rate(c.classid, net.now, &c.stats);
             if filter_qdisc.is_some_and(|h| h.major() != c.classid.major())
                 || filter_classid.is_some_and(|h| h != c.classid)
             {
@@ -1063,7 +1081,7 @@ fn class_list(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdRes
             // print_class ends its lines with "\n" even under -oneline.
             out.text("\n");
             if opts.stats {
-                if print_class_stats(&c, " ", out) {
+                if print_class_stats(&c, rate, " ", out) {
                     out.text("\n");
                     if c.xstats != XStats::QueueOnly {
                         q::print_xstats(&c.xstats, out);
@@ -1082,11 +1100,17 @@ fn class_list(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdRes
 
 /// The statistics lines of a class, each line starting with `prefix`
 /// (`print_tcstats_attr`); false when the kernel sends none.
-pub fn print_class_stats(c: &ClassInfo, prefix: &str, out: &mut Out) -> bool {
+/// `rate` is the class's estimate, if it has an estimator.
+pub fn print_class_stats(
+    c: &ClassInfo,
+    rate: Option<(u64, u64)>,
+    prefix: &str,
+    out: &mut Out,
+) -> bool {
     match c.xstats {
         XStats::Absent => return false,
         XStats::QueueOnly => print_queue_stats(&c.stats, prefix, out),
-        _ => print_stats(&c.stats, None, prefix, out),
+        _ => print_stats(&c.stats, rate, prefix, out),
     }
     true
 }

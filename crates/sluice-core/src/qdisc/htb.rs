@@ -1956,6 +1956,39 @@ mod tests {
     }
 
     /// 1: (htb) -> 1:1 rate 30 ceil 30 -> 1:10 rate 10 ceil 30, 1:20 rate 20 ceil 30 (prio 0).
+    /// A class estimator (`tc class add ... estimator 250ms 1sec`) follows
+    /// what passes through its class: both leaves of [`two_leaves`] busy
+    /// for 10 s, leaf 1:10 sends its 10 Mbit/s and the parent 1:1 their
+    /// 30 Mbit/s, and the estimates settle there (the EWMA of weight 1/4
+    /// over 250 ms samples forgets the start within a second or two).
+    #[test]
+    fn class_estimators_follow_their_classes_rates() {
+        use crate::stats::RateEstimator;
+        let mut n = two_leaves();
+        for minor in [1, 0x10] {
+            n.set_class_estimator(h(minor), Some(RateEstimator::new(-2, 2)), Time(0));
+        }
+        let dur = 10 * SEC;
+        run(&mut n, &[0x10, 0x20], dur, 100_000_000);
+        let rate = |minor| {
+            let stats = info(&n, minor).stats;
+            n.class_rate(h(minor), Time(dur), &stats)
+                .expect("an estimator")
+                .0 as f64
+                / 1e6
+        };
+        assert_close(rate(0x10), 10.0, 0.03);
+        assert_close(rate(1), 30.0, 0.03);
+        assert!(n
+            .class_rate(h(0x20), Time(dur), &info(&n, 0x20).stats)
+            .is_none());
+        // Forgotten with its class, as `tc class del` does.
+        n.set_class_estimator(h(0x10), None, Time(dur));
+        assert!(n
+            .class_rate(h(0x10), Time(dur), &info(&n, 0x10).stats)
+            .is_none());
+    }
+
     fn two_leaves() -> QdiscNode {
         let mut n = htb(0);
         add(&mut n, Handle::ROOT, 1, copts(30 * MBIT, 30 * MBIT, 0, 0));

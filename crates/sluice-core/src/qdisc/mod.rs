@@ -637,6 +637,13 @@ pub struct QdiscNode {
     /// and its dequeue of nothing does nothing, so the node answers for it
     /// (a prio parent asks its empty bands on every dequeue).
     fifo: bool,
+    /// Rate estimators of the qdisc's classes (`tc class add ... estimator`),
+    /// by class id. A class's counters change only as the qdisc dequeues,
+    /// so the samples due are taken at the start of a dequeue
+    /// ([`QdiscNode::sample_classes`]) and when the rates are read.
+    class_estimators: Vec<(Handle, RateEstimator)>,
+    /// When the next of them is due (never, without any).
+    next_class_sample: Time,
 }
 
 impl QdiscNode {
@@ -656,7 +663,68 @@ impl QdiscNode {
             invisible: false,
             kind,
             fifo: matches!(kind, "pfifo" | "bfifo" | "pfifo_head_drop"),
+            class_estimators: Vec::new(),
+            next_class_sample: Time(u64::MAX),
         }
+    }
+
+    /// The counters of class `classid`, if the qdisc has it.
+    fn class_stats(&self, classid: Handle) -> Option<Stats> {
+        let cls = self.qdisc.classes_ref()?;
+        cls.list()
+            .into_iter()
+            .find(|c| c.classid == classid)
+            .map(|c| c.stats)
+    }
+
+    /// Give class `classid` a rate estimator from `now` (`gen_replace_estimator`
+    /// in htb, hfsc, drr and qfq's class change), or forget its estimator
+    /// (the class was deleted).
+    pub fn set_class_estimator(&mut self, classid: Handle, e: Option<RateEstimator>, now: Time) {
+        let old = self
+            .class_estimators
+            .iter()
+            .position(|(id, _)| *id == classid)
+            .map(|i| self.class_estimators.remove(i).1);
+        if let Some(e) = e {
+            let stats = self.class_stats(classid).unwrap_or_default();
+            let e = e.replacing(old.as_ref(), now, &stats);
+            self.class_estimators.push((classid, e));
+        }
+        self.next_class_sample = self
+            .class_estimators
+            .iter()
+            .filter_map(|(_, e)| e.next_due())
+            .min()
+            .unwrap_or(Time(u64::MAX));
+    }
+
+    /// Take the class estimators' samples due by `now`.
+    #[cold]
+    #[inline(never)]
+    fn sample_classes(&mut self, now: Time) {
+        let list = self
+            .qdisc
+            .classes_ref()
+            .map(|c| c.list())
+            .unwrap_or_default();
+        let mut next = Time(u64::MAX);
+        for (id, e) in &mut self.class_estimators {
+            if let Some(c) = list.iter().find(|c| c.classid == *id) {
+                e.advance(now, &c.stats);
+            }
+            next = next.min(e.next_due().unwrap_or(next));
+        }
+        self.next_class_sample = next;
+    }
+
+    /// The rate estimate of class `classid` at `now`, whose counters are
+    /// `stats` (`None`: the class has no estimator).
+    pub fn class_rate(&self, classid: Handle, now: Time, stats: &Stats) -> Option<(u64, u64)> {
+        self.class_estimators
+            .iter()
+            .find(|(id, _)| *id == classid)
+            .map(|(_, e)| e.read_at(now, stats))
     }
 
     /// Create a qdisc of the kind `opts` names and wrap it.
@@ -743,6 +811,9 @@ impl QdiscNode {
         // A packet `peek` took goes first (the rare case, kept out of line).
         if self.peeked.is_some() {
             return self.dequeue_peeked(cx.now);
+        }
+        if cx.now >= self.next_class_sample {
+            self.sample_classes(cx.now);
         }
         let t0 = cx.mark();
         let d = self.qdisc.dequeue(cx);
