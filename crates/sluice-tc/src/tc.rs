@@ -965,7 +965,7 @@ fn class_cmd(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdResu
                 out.warn(&w);
             }
             // The kinds whose class change takes TCA_RATE.
-            if matches!(kind, Some("htb" | "hfsc" | "drr" | "qfq")) && estimator.is_some() {
+            if matches!(kind, Some("htb" | "hfsc" | "drr" | "qfq" | "cbq")) && estimator.is_some() {
                 d.set_class_estimator(classid, estimator, now);
             }
             Ok(())

@@ -678,7 +678,7 @@ impl QdiscNode {
     }
 
     /// Give class `classid` a rate estimator from `now` (`gen_replace_estimator`
-    /// in htb, hfsc, drr and qfq's class change), or forget its estimator
+    /// in htb, hfsc, drr, qfq and cbq's class change), or forget its estimator
     /// (the class was deleted).
     pub fn set_class_estimator(&mut self, classid: Handle, e: Option<RateEstimator>, now: Time) {
         let old = self
