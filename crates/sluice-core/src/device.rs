@@ -146,6 +146,9 @@ pub struct Device {
     pub cls: crate::cls::ClsShared,
     /// Qdiscs created on this device so far (orders `tc qdisc show`).
     created: u64,
+    /// The link-layer address `ip link add/set ... address` gave it (`ip
+    /// link show` derives one from the index otherwise).
+    pub address: Option<[u8; 6]>,
 }
 
 fn err(errno: Errno, msg: &str) -> TcError {
@@ -167,6 +170,7 @@ impl Device {
             ingress_queue: false,
             cls: Default::default(),
             created: 0,
+            address: None,
         }
     }
 

@@ -145,11 +145,7 @@ impl Graph<'_> {
 }
 
 /// Draw `classes` (in dump order, with their qdisc kinds) into `out`.
-pub fn print(
-    classes: &[GraphClass],
-    opts: &Opts,
-    out: &mut Out,
-) {
+pub fn print(classes: &[GraphClass], opts: &Opts, out: &mut Out) {
     let mut nodes: Vec<Node> = classes
         .iter()
         .map(|(kind, class, rate)| Node {

@@ -3,6 +3,7 @@
 
 use crate::args::{matches, Args, CmdResult, Fail};
 use crate::net::Net;
+use crate::out::{Out, To};
 use crate::Outcome;
 use sluice_core::device::{DevKind, Device};
 use sluice_core::qdisc::{DevInfo, QdiscOpts};
@@ -25,7 +26,7 @@ pub fn run(net: &mut Net, words: &[String]) -> Outcome {
 
 /// Does this `ip` command change state?
 pub fn mutates(words: &[String]) -> bool {
-    let w: Vec<&String> = words.iter().filter(|w| !w.starts_with('-')).collect();
+    let w: Vec<&String> = words.iter().skip_while(|w| w.starts_with('-')).collect();
     match (w.first(), w.get(1)) {
         (Some(o), Some(c)) => {
             matches(o, "link")
@@ -37,10 +38,39 @@ pub fn mutates(words: &[String]) -> bool {
     }
 }
 
+/// The options of `ip` that change how links are shown.
+#[derive(Clone, Copy, Debug, Default)]
+struct ShowOpts {
+    json: bool,
+    pretty: bool,
+    stats: bool,
+    details: bool,
+    brief: bool,
+    oneline: bool,
+}
+
 fn dispatch(net: &mut Net, words: &[String], out: &mut String) -> CmdResult {
+    // `ip [ OPTIONS ] OBJECT ...`: the options come first (and change
+    // nothing sluice prints yet); a later word may start with '-' (`-1`).
+    let mut opts = ShowOpts::default();
+    for w in words.iter().take_while(|w| w.starts_with('-')) {
+        let w = w.trim_start_matches('-');
+        if w.is_empty() {
+            continue;
+        }
+        match w {
+            "j" | "json" => opts.json = true,
+            "p" | "pretty" => opts.pretty = true,
+            "br" | "brief" => opts.brief = true,
+            "o" | "oneline" => opts.oneline = true,
+            _ if "statistics".starts_with(w) => opts.stats = true,
+            _ if "details".starts_with(w) => opts.details = true,
+            _ => {}
+        }
+    }
     let words: Vec<String> = words
         .iter()
-        .filter(|w| !w.starts_with('-'))
+        .skip_while(|w| w.starts_with('-'))
         .cloned()
         .collect();
     let mut a = Args::new(&words);
@@ -77,21 +107,36 @@ fn dispatch(net: &mut Net, words: &[String], out: &mut String) -> CmdResult {
     } else if matches(cmd, "set") || matches(cmd, "change") {
         link_set(net, &mut a)
     } else if matches(cmd, "show") || matches(cmd, "list") || matches(cmd, "lst") {
-        let name = if a.is_empty() {
-            None
-        } else {
-            Some(dev_word(&mut a)?)
-        };
+        // `up` and `type KIND` narrow the listing (ipaddr_list_flush_or_save).
+        let (mut only_up, mut only_kind, mut name) = (false, None, None);
+        while let Some(w) = a.peek() {
+            if w == "up" {
+                a.next();
+                only_up = true;
+            } else if w == "type" {
+                a.next();
+                only_kind = Some(a.value()?.to_string());
+            } else {
+                name = Some(dev_word(&mut a)?);
+            }
+        }
         if let Some(n) = &name {
             if net.dev(n).is_none() {
                 return Err(Fail::new(1, format!("Device \"{n}\" does not exist.")));
             }
         }
+        let mut o = Out::new(opts.json, opts.pretty);
         for d in &net.devices {
-            if name.as_ref().is_none_or(|n| *n == d.info.name) {
-                out.push_str(&show_link(net, d));
+            if name.as_ref().is_none_or(|n| *n == d.info.name)
+                && (!only_up || d.up)
+                && only_kind
+                    .as_ref()
+                    .is_none_or(|k| Some(k.as_str()) == info_kind(&d.kind))
+            {
+                show_link(net, d, opts, &mut o);
             }
         }
+        out.push_str(&o.finish());
         Ok(())
     } else {
         Err(Fail::new(
@@ -110,10 +155,27 @@ fn dev_word(a: &mut Args) -> CmdResult<String> {
     })
 }
 
+/// `ll_addr_a2n` for an Ethernet address: six hex bytes separated by colons.
+fn lladdr(w: &str) -> CmdResult<[u8; 6]> {
+    let bytes: Vec<Option<u8>> = w
+        .split(':')
+        .map(|b| u8::from_str_radix(b, 16).ok())
+        .collect();
+    match bytes.as_slice() {
+        [Some(a), Some(b), Some(c), Some(d), Some(e), Some(f)]
+            if w.split(':').all(|b| !b.is_empty() && b.len() <= 2) =>
+        {
+            Ok([*a, *b, *c, *d, *e, *f])
+        }
+        _ => Err(Fail::new(255, format!("\"{w}\" is invalid lladdr."))),
+    }
+}
+
 fn link_add(net: &mut Net, a: &mut Args) -> CmdResult {
     let mut name: Option<String> = None;
     let mut kind: Option<String> = None;
     let mut peer: Option<String> = None;
+    let (mut address, mut peer_address) = (None, None);
     let mut mtu = 1500;
     let mut txqlen = 1000;
     while let Some(w) = a.next() {
@@ -128,7 +190,9 @@ fn link_add(net: &mut Net, a: &mut Args) -> CmdResult {
                         }
                         if x == "name" {
                             peer = Some(a.value()?.to_string());
-                        } else if x == "address" || x == "numtxqueues" || x == "numrxqueues" {
+                        } else if x == "address" {
+                            peer_address = Some(lladdr(a.value()?)?);
+                        } else if x == "numtxqueues" || x == "numrxqueues" {
                             a.value()?;
                         }
                     }
@@ -147,7 +211,8 @@ fn link_add(net: &mut Net, a: &mut Args) -> CmdResult {
                     )
                 })?
             }
-            "address" | "numtxqueues" | "numrxqueues" => {
+            "address" => address = Some(lladdr(a.value()?)?),
+            "numtxqueues" | "numrxqueues" => {
                 a.value()?;
             }
             w if name.is_none() => name = Some(w.to_string()),
@@ -187,6 +252,9 @@ fn link_add(net: &mut Net, a: &mut Args) -> CmdResult {
                 return Err(Fail::new(2, "RTNETLINK answers: File exists"));
             }
             net.add_device(info(&peer), DevKind::Veth { peer: name.clone() });
+            if let Some(d) = net.dev_mut(&peer) {
+                d.address = peer_address;
+            }
             net.add_device(info(&name), DevKind::Veth { peer: peer.clone() });
         }
         "ether" | "sluice" => {
@@ -202,36 +270,49 @@ fn link_add(net: &mut Net, a: &mut Args) -> CmdResult {
         }
         _ => return Err(Fail::new(2, "Error: Unknown device type.")),
     }
+    if let Some(d) = net.dev_mut(&name) {
+        d.address = address;
+    }
     Ok(())
 }
 
 fn link_set(net: &mut Net, a: &mut Args) -> CmdResult {
+    if a.is_empty() {
+        return Err(Fail::new(
+            255,
+            "Not enough information: \"dev\" argument is required.",
+        ));
+    }
     let name = dev_word(a)?;
-    let d = net
-        .dev_mut(&name)
-        .ok_or_else(|| Fail::new(1, format!("Cannot find device \"{name}\"")))?;
+    // ip parses every word before it sends anything, and the kernel checks
+    // the MTU before it changes the rest (`do_setlink`): a refusal changes nothing.
+    let (mut up, mut mtu, mut txqlen, mut address) = (None, None, None, None);
     while let Some(w) = a.next() {
         match w {
-            "up" => d.set_up(true),
-            "down" => d.set_up(false),
+            "up" => up = Some(true),
+            "down" => up = Some(false),
+            "address" => address = Some(lladdr(a.value()?)?),
             "mtu" => {
                 let v = a.value()?;
-                d.info.mtu = v.parse().map_err(|_| {
+                // iplink.c's messages end in their own newline.
+                mtu = Some(v.parse::<u32>().map_err(|_| {
                     Fail::new(
                         255,
-                        format!("Error: argument \"{v}\" is wrong: Invalid \"mtu\" value"),
+                        format!("Error: argument \"{v}\" is wrong: Invalid \"mtu\" value\n\n"),
                     )
-                })?;
+                })?);
             }
             "txqueuelen" | "qlen" | "txqlen" => {
                 let v = a.value()?;
-                let n = v.parse().map_err(|_| {
+                // `get_integer`: any C int, stored as the kernel's unsigned.
+                txqlen = Some(crate::args::get_integer(v).ok_or_else(|| {
                     Fail::new(
                         255,
-                        format!("Error: argument \"{v}\" is wrong: Invalid \"txqueuelen\" value"),
+                        format!(
+                            "Error: argument \"{v}\" is wrong: Invalid \"txqueuelen\" value\n\n"
+                        ),
                     )
-                })?;
-                d.set_txqueuelen(n);
+                })? as u32);
             }
             w => {
                 return Err(Fail::new(
@@ -241,16 +322,53 @@ fn link_set(net: &mut Net, a: &mut Args) -> CmdResult {
             }
         }
     }
+    let d = net
+        .dev_mut(&name)
+        .ok_or_else(|| Fail::new(1, format!("Cannot find device \"{name}\"")))?;
+    if let Some(m) = mtu {
+        // veth's bounds (ETH_MIN_MTU, ETH_MAX_MTU; `dev_validate_mtu`).
+        if matches!(d.kind, DevKind::Veth { .. }) {
+            if m < 68 {
+                return Err(Fail::new(2, "Error: mtu less than device minimum."));
+            }
+            if m > 65535 {
+                return Err(Fail::new(2, "Error: mtu greater than device maximum."));
+            }
+        }
+        d.info.mtu = m;
+    }
+    if let Some(n) = txqlen {
+        d.set_txqueuelen(n);
+    }
+    if let Some(x) = address {
+        d.address = Some(x);
+    }
+    if let Some(u) = up {
+        d.set_up(u);
+    }
     Ok(())
 }
 
 /// An ifb device's transmit queue length (`TX_Q_LIMIT` in drivers/net/ifb.c).
 const IFB_TXQUEUELEN: u32 = 32;
 
-fn show_link(net: &Net, d: &Device) -> String {
-    let name = match &d.kind {
-        DevKind::Veth { peer } => format!("{}@{}", d.info.name, peer),
-        _ => d.info.name.clone(),
+/// `IFLA_INFO_KIND`: the link kind `ip -d` names (none for loopback and
+/// sluice's own `ether`).
+fn info_kind(k: &DevKind) -> Option<&'static str> {
+    match k {
+        DevKind::Veth { .. } => Some("veth"),
+        DevKind::Dummy => Some("dummy"),
+        DevKind::Ifb => Some("ifb"),
+        DevKind::Tun => Some("tun"),
+        _ => None,
+    }
+}
+
+/// `print_linkinfo` (ip/ipaddress.c) for one device.
+fn show_link(net: &Net, d: &Device, opts: ShowOpts, out: &mut Out) {
+    let peer = match &d.kind {
+        DevKind::Veth { peer } => Some(peer.as_str()),
+        _ => None,
     };
     let mut flags = vec![];
     match d.kind {
@@ -259,16 +377,19 @@ fn show_link(net: &Net, d: &Device) -> String {
         DevKind::Tun => flags.extend(["POINTOPOINT", "MULTICAST", "NOARP"]),
         _ => flags.extend(["BROADCAST", "MULTICAST"]),
     }
-    let peer_up = match &d.kind {
-        DevKind::Veth { peer } => net.dev(peer).is_some_and(|p| p.up),
-        _ => true,
-    };
+    // A veth's carrier is its peer being up; `M-DOWN` says the link
+    // (IFLA_LINK, the peer) is down, whatever this end's state.
+    let peer_up = peer.is_none_or(|p| net.dev(p).is_some_and(|p| p.up));
     if d.up {
+        if !peer_up {
+            flags.insert(0, "NO-CARRIER");
+        }
         flags.push("UP");
         if peer_up {
             flags.push("LOWER_UP");
         }
-    } else if matches!(d.kind, DevKind::Veth { .. }) {
+    }
+    if !peer_up {
         flags.push("M-DOWN");
     }
     let qdisc = if d.root.handle.is_unspec() {
@@ -293,33 +414,153 @@ fn show_link(net: &Net, d: &Device) -> String {
     } else {
         "DOWN"
     };
-    let link = if d.kind == DevKind::Loopback {
-        "link/loopback 00:00:00:00:00:00 brd 00:00:00:00:00:00".to_string()
-    } else if d.kind == DevKind::Tun {
-        // ip prints the (empty) address after a space.
-        "link/none ".to_string()
-    } else {
-        format!(
-            "link/ether 02:00:00:00:{:02x}:{:02x} brd ff:ff:ff:ff:ff:ff",
-            d.ifindex >> 8,
-            d.ifindex & 0xff
-        )
+    let (link_type, address, broadcast) = match d.kind {
+        DevKind::Loopback => ("loopback", Some([0; 6]), [0; 6]),
+        DevKind::Tun => ("none", None, [0; 6]),
+        _ => (
+            "ether",
+            Some(
+                d.address
+                    .unwrap_or([2, 0, 0, 0, (d.ifindex >> 8) as u8, d.ifindex as u8]),
+            ),
+            [0xff; 6],
+        ),
     };
-    format!(
-        "{}: {}: <{}> mtu {} qdisc {} state {} mode DEFAULT group default {}\n    {}\n",
-        d.ifindex,
-        name,
+    let mac = |a: &[u8; 6]| {
+        a.iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join(":")
+    };
+    let name = match peer {
+        Some(p) => format!("{}@{p}", d.info.name),
+        None => d.info.name.clone(),
+    };
+    if opts.brief && !opts.json {
+        let addr = address.as_ref().map(mac).unwrap_or_default();
+        out.text(&format!(
+            "{name:<16} {state:<14} {addr} <{}> \n",
+            flags.join(",")
+        ));
+        return;
+    }
+    let mut text = String::new();
+    out.open("");
+    let i = d.ifindex as u64;
+    out.uint(To::Json, "ifindex", "", i);
+    if let Some(p) = peer {
+        out.str(To::Json, "link", "", p);
+    }
+    out.str(To::Json, "ifname", "", &d.info.name);
+    out.open_arr("flags");
+    for f in &flags {
+        out.str(To::Json, "", "", f);
+    }
+    out.close();
+    out.uint(To::Json, "mtu", "", d.info.mtu as u64);
+    out.str(To::Json, "qdisc", "", &qdisc);
+    out.str(To::Json, "operstate", "", state);
+    out.str(To::Json, "linkmode", "", "DEFAULT");
+    out.str(To::Json, "group", "", "default");
+    // printed with %d: a length of 2^32 - 1 reads -1.
+    let qlen = d.info.txqueuelen as i32;
+    if qlen != 0 {
+        out.int(To::Json, "txqlen", "", qlen as i64);
+    }
+    out.str(To::Json, "link_type", "", link_type);
+    if let Some(a) = &address {
+        out.str(To::Json, "address", "", &mac(a));
+        out.str(To::Json, "broadcast", "", &mac(&broadcast));
+    }
+    text.push_str(&format!(
+        "{i}: {name}: <{}> mtu {} qdisc {qdisc} state {state} mode DEFAULT group default {}\n    link/{link_type} ",
         flags.join(","),
         d.info.mtu,
-        qdisc,
-        state,
-        if d.info.txqueuelen > 0 {
-            format!("qlen {}", d.info.txqueuelen)
-        } else {
-            String::new()
-        },
-        link
-    )
+        if qlen != 0 { format!("qlen {qlen}") } else { String::new() },
+    ));
+    if let Some(a) = &address {
+        text.push_str(&format!("{} brd {}", mac(a), mac(&broadcast)));
+    }
+    if opts.details {
+        // `dev->min_mtu`/`max_mtu` of each kind's setup; one queue each.
+        let (min, max) = match d.kind {
+            DevKind::Veth { .. } | DevKind::Tun => (68, 65535),
+            DevKind::Ether => (68, 1500),
+            _ => (0, 0),
+        };
+        text.push_str(&format!(
+            " promiscuity 0  allmulti 0 minmtu {min} maxmtu {max} "
+        ));
+        for (k, v) in [
+            ("promiscuity", 0),
+            ("allmulti", 0),
+            ("min_mtu", min),
+            ("max_mtu", max),
+        ] {
+            out.uint(To::Json, k, "", v);
+        }
+        if let Some(k) = info_kind(&d.kind) {
+            text.push_str(&format!("\n    {k} "));
+            out.open("linkinfo");
+            out.str(To::Json, "info_kind", "", k);
+            out.close();
+        }
+        text.push_str("addrgenmode eui64 numtxqueues 1 numrxqueues 1 gso_max_size 65536 gso_max_segs 65535 tso_max_size 524280 tso_max_segs 65535 gro_max_size 65536 ");
+        out.str(To::Json, "inet6_addr_gen_mode", "", "eui64");
+        for (k, v) in [
+            ("num_tx_queues", 1),
+            ("num_rx_queues", 1),
+            ("gso_max_size", 65536),
+            ("gso_max_segs", 65535),
+            ("tso_max_size", 524280),
+            ("tso_max_segs", 65535),
+            ("gro_max_size", 65536),
+        ] {
+            out.uint(To::Json, k, "", v);
+        }
+    }
+    if opts.stats {
+        // sluice keeps no per-device counters: the kernel's zeros, in its columns.
+        text.push_str("\n    RX:  bytes packets errors dropped  missed   mcast           \n             0       0      0       0       0       0 \n    TX:  bytes packets errors dropped carrier collsns           \n             0       0      0       0       0       0 ");
+        out.open("stats64");
+        for (dir, keys) in [
+            (
+                "rx",
+                [
+                    "bytes",
+                    "packets",
+                    "errors",
+                    "dropped",
+                    "over_errors",
+                    "multicast",
+                ],
+            ),
+            (
+                "tx",
+                [
+                    "bytes",
+                    "packets",
+                    "errors",
+                    "dropped",
+                    "carrier_errors",
+                    "collisions",
+                ],
+            ),
+        ] {
+            out.open(dir);
+            for k in keys {
+                out.uint(To::Json, k, "", 0);
+            }
+            out.close();
+        }
+        out.close();
+    }
+    if opts.oneline {
+        text = text.replace('\n', "\\");
+    }
+    text.push('\n');
+    out.text(&text);
+    out.close();
 }
 
 #[cfg(test)]

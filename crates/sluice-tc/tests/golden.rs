@@ -3,6 +3,9 @@
 //! `tests/golden/*.golden` were captured from iproute2 6.1 against kernel 6.18
 //! (see tests/golden/README.md). Each case starts from the same state as the
 //! capture: `lo` down, a veth pair PEER (ifindex 2) / DEV (ifindex 3), both up.
+//! As the capture did, commands run with the devices named `v0`/`v1` and
+//! the output has those whole words renamed back to DEV/PEER (which
+//! misaligns `ip -br`'s padded columns exactly as it did there).
 //! Every `tc` command's stdout, stderr and exit status must match. The cases
 //! listed in `MUST_PASS` are the ones sluice claims; the test also prints how
 //! many other cases pass, so progress is visible; `GOLDEN_VERBOSE=fifo` (a
@@ -94,12 +97,16 @@ fn setup(kind: &str) -> Net {
     if kind != "none" {
         let w = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
         assert_eq!(
-            ip::run(&mut net, &w("link add dev DEV type veth peer name PEER")).code,
+            ip::run(
+                &mut net,
+                &w("link add dev v0 address 02:00:00:00:00:01 type veth peer name v1 address 02:00:00:00:00:02")
+            )
+            .code,
             0
         );
         if kind == "up" {
-            assert_eq!(ip::run(&mut net, &w("link set dev DEV up")).code, 0);
-            assert_eq!(ip::run(&mut net, &w("link set dev PEER up")).code, 0);
+            assert_eq!(ip::run(&mut net, &w("link set dev v0 up")).code, 0);
+            assert_eq!(ip::run(&mut net, &w("link set dev v1 up")).code, 0);
         }
     }
     net
@@ -113,22 +120,44 @@ fn run_line(net: &mut Net, line: &str) -> Option<Outcome> {
             Ok(_) => return None,
             Err(o) => o,
         }),
-        Some("ip") => {
-            ip::run(net, &words[1..]);
-            None
-        }
+        Some("ip") => Some(ip::run(net, &words[1..])),
         _ => None,
     }
 }
 
 /// Run a case; `Err` describes the first mismatch.
+/// `s` with every whole word `from` (Python's `\bfrom\b`) replaced by `to`.
+fn sub_word(s: &str, from: &str, to: &str) -> String {
+    let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find(from) {
+        // The character before, in the text so far (a word stays a word).
+        let before = rest[..i].chars().last().or(out.chars().last());
+        let after = rest[i + from.len()..].chars().next();
+        out.push_str(&rest[..i]);
+        if before.is_some_and(word) || after.is_some_and(word) {
+            out.push_str(from);
+        } else {
+            out.push_str(to);
+        }
+        rest = &rest[i + from.len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
 fn check(case: &Case) -> Result<(), String> {
     let mut net = setup(&case.setup);
     for c in &case.cmds {
         net.now += sluice_core::time::Duration(c.sleep_ns);
-        let Some(got) = run_line(&mut net, &c.line) else {
+        let line = sub_word(&sub_word(&c.line, "DEV", "v0"), "PEER", "v1");
+        let Some(mut got) = run_line(&mut net, &line) else {
             continue;
         };
+        for text in [&mut got.stdout, &mut got.stderr] {
+            *text = sub_word(&sub_word(text, "v0", "DEV"), "v1", "PEER");
+        }
         if got.stdout != c.stdout || got.stderr != c.stderr || got.code != c.code {
             return Err(format!(
                 "case {:?}: `{}`\n--- want (exit {}):\n{}{}--- got (exit {}):\n{}{}",
