@@ -50,8 +50,9 @@ struct ShowOpts {
 }
 
 fn dispatch(net: &mut Net, words: &[String], out: &mut String) -> CmdResult {
-    // `ip [ OPTIONS ] OBJECT ...`: the options come first (and change
-    // nothing sluice prints yet); a later word may start with '-' (`-1`).
+    // `ip [ OPTIONS ] OBJECT ...`: the options come first (those that do
+    // not change how links are shown are accepted and ignored); a later
+    // word may start with '-' (`txqueuelen -1`).
     let mut opts = ShowOpts::default();
     for w in words.iter().take_while(|w| w.starts_with('-')) {
         let w = w.trim_start_matches('-');
