@@ -156,20 +156,20 @@ fn dev_word(a: &mut Args) -> CmdResult<String> {
     })
 }
 
-/// `ll_addr_a2n` for an Ethernet address: six hex bytes separated by colons.
+/// `ll_addr_a2n` (hex bytes separated by colons), then iplink's check
+/// that an Ethernet address has six.
 fn lladdr(w: &str) -> CmdResult<[u8; 6]> {
-    let bytes: Vec<Option<u8>> = w
+    let bytes: Option<Vec<u8>> = w
         .split(':')
-        .map(|b| u8::from_str_radix(b, 16).ok())
+        .map(|b| u8::from_str_radix(b, 16).ok().filter(|_| !b.is_empty()))
         .collect();
-    match bytes.as_slice() {
-        [Some(a), Some(b), Some(c), Some(d), Some(e), Some(f)]
-            if w.split(':').all(|b| !b.is_empty() && b.len() <= 2) =>
-        {
-            Ok([*a, *b, *c, *d, *e, *f])
-        }
-        _ => Err(Fail::new(255, format!("\"{w}\" is invalid lladdr."))),
-    }
+    let bytes = bytes.ok_or_else(|| Fail::new(1, format!("\"{w}\" is invalid lladdr.")))?;
+    bytes.as_slice().try_into().map_err(|_| {
+        Fail::new(
+            1,
+            format!("Invalid address length {} - must be 6 bytes", bytes.len()),
+        )
+    })
 }
 
 fn link_add(net: &mut Net, a: &mut Args) -> CmdResult {
@@ -437,12 +437,29 @@ fn show_link(net: &Net, d: &Device, opts: ShowOpts, out: &mut Out) {
         Some(p) => format!("{}@{p}", d.info.name),
         None => d.info.name.clone(),
     };
-    if opts.brief && !opts.json {
-        let addr = address.as_ref().map(mac).unwrap_or_default();
+    if opts.brief {
+        // `print_linkinfo_brief`.
+        let addr = address.as_ref().map(|a| format!("{} ", mac(a)));
         out.text(&format!(
-            "{name:<16} {state:<14} {addr} <{}> \n",
+            "{name:<16} {state:<14} {}<{}> \n",
+            addr.as_deref().unwrap_or(""),
             flags.join(",")
         ));
+        out.open("");
+        if let Some(p) = peer {
+            out.str(To::Json, "link", "", p);
+        }
+        out.str(To::Json, "ifname", "", &d.info.name);
+        out.str(To::Json, "operstate", "", state);
+        if let Some(a) = &address {
+            out.str(To::Json, "address", "", &mac(a));
+        }
+        out.open_arr("flags");
+        for f in &flags {
+            out.str(To::Json, "", "", f);
+        }
+        out.close();
+        out.close();
         return;
     }
     let mut text = String::new();
