@@ -112,12 +112,16 @@ pub struct QdiscRequest {
     pub now: crate::time::Time,
 }
 
-/// `__tcf_block_find` on a shared block named through a device.
-fn shared_refused() -> TcError {
-    err(
-        Errno::EOPNOTSUPP,
-        "This filter block is shared. Please use the block index to manipulate the filters",
-    )
+/// `__tcf_block_find`: the filters at `parent` of `node` may not be named
+/// through the device when they are in a shared block.
+fn refuse_shared(node: &QdiscNode, parent: Handle) -> TcResult<()> {
+    match node.qdisc.shared_block(parent) {
+        Some(_) => Err(err(
+            Errno::EOPNOTSUPP,
+            "This filter block is shared. Please use the block index to manipulate the filters",
+        )),
+        None => Ok(()),
+    }
 }
 
 /// One interface's traffic-control state.
@@ -599,9 +603,7 @@ impl Device {
                 .filter(|i| i.handle == q)
                 .ok_or_else(|| err(Errno::EINVAL, "Parent Qdisc doesn't exists"))?,
         };
-        if node.qdisc.shared_block(parent).is_some() {
-            return Err(shared_refused());
-        }
+        refuse_shared(node, parent)?;
         let block = node
             .qdisc
             .block_mut(parent)
@@ -627,9 +629,7 @@ impl Device {
         let node = self
             .find_mut(q)
             .ok_or_else(|| err(Errno::EINVAL, "Parent Qdisc doesn't exists"))?;
-        if node.qdisc.shared_block(parent).is_some() {
-            return Err(shared_refused());
-        }
+        refuse_shared(node, parent)?;
         node.qdisc
             .block_mut(parent)
             .ok_or_else(|| TcError::errno(Errno::EINVAL))
@@ -641,9 +641,7 @@ impl Device {
         let node = self
             .find(q)
             .ok_or_else(|| err(Errno::EINVAL, "Parent Qdisc doesn't exists"))?;
-        if node.qdisc.shared_block(parent).is_some() {
-            return Err(shared_refused());
-        }
+        refuse_shared(node, parent)?;
         node.qdisc
             .block(parent)
             .ok_or_else(|| TcError::errno(Errno::EINVAL))

@@ -437,6 +437,20 @@ fn show_link(net: &Net, d: &Device, opts: ShowOpts, out: &mut Out) {
         Some(p) => format!("{}@{p}", d.info.name),
         None => d.info.name.clone(),
     };
+    // JSON members both forms share: the names, and the flags.
+    let json_names = |out: &mut Out| {
+        if let Some(p) = peer {
+            out.str(To::Json, "link", "", p);
+        }
+        out.str(To::Json, "ifname", "", &d.info.name);
+    };
+    let json_flags = |out: &mut Out| {
+        out.open_arr("flags");
+        for f in &flags {
+            out.str(To::Json, "", "", f);
+        }
+        out.close();
+    };
     if opts.brief {
         // `print_linkinfo_brief`.
         let addr = address.as_ref().map(|a| format!("{} ", mac(a)));
@@ -446,19 +460,12 @@ fn show_link(net: &Net, d: &Device, opts: ShowOpts, out: &mut Out) {
             flags.join(",")
         ));
         out.open("");
-        if let Some(p) = peer {
-            out.str(To::Json, "link", "", p);
-        }
-        out.str(To::Json, "ifname", "", &d.info.name);
+        json_names(out);
         out.str(To::Json, "operstate", "", state);
         if let Some(a) = &address {
             out.str(To::Json, "address", "", &mac(a));
         }
-        out.open_arr("flags");
-        for f in &flags {
-            out.str(To::Json, "", "", f);
-        }
-        out.close();
+        json_flags(out);
         out.close();
         return;
     }
@@ -466,15 +473,8 @@ fn show_link(net: &Net, d: &Device, opts: ShowOpts, out: &mut Out) {
     out.open("");
     let i = d.ifindex as u64;
     out.uint(To::Json, "ifindex", "", i);
-    if let Some(p) = peer {
-        out.str(To::Json, "link", "", p);
-    }
-    out.str(To::Json, "ifname", "", &d.info.name);
-    out.open_arr("flags");
-    for f in &flags {
-        out.str(To::Json, "", "", f);
-    }
-    out.close();
+    json_names(out);
+    json_flags(out);
     out.uint(To::Json, "mtu", "", d.info.mtu as u64);
     out.str(To::Json, "qdisc", "", &qdisc);
     out.str(To::Json, "operstate", "", state);

@@ -237,7 +237,7 @@ mod tests {
             later.contains("index 7 ref 1 bind 0 installed 2 sec used 2 sec\n"),
             "{later}"
         );
-        // Replaced 2.5 s on, a second action's age counts from then.
+        // Added 2.5 s on, a second action's age counts from then.
         tc(&mut s, "actions add action drop index 8");
         drop(s);
         let mut s = Session::open(dir.path(), None, replay, at(4.0)).unwrap();

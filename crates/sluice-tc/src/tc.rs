@@ -326,6 +326,14 @@ fn with_notes(r: CmdResult, a: &mut Args, out: &mut Out) -> CmdResult {
 }
 
 /// `tc_qdisc_modify`; `flags == None` is `delete`.
+/// The index after `ingress_block`/`egress_block` (`which`): not 0.
+fn block_index(a: &mut Args, which: &str) -> CmdResult<u32> {
+    let v = a.value()?;
+    get_u32(v, 0)
+        .filter(|&b| b != 0)
+        .ok_or_else(|| invarg(&format!("invalid {which} block index value"), v))
+}
+
 fn qdisc_modify(net: &mut Net, a: &mut Args, flags: Option<NlFlags>) -> CmdResult {
     let mut dev: Option<&str> = None;
     let mut handle = Handle::UNSPEC;
@@ -345,21 +353,9 @@ fn qdisc_modify(net: &mut Net, a: &mut Args, flags: Option<NlFlags>) -> CmdResul
                 dev = Some(v);
             }
             w if w != "ingress" && matches(w, "ingress_block") => {
-                let v = a.value()?;
-                ingress_block = Some(
-                    get_u32(v, 0)
-                        .filter(|&b| b != 0)
-                        .ok_or_else(|| invarg("invalid ingress block index value", v))?,
-                );
+                ingress_block = Some(block_index(a, "ingress")?);
             }
-            w if matches(w, "egress_block") => {
-                let v = a.value()?;
-                egress_block = Some(
-                    get_u32(v, 0)
-                        .filter(|&b| b != 0)
-                        .ok_or_else(|| invarg("invalid egress block index value", v))?,
-                );
-            }
+            w if matches(w, "egress_block") => egress_block = Some(block_index(a, "egress")?),
             "handle" => {
                 if !handle.is_unspec() {
                     return Err(duparg("handle", "handle"));
