@@ -247,9 +247,17 @@ impl MinorSet {
             }
             return;
         }
+        self.insert_high(m);
+    }
+    // The paths for minors of 64 and more are kept out of line, so that the
+    // compiler does not prepare their masks on the common path.
+    #[cold]
+    #[inline(never)]
+    fn insert_high(&mut self, m: u32) {
         let w = (m >> 6) as usize - 1;
         if w >= self.high.len() {
-            self.grow(w);
+            self.high.resize(w + 1, 0);
+            self.summary.resize((w >> 6) + 1, 0);
         }
         let bit = 1 << (m & 63);
         if self.high[w] & bit == 0 {
@@ -257,11 +265,6 @@ impl MinorSet {
             self.summary[w >> 6] |= 1 << (w & 63);
             self.len += 1;
         }
-    }
-    #[cold]
-    fn grow(&mut self, w: usize) {
-        self.high.resize(w + 1, 0);
-        self.summary.resize((w >> 6) + 1, 0);
     }
     #[inline(always)]
     fn remove(&mut self, m: u32) {
@@ -273,6 +276,11 @@ impl MinorSet {
             }
             return;
         }
+        self.remove_high(m);
+    }
+    #[cold]
+    #[inline(never)]
+    fn remove_high(&mut self, m: u32) {
         let w = (m >> 6) as usize - 1;
         let bit = 1 << (m & 63);
         if let Some(word) = self.high.get_mut(w).filter(|word| **word & bit != 0) {
@@ -296,6 +304,11 @@ impl MinorSet {
             }
             return self.high_from(0);
         }
+        self.at_or_after_high(m)
+    }
+    #[cold]
+    #[inline(never)]
+    fn at_or_after_high(&self, m: u32) -> Option<u32> {
         let w = (m >> 6) as usize - 1;
         let here = self.high.get(w)? & (!0 << (m & 63));
         if here != 0 {
@@ -697,6 +710,7 @@ impl Htb {
     // ----- rows, feeds and the wait queue ----------------------------------
 
     /// `htb_add_to_wait_tree`: the class changes mode `delay` ns from now.
+    #[inline(always)]
     fn add_to_wait_tree(&mut self, ix: Ix, delay: i64) {
         let now = self.now;
         let mut key = now.saturating_add(delay).max(0);
@@ -923,6 +937,7 @@ impl Htb {
 
     /// `htb_change_class_mode`, once [`Htb::class_mode`] found that class
     /// `ix` changes mode: count the overlimit and relink the class.
+    #[inline(always)]
     fn change_class_mode(&mut self, ix: Ix, new_mode: Mode) {
         let Some(c) = self.cl_mut(ix) else { return };
         let old = Link::of(c);
