@@ -10,6 +10,7 @@ use std::io::Write;
 mod bench;
 mod bench_live;
 mod live;
+mod proxy;
 mod replay;
 mod sim;
 use std::process::ExitCode;
@@ -181,6 +182,7 @@ const USAGE: &str = "usage: sluice { tc | ip | iptables | sim } ARGS...
   sluice bench [...]    measure qdisc and simulator speed (live: the live data plane's)
   sluice link up|down|list ...  namespaces joined through qdiscs, live (--help)
   sluice shell [...] [-- CMD]   a command behind a shaped link, NAT to the host (--help)
+  sluice proxy [...]    a TCP proxy through qdiscs, Toxiproxy's REST API (--help)
   sluice tc ...   the tc command language (iproute2 6.x syntax and output)
   sluice ip ...   the ip link subset that creates and configures devices
   sluice iptables [-n NAME] ...  iptables (mangle and filter tables; -h for
@@ -201,13 +203,16 @@ fn main() -> ExitCode {
         .and_then(|n| n.to_str())
         .unwrap_or("sluice")
         .to_string();
-    let daemon =
-        prog == "sluice" && matches!(argv.get(1).map(String::as_str), Some("link" | "shell"));
+    let daemon = prog == "sluice"
+        && matches!(
+            argv.get(1).map(String::as_str),
+            Some("link" | "shell" | "proxy")
+        );
     if !daemon {
         // Rust ignores SIGPIPE, so `sluice sim ... | head` would fail writing
         // to the closed pipe and panic; a command-line tool dies quietly
-        // instead, as tc and ip do. The link daemon keeps ignoring it: a
-        // control client going away must not stop the data plane.
+        // instead, as tc and ip do. The link daemon and the proxy keep
+        // ignoring it: a client going away must not stop them.
         // SAFETY: resetting a signal's disposition to its default before any
         // thread starts.
         unsafe {
@@ -230,6 +235,7 @@ fn main() -> ExitCode {
             Some("replay") => return ExitCode::from(replay::main(&argv[2..]) as u8),
             Some("link") => return ExitCode::from(live::link_main(&argv[2..]) as u8),
             Some("shell") => return ExitCode::from(live::shell_main(&argv[2..]) as u8),
+            Some("proxy") => return ExitCode::from(proxy::main(&argv[2..]) as u8),
             _ => Outcome {
                 stderr: USAGE.into(),
                 code: if argv.len() > 1 { 255 } else { 0 },

@@ -1,0 +1,419 @@
+//! The sockets and threads of the proxies: a listener per enabled proxy,
+//! and per connection one reader and one pump thread for each direction.
+//!
+//! A reader blocks on its socket and hands what it read to its pump over a
+//! channel of two chunks; the pump drives the direction's [`Pipe`] on the
+//! monotonic clock (sleeping until the pipe's next wake-up or the next
+//! chunk) and writes what the pipe lets out. While the pipe is full the
+//! pump stops taking chunks, the reader blocks on the channel, and the
+//! kernel's socket buffers fill: the sender is slowed by TCP's flow control
+//! exactly as by a slow network. A toxic added, changed or removed reaches
+//! every open connection at once (its pumps are woken and rebuild their
+//! stages, see [`Pipe::set_toxics`]); whether a toxic acts on a connection
+//! is drawn once per connection against its toxicity.
+
+use crate::pipe::{Pipe, Signal};
+use crate::toxic::{Stream, Toxic};
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use sluice_core::time::Time;
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread;
+use std::time::{Duration as StdDuration, Instant};
+
+/// Now on the monotonic clock, as sluice-core time.
+fn now() -> Time {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    Time(EPOCH.get_or_init(Instant::now).elapsed().as_nanos() as u64)
+}
+
+/// The longest a pump sleeps without looking at its connection's state.
+const IDLE: StdDuration = StdDuration::from_millis(50);
+
+/// What a reader tells its pump.
+enum Msg {
+    Data(Vec<u8>),
+    Eof,
+    /// The toxics changed, or the connection is closing: look.
+    Wake,
+}
+
+/// A proxy's configuration and its live parts.
+pub struct Proxy {
+    pub name: String,
+    /// The address asked for, until bound; then the bound one.
+    pub listen: String,
+    pub upstream: String,
+    pub enabled: bool,
+    pub toxics: Vec<Toxic>,
+    /// Bumped whenever `toxics` change.
+    generation: Arc<AtomicU64>,
+    listener: Option<ListenerHandle>,
+    conns: Vec<Arc<Conn>>,
+}
+
+struct ListenerHandle {
+    stop: Arc<AtomicBool>,
+    addr: SocketAddr,
+    thread: thread::JoinHandle<()>,
+}
+
+/// One proxied connection, as the proxy and its threads share it.
+struct Conn {
+    client: TcpStream,
+    server: TcpStream,
+    closed: AtomicBool,
+    /// Directions whose source ended and whose bytes were all written.
+    finished: AtomicU64,
+    /// Each direction's pump's wake-up line.
+    wake: Mutex<Vec<SyncSender<Msg>>>,
+}
+
+impl Conn {
+    fn wake(&self) {
+        if let Ok(w) = self.wake.lock() {
+            for tx in w.iter() {
+                let _ = tx.try_send(Msg::Wake);
+            }
+        }
+    }
+
+    /// End the connection: FIN both ways, or RST (`reset`).
+    fn close(&self, reset: bool) {
+        if self.closed.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        for s in [&self.client, &self.server] {
+            if reset {
+                // SO_LINGER 0: the last close of the socket sends RST;
+                // shutting the reading side makes every thread let go of it.
+                let linger = libc::linger {
+                    l_onoff: 1,
+                    l_linger: 0,
+                };
+                // SAFETY: a valid socket and a correctly sized option value.
+                unsafe {
+                    libc::setsockopt(
+                        s.as_raw_fd(),
+                        libc::SOL_SOCKET,
+                        libc::SO_LINGER,
+                        &linger as *const libc::linger as *const libc::c_void,
+                        std::mem::size_of::<libc::linger>() as libc::socklen_t,
+                    );
+                }
+                let _ = s.shutdown(Shutdown::Read);
+            } else {
+                let _ = s.shutdown(Shutdown::Both);
+            }
+        }
+        self.wake();
+    }
+}
+
+/// The shared state of all proxies.
+pub type Shared = Arc<Mutex<Proxy>>;
+
+impl Proxy {
+    /// A proxy, not yet listening.
+    pub fn new(name: String, listen: String, upstream: String, enabled: bool) -> Proxy {
+        Proxy {
+            name,
+            listen,
+            upstream,
+            enabled,
+            toxics: Vec::new(),
+            generation: Arc::new(AtomicU64::new(0)),
+            listener: None,
+            conns: Vec::new(),
+        }
+    }
+
+    /// The toxics changed: tell every connection.
+    pub fn toxics_changed(&mut self) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        self.conns.retain(|c| !c.closed.load(Ordering::SeqCst));
+        for c in &self.conns {
+            c.wake();
+        }
+    }
+
+    /// Close every connection.
+    pub fn close_all(&mut self) {
+        for c in self.conns.drain(..) {
+            c.close(false);
+        }
+    }
+
+    /// Stop listening and close every connection.
+    pub fn stop(&mut self) {
+        if let Some(l) = self.listener.take() {
+            l.stop.store(true, Ordering::SeqCst);
+            // Wake the blocked accept, and wait until the socket is closed.
+            let _ = TcpStream::connect_timeout(&l.addr, StdDuration::from_millis(200));
+            let _ = l.thread.join();
+        }
+        self.close_all();
+    }
+}
+
+/// Start listening for `proxy` (if enabled and not yet listening); its
+/// `listen` becomes the bound address.
+pub fn start(shared: &Shared) -> Result<(), String> {
+    let mut p = shared.lock().map_err(|_| "state poisoned")?;
+    if !p.enabled || p.listener.is_some() {
+        return Ok(());
+    }
+    let listener = TcpListener::bind(&p.listen).map_err(|e| e.to_string())?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    p.listen = addr.to_string();
+    let stop = Arc::new(AtomicBool::new(false));
+    let thread = {
+        let (stop, shared) = (stop.clone(), shared.clone());
+        thread::spawn(move || accept_loop(listener, stop, shared))
+    };
+    p.listener = Some(ListenerHandle { stop, addr, thread });
+    Ok(())
+}
+
+fn accept_loop(listener: TcpListener, stop: Arc<AtomicBool>, shared: Shared) {
+    for client in listener.incoming() {
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let Ok(client) = client else { continue };
+        let shared = shared.clone();
+        thread::spawn(move || connect(client, shared));
+    }
+}
+
+/// Open the upstream side of a new connection and start its threads.
+fn connect(client: TcpStream, shared: Shared) {
+    let upstream = match shared.lock() {
+        Ok(p) => p.upstream.clone(),
+        Err(_) => return,
+    };
+    let Some(server) = upstream.to_socket_addrs().ok().and_then(|addrs| {
+        addrs
+            .into_iter()
+            .find_map(|a| TcpStream::connect_timeout(&a, StdDuration::from_secs(5)).ok())
+    }) else {
+        // Upstream unreachable: the client's connection is closed.
+        return;
+    };
+    let _ = client.set_nodelay(true);
+    let _ = server.set_nodelay(true);
+    let (Ok(c_addr), Ok(s_addr), Ok(l_addr)) =
+        (client.peer_addr(), server.peer_addr(), client.local_addr())
+    else {
+        return;
+    };
+    let conn = Arc::new(Conn {
+        client,
+        server,
+        closed: AtomicBool::new(false),
+        finished: AtomicU64::new(0),
+        wake: Mutex::new(Vec::new()),
+    });
+    let generation = {
+        let Ok(mut p) = shared.lock() else { return };
+        if p.listener.is_none() {
+            return;
+        }
+        p.conns.retain(|c| !c.closed.load(Ordering::SeqCst));
+        p.conns.push(conn.clone());
+        p.generation.clone()
+    };
+    // Each connection draws its own randomness (jitter, toxicity): the
+    // time it opened, mixed with a count of connections.
+    static OPENED: AtomicU64 = AtomicU64::new(0);
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+        ^ OPENED
+            .fetch_add(1, Ordering::Relaxed)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    for (stream, from, to) in [
+        (Stream::Upstream, c_addr, s_addr),
+        (Stream::Downstream, s_addr, l_addr),
+    ] {
+        let (tx, rx) = mpsc::sync_channel(2);
+        if let Ok(mut w) = conn.wake.lock() {
+            w.push(tx.clone());
+        }
+        let (src, dst) = match stream {
+            Stream::Upstream => (&conn.client, &conn.server),
+            Stream::Downstream => (&conn.server, &conn.client),
+        };
+        let (Ok(src), Ok(dst)) = (src.try_clone(), dst.try_clone()) else {
+            conn.close(false);
+            return;
+        };
+        thread::spawn(move || read_loop(src, tx));
+        let dir = Direction {
+            stream,
+            from,
+            to,
+            seed: seed ^ stream as u64,
+            shared: shared.clone(),
+            generation: generation.clone(),
+            conn: conn.clone(),
+        };
+        thread::spawn(move || dir.pump(rx, dst));
+    }
+}
+
+/// Read from a socket into the pump's channel until the end.
+fn read_loop(mut src: TcpStream, tx: SyncSender<Msg>) {
+    let mut buf = vec![0u8; 32 * 1024];
+    loop {
+        match src.read(&mut buf) {
+            Ok(0) | Err(_) => {
+                let _ = tx.send(Msg::Eof);
+                return;
+            }
+            Ok(n) => {
+                if tx.send(Msg::Data(buf[..n].to_vec())).is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+struct Direction {
+    stream: Stream,
+    from: SocketAddr,
+    to: SocketAddr,
+    seed: u64,
+    shared: Shared,
+    generation: Arc<AtomicU64>,
+    conn: Arc<Conn>,
+}
+
+impl Direction {
+    /// End the connection (see [`Conn::close`]) and forget it, so that the
+    /// last thread to let go of its sockets closes them.
+    fn end(&self, reset: bool) {
+        self.conn.close(reset);
+        if let Ok(mut p) = self.shared.lock() {
+            p.conns.retain(|c| !Arc::ptr_eq(c, &self.conn));
+        }
+    }
+
+    /// The toxics of this direction that act on this connection: each drawn
+    /// once against its toxicity (again when it changes).
+    fn active(
+        &self,
+        drawn: &mut HashMap<String, (Toxic, bool)>,
+        rng: &mut Xoshiro256PlusPlus,
+    ) -> Vec<Toxic> {
+        let toxics: Vec<Toxic> = match self.shared.lock() {
+            Ok(p) => p
+                .toxics
+                .iter()
+                .filter(|t| t.stream == self.stream)
+                .cloned()
+                .collect(),
+            Err(_) => return Vec::new(),
+        };
+        drawn.retain(|name, _| toxics.iter().any(|t| &t.name == name));
+        toxics
+            .into_iter()
+            .filter(|t| match drawn.get(&t.name) {
+                Some((seen, on)) if seen == t => *on,
+                _ => {
+                    let on = rng.gen::<f32>() < t.toxicity;
+                    drawn.insert(t.name.clone(), (t.clone(), on));
+                    on
+                }
+            })
+            .collect()
+    }
+
+    fn pump(self, rx: Receiver<Msg>, mut dst: TcpStream) {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(self.seed);
+        let mut drawn = HashMap::new();
+        let mut seen = self.generation.load(Ordering::SeqCst);
+        let toxics = self.active(&mut drawn, &mut rng);
+        let mut pipe = match Pipe::new(&toxics, self.from, self.to, self.seed, now()) {
+            Ok(p) => p,
+            Err(_) => {
+                self.end(false);
+                return;
+            }
+        };
+        let mut out = Vec::new();
+        let mut source_open = true;
+        loop {
+            if self.conn.closed.load(Ordering::SeqCst) {
+                return;
+            }
+            let t = now();
+            let wait = pipe
+                .next_wake()
+                .map(|w| StdDuration::from_nanos(w.0.saturating_sub(t.0)))
+                .unwrap_or(IDLE)
+                .min(IDLE);
+            let msg = if source_open && pipe.has_room() {
+                match rx.recv_timeout(wait) {
+                    Ok(m) => Some(m),
+                    Err(RecvTimeoutError::Timeout) => None,
+                    Err(RecvTimeoutError::Disconnected) => Some(Msg::Eof),
+                }
+            } else {
+                if !wait.is_zero() {
+                    thread::sleep(wait);
+                }
+                None
+            };
+            let t = now();
+            match msg {
+                Some(Msg::Data(d)) => pipe.push(&d, t),
+                Some(Msg::Eof) => {
+                    source_open = false;
+                    pipe.finish();
+                }
+                Some(Msg::Wake) | None => {}
+            }
+            let g = self.generation.load(Ordering::SeqCst);
+            if g != seen {
+                seen = g;
+                let toxics = self.active(&mut drawn, &mut rng);
+                let _ = pipe.set_toxics(&toxics, t);
+            }
+            let signal = pipe.poll(t, &mut out);
+            if !out.is_empty() {
+                if dst.write_all(&out).is_err() {
+                    self.end(false);
+                    return;
+                }
+                out.clear();
+            }
+            match signal {
+                None => {}
+                Some(Signal::Eof) => {
+                    let _ = dst.shutdown(Shutdown::Write);
+                    // Both ways ended: the connection is over.
+                    if self.conn.finished.fetch_add(1, Ordering::SeqCst) == 1 {
+                        self.end(false);
+                    }
+                    return;
+                }
+                Some(Signal::Close) => {
+                    self.end(false);
+                    return;
+                }
+                Some(Signal::Reset) => {
+                    self.end(true);
+                    return;
+                }
+            }
+        }
+    }
+}

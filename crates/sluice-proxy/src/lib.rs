@@ -1,0 +1,15 @@
+//! `sluice proxy`: a TCP proxy whose two directions run through sluice-core
+//! qdiscs, configured through Toxiproxy's REST API, so that programs can be
+//! tested under bad networks without privileges, and existing Toxiproxy
+//! clients drive it unchanged.
+//!
+//! - [`toxic`]: the toxics and their JSON form.
+//! - [`pipe`]: one direction of a connection without I/O (segments through
+//!   the toxics' stages, back in stream order).
+//! - [`conn`]: the sockets and threads of a proxy and its connections.
+//! - [`api`]: the REST API.
+
+pub mod api;
+pub mod conn;
+pub mod pipe;
+pub mod toxic;

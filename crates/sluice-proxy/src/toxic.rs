@@ -1,0 +1,345 @@
+//! Toxics: what a Toxiproxy client asks a proxy to do to a connection.
+//!
+//! A toxic has a name (unique within its proxy), a type with its
+//! attributes, the direction it acts on (`upstream`: client to server;
+//! `downstream`: server to client) and a toxicity, the probability that it
+//! acts on a given connection (drawn once per connection and toxic). The
+//! JSON form, the defaults and the error messages are Toxiproxy 2.x's, so
+//! its clients work unchanged.
+//!
+//! Each type maps onto one stage of a direction's pipeline ([`crate::pipe`]):
+//! `latency` is a netem qdisc (`delay L jitter J`: uniform jitter, as
+//! Toxiproxy draws it), `bandwidth` a tbf, `tc` any qdisc spec the `tc`
+//! language accepts (sluice's own type), and the types that act on the
+//! byte stream or the connection (`slicer`, `limit_data`, `timeout`,
+//! `reset_peer`, `slow_close`) are stages of their own.
+
+use serde_json::{Map, Value};
+
+/// The direction a toxic acts on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Stream {
+    /// Client to server.
+    Upstream,
+    /// Server to client.
+    Downstream,
+}
+
+impl Stream {
+    /// The name in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stream::Upstream => "upstream",
+            Stream::Downstream => "downstream",
+        }
+    }
+
+    /// Toxiproxy's parse: either name, in any case.
+    fn parse(s: &str) -> Option<Stream> {
+        match s.to_ascii_lowercase().as_str() {
+            "upstream" => Some(Stream::Upstream),
+            "downstream" => Some(Stream::Downstream),
+            _ => None,
+        }
+    }
+}
+
+/// A toxic's type and attributes. Times are in the units of Toxiproxy's
+/// attributes: milliseconds, except the slicer's `delay` (microseconds);
+/// `rate` is in KB/s (1000 bytes).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Kind {
+    /// Delay every chunk by `latency` ± `jitter` ms.
+    Latency { latency: i64, jitter: i64 },
+    /// At most `rate` KB/s (0: no limit).
+    Bandwidth { rate: i64 },
+    /// Hold the close back for `delay` ms.
+    SlowClose { delay: i64 },
+    /// Let no data through; close the connection after `timeout` ms (0: never).
+    Timeout { timeout: i64 },
+    /// Reset the connection after `timeout` ms.
+    ResetPeer { timeout: i64 },
+    /// Cut data into pieces of `average_size` ± `size_variation` bytes,
+    /// `delay` µs apart.
+    Slicer {
+        average_size: i64,
+        size_variation: i64,
+        delay: i64,
+    },
+    /// Close the connection once `bytes` bytes have gone through.
+    LimitData { bytes: i64 },
+    /// Any qdisc, as `tc qdisc add ... root` takes it (sluice's own type).
+    Tc { qdisc: String },
+}
+
+impl Kind {
+    /// The type's name in JSON.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Kind::Latency { .. } => "latency",
+            Kind::Bandwidth { .. } => "bandwidth",
+            Kind::SlowClose { .. } => "slow_close",
+            Kind::Timeout { .. } => "timeout",
+            Kind::ResetPeer { .. } => "reset_peer",
+            Kind::Slicer { .. } => "slicer",
+            Kind::LimitData { .. } => "limit_data",
+            Kind::Tc { .. } => "tc",
+        }
+    }
+
+    /// The attributes, in the order Toxiproxy's structs declare them.
+    pub fn attributes(&self) -> Vec<(&'static str, Value)> {
+        match self {
+            Kind::Latency { latency, jitter } => {
+                vec![("latency", (*latency).into()), ("jitter", (*jitter).into())]
+            }
+            Kind::Bandwidth { rate } => vec![("rate", (*rate).into())],
+            Kind::SlowClose { delay } => vec![("delay", (*delay).into())],
+            Kind::Timeout { timeout } | Kind::ResetPeer { timeout } => {
+                vec![("timeout", (*timeout).into())]
+            }
+            Kind::Slicer {
+                average_size,
+                size_variation,
+                delay,
+            } => vec![
+                ("average_size", (*average_size).into()),
+                ("size_variation", (*size_variation).into()),
+                ("delay", (*delay).into()),
+            ],
+            Kind::LimitData { bytes } => vec![("bytes", (*bytes).into())],
+            Kind::Tc { qdisc } => vec![("qdisc", qdisc.clone().into())],
+        }
+    }
+
+    /// Is `type_name` a type of toxic?
+    pub fn known(type_name: &str) -> bool {
+        matches!(
+            type_name,
+            "latency"
+                | "bandwidth"
+                | "slow_close"
+                | "timeout"
+                | "reset_peer"
+                | "slicer"
+                | "limit_data"
+                | "tc"
+        )
+    }
+
+    /// Toxiproxy 2.13's checks (a slicer that would never stop cutting),
+    /// and that a `tc` toxic's qdisc is one `tc` accepts.
+    pub fn validate(&self) -> Result<(), String> {
+        match self {
+            Kind::Slicer {
+                average_size,
+                size_variation,
+                ..
+            } => {
+                if *average_size <= 0 {
+                    return Err("slicer: average_size must be greater than 0".into());
+                }
+                if *size_variation < 0 || size_variation > average_size {
+                    return Err("slicer: size_variation must be between 0 and average_size".into());
+                }
+                Ok(())
+            }
+            _ => crate::pipe::validate(self),
+        }
+    }
+
+    /// A type from its name and attributes; missing attributes take their
+    /// zero value (an empty spec for `tc`), unknown ones are ignored.
+    pub fn parse(type_name: &str, attrs: &Map<String, Value>) -> Result<Kind, String> {
+        let int = |name: &str| -> Result<i64, String> {
+            match attrs.get(name) {
+                None | Some(Value::Null) => Ok(0),
+                Some(v) => v
+                    .as_i64()
+                    .ok_or_else(|| format!("json: cannot unmarshal {v} into attribute {name}")),
+            }
+        };
+        Ok(match type_name {
+            "latency" => Kind::Latency {
+                latency: int("latency")?,
+                jitter: int("jitter")?,
+            },
+            "bandwidth" => Kind::Bandwidth { rate: int("rate")? },
+            "slow_close" => Kind::SlowClose {
+                delay: int("delay")?,
+            },
+            "timeout" => Kind::Timeout {
+                timeout: int("timeout")?,
+            },
+            "reset_peer" => Kind::ResetPeer {
+                timeout: int("timeout")?,
+            },
+            "slicer" => Kind::Slicer {
+                average_size: int("average_size")?,
+                size_variation: int("size_variation")?,
+                delay: int("delay")?,
+            },
+            "limit_data" => Kind::LimitData {
+                bytes: int("bytes")?,
+            },
+            "tc" => Kind::Tc {
+                qdisc: match attrs.get("qdisc") {
+                    None | Some(Value::Null) => String::new(),
+                    Some(Value::String(s)) => s.clone(),
+                    Some(v) => {
+                        return Err(format!("json: cannot unmarshal {v} into attribute qdisc"))
+                    }
+                },
+            },
+            _ => return Err("invalid toxic type".into()),
+        })
+    }
+
+    /// These attributes updated by those given (the others kept).
+    pub fn merged(&self, attrs: &Map<String, Value>) -> Result<Kind, String> {
+        let mut all: Map<String, Value> = self
+            .attributes()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        for (k, v) in attrs {
+            all.insert(k.clone(), v.clone());
+        }
+        Kind::parse(self.type_name(), &all)
+    }
+}
+
+/// One toxic of a proxy.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Toxic {
+    pub name: String,
+    pub kind: Kind,
+    pub stream: Stream,
+    /// The stream as the client spelled it (Toxiproxy echoes it back).
+    pub stream_label: String,
+    /// The probability that the toxic acts on a connection: 1 or more
+    /// always, 0 or less never (not checked, as in Toxiproxy).
+    pub toxicity: f32,
+}
+
+/// Why a request was refused: Toxiproxy's status and message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApiError {
+    pub status: u16,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(status: u16, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            message: message.into(),
+        }
+    }
+
+    /// 400 `bad request body: DETAIL`.
+    pub fn body(detail: impl std::fmt::Display) -> ApiError {
+        ApiError::new(400, format!("bad request body: {detail}"))
+    }
+}
+
+impl Toxic {
+    /// The toxic a create request's body asks for, checked in Toxiproxy's
+    /// order (stream, type, attributes); `exists` says whether a name is taken.
+    pub fn from_json(body: &Value, exists: impl Fn(&str) -> bool) -> Result<Toxic, ApiError> {
+        let obj = body
+            .as_object()
+            .ok_or_else(|| ApiError::body("json: cannot unmarshal into a toxic"))?;
+        let bad_stream = || {
+            ApiError::new(
+                400,
+                "stream was invalid, can be either upstream or downstream",
+            )
+        };
+        let (stream, stream_label) = match obj.get("stream") {
+            None | Some(Value::Null) => (Stream::Downstream, "downstream".to_string()),
+            Some(Value::String(s)) => (Stream::parse(s).ok_or_else(bad_stream)?, s.clone()),
+            Some(_) => return Err(bad_stream()),
+        };
+        let type_name = obj.get("type").and_then(Value::as_str).unwrap_or("");
+        let name = match obj.get("name").and_then(Value::as_str) {
+            Some(n) if !n.is_empty() => n.to_string(),
+            _ => format!("{type_name}_{stream_label}"),
+        };
+        let empty = Map::new();
+        let attrs = match obj.get("attributes") {
+            None | Some(Value::Null) => &empty,
+            Some(Value::Object(m)) => m,
+            Some(v) => {
+                return Err(ApiError::body(format!(
+                    "json: cannot unmarshal {v} into attributes"
+                )))
+            }
+        };
+        if !Kind::known(type_name) {
+            return Err(ApiError::new(400, "invalid toxic type"));
+        }
+        if exists(&name) {
+            return Err(ApiError::new(409, "toxic already exists"));
+        }
+        let kind = Kind::parse(type_name, attrs).map_err(ApiError::body)?;
+        let toxicity = match obj.get("toxicity") {
+            None | Some(Value::Null) => 1.0,
+            Some(v) => v.as_f64().ok_or_else(|| {
+                ApiError::body(format!("json: cannot unmarshal {v} into toxicity"))
+            })? as f32,
+        };
+        kind.validate().map_err(ApiError::body)?;
+        Ok(Toxic {
+            name,
+            kind,
+            stream,
+            stream_label,
+            toxicity,
+        })
+    }
+
+    /// This toxic updated by a request's body: attributes merged into the
+    /// current ones, toxicity replaced if given; name, type and stream kept.
+    pub fn updated(&self, body: &Value) -> Result<Toxic, ApiError> {
+        let obj = body
+            .as_object()
+            .ok_or_else(|| ApiError::body("json: cannot unmarshal into a toxic"))?;
+        let mut t = self.clone();
+        if let Some(v) = obj.get("toxicity").filter(|v| !v.is_null()) {
+            t.toxicity = v.as_f64().ok_or_else(|| {
+                ApiError::body(format!("json: cannot unmarshal {v} into toxicity"))
+            })? as f32;
+        }
+        match obj.get("attributes") {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(m)) => t.kind = self.kind.merged(m).map_err(ApiError::body)?,
+            Some(v) => {
+                return Err(ApiError::body(format!(
+                    "json: cannot unmarshal {v} into attributes"
+                )))
+            }
+        }
+        t.kind.validate().map_err(ApiError::body)?;
+        Ok(t)
+    }
+
+    /// The JSON form, keys in Toxiproxy's order, the toxicity as Go prints
+    /// a float32 (`1`, `0.5`).
+    pub fn to_json(&self) -> String {
+        let attrs: Vec<String> = self
+            .kind
+            .attributes()
+            .into_iter()
+            .map(|(k, v)| format!("\"{k}\":{v}"))
+            .collect();
+        format!(
+            "{{\"attributes\":{{{}}},\"name\":{},\"type\":\"{}\",\"stream\":{},\"toxicity\":{}}}",
+            attrs.join(","),
+            Value::String(self.name.clone()),
+            self.kind.type_name(),
+            Value::String(self.stream_label.clone()),
+            self.toxicity
+        )
+    }
+}

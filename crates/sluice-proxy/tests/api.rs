@@ -1,0 +1,422 @@
+//! The REST API against Toxiproxy 2.12's routes, bodies, status codes and
+//! messages, and connections through real sockets on the loopback.
+//!
+//! Timing checks are physical bounds (a toxic never lets bytes through
+//! sooner than it should), with generous upper bounds for a busy machine.
+
+use serde_json::Value;
+use sluice_proxy::api::Api;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::thread;
+use std::time::{Duration, Instant};
+
+fn json(body: &str) -> Value {
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
+}
+
+/// An echo server; returns its address.
+fn echo() -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    thread::spawn(move || {
+        for c in l.incoming().flatten() {
+            thread::spawn(move || {
+                let mut c = c;
+                let mut buf = [0u8; 65536];
+                while let Ok(n) = c.read(&mut buf) {
+                    if n == 0 || c.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// A proxy named `name` to `upstream`; returns its listen address.
+fn proxy(api: &Api, name: &str, upstream: &str) -> String {
+    let r = api.route(
+        "POST",
+        "/proxies",
+        &format!(r#"{{"name":"{name}","listen":"127.0.0.1:0","upstream":"{upstream}"}}"#),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    json(&r.body)["listen"].as_str().unwrap().to_string()
+}
+
+fn add_toxic(api: &Api, proxy: &str, body: &str) {
+    let r = api.route("POST", &format!("/proxies/{proxy}/toxics"), body);
+    assert_eq!(r.status, 200, "{}", r.body);
+}
+
+fn connect(addr: &str) -> TcpStream {
+    let s = TcpStream::connect(addr).unwrap();
+    s.set_nodelay(true).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s
+}
+
+/// Send `n` bytes and read them back; returns the time it took.
+fn round_trip(s: &mut TcpStream, n: usize) -> Duration {
+    let t = Instant::now();
+    let sent: Vec<u8> = (0..n).map(|i| (i % 251) as u8).collect();
+    let w = {
+        let mut s = s.try_clone().unwrap();
+        let sent = sent.clone();
+        thread::spawn(move || s.write_all(&sent).unwrap())
+    };
+    let mut got = vec![0u8; n];
+    s.read_exact(&mut got).unwrap();
+    w.join().unwrap();
+    assert!(got == sent, "the echoed bytes differ");
+    t.elapsed()
+}
+
+#[test]
+fn proxies_are_created_listed_updated_and_deleted_as_toxiproxy_does() {
+    let api = Api::default();
+    let r = api.route(
+        "POST",
+        "/proxies",
+        r#"{"name":"db","listen":"localhost:0","upstream":"localhost:6379","enabled":false}"#,
+    );
+    assert_eq!(r.status, 201);
+    assert_eq!(
+        r.body,
+        r#"{"name":"db","listen":"localhost:0","upstream":"localhost:6379","enabled":false,"toxics":[]}"#
+    );
+    // Enabling binds it: the listen address becomes the bound one.
+    let r = api.route("PATCH", "/proxies/db", r#"{"enabled":true}"#);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let listen = json(&r.body)["listen"].as_str().unwrap().to_string();
+    assert!(
+        listen.starts_with("127.0.0.1:") && !listen.ends_with(":0"),
+        "{listen}"
+    );
+    let r = api.route("POST", "/proxies", r#"{"name":"db","upstream":"x:1"}"#);
+    assert_eq!(
+        (r.status, r.content_type, r.body.as_str()),
+        (
+            409,
+            "text/plain; charset=utf-8",
+            "{\"error\":\"proxy already exists\",\"status\":409}\n"
+        )
+    );
+    let r = api.route("POST", "/proxies", r#"{"upstream":"x:1"}"#);
+    assert_eq!(
+        r.body,
+        "{\"error\":\"missing required field: name\",\"status\":400}\n"
+    );
+    let r = api.route("POST", "/proxies", r#"{"name":"a"}"#);
+    assert_eq!(
+        r.body,
+        "{\"error\":\"missing required field: upstream\",\"status\":400}\n"
+    );
+    let r = api.route("POST", "/proxies", "");
+    assert_eq!(
+        (r.status, r.body.as_str()),
+        (
+            400,
+            "{\"error\":\"bad request body: EOF\",\"status\":400}\n"
+        )
+    );
+    // A taken port: Go's message, and no proxy.
+    let r = api.route(
+        "POST",
+        "/proxies",
+        &format!(r#"{{"name":"b","listen":"{listen}","upstream":"x:1"}}"#),
+    );
+    assert_eq!(r.status, 500);
+    assert_eq!(
+        json(&r.body)["error"],
+        format!("listen tcp {listen}: bind: address already in use")
+    );
+    assert_eq!(api.route("GET", "/proxies/b", "").status, 404);
+    let all = json(&api.route("GET", "/proxies", "").body);
+    assert_eq!(all.as_object().unwrap().len(), 1);
+    assert_eq!(all["db"]["upstream"], "localhost:6379");
+    assert_eq!(api.route("DELETE", "/proxies/db", "").status, 204);
+    let r = api.route("GET", "/proxies/db", "");
+    assert_eq!(r.body, "{\"error\":\"proxy not found\",\"status\":404}\n");
+    assert_eq!(api.route("GET", "/proxies", "").body, "{}");
+    // Paths and methods.
+    assert_eq!(api.route("GET", "/nope", "").body, "404 page not found\n");
+    assert_eq!(api.route("DELETE", "/proxies", "").status, 405);
+    let v = api.route("GET", "/version", "");
+    assert_eq!(v.body, "{\"version\": \"2.12.0\"}\n");
+}
+
+#[test]
+fn toxics_take_toxiproxys_defaults_checks_and_merges() {
+    let api = Api::default();
+    let r = api.route(
+        "POST",
+        "/proxies",
+        r#"{"name":"p","upstream":"x:1","enabled":false}"#,
+    );
+    assert_eq!(r.status, 201);
+    let r = api.route(
+        "POST",
+        "/proxies/p/toxics",
+        r#"{"type":"latency","attributes":{"latency":1000}}"#,
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.body,
+        r#"{"attributes":{"latency":1000,"jitter":0},"name":"latency_downstream","type":"latency","stream":"downstream","toxicity":1}"#
+    );
+    let r = api.route("POST", "/proxies/p/toxics", r#"{"type":"latency"}"#);
+    assert_eq!(
+        r.body,
+        "{\"error\":\"toxic already exists\",\"status\":409}\n"
+    );
+    let r = api.route("POST", "/proxies/p/toxics", r#"{"type":"nope"}"#);
+    assert_eq!(
+        r.body,
+        "{\"error\":\"invalid toxic type\",\"status\":400}\n"
+    );
+    let r = api.route(
+        "POST",
+        "/proxies/p/toxics",
+        r#"{"type":"latency","stream":"sideways"}"#,
+    );
+    assert_eq!(
+        r.body,
+        "{\"error\":\"stream was invalid, can be either upstream or downstream\",\"status\":400}\n"
+    );
+    let r = api.route(
+        "POST",
+        "/proxies/p/toxics",
+        r#"{"type":"bandwidth","stream":"UpStream","toxicity":0.5,"attributes":{"rate":"x"}}"#,
+    );
+    assert_eq!(r.status, 400);
+    assert!(json(&r.body)["error"]
+        .as_str()
+        .unwrap()
+        .starts_with("bad request body: "));
+    let r = api.route(
+        "POST",
+        "/proxies/p/toxics",
+        r#"{"type":"bandwidth","stream":"UpStream","toxicity":0.5,"attributes":{"rate":10}}"#,
+    );
+    assert_eq!(
+        r.body,
+        r#"{"attributes":{"rate":10},"name":"bandwidth_UpStream","type":"bandwidth","stream":"UpStream","toxicity":0.5}"#
+    );
+    // A slicer that would cut forever, and a qdisc tc refuses.
+    let r = api.route("POST", "/proxies/p/toxics", r#"{"type":"slicer"}"#);
+    assert_eq!(r.status, 400);
+    let r = api.route(
+        "POST",
+        "/proxies/p/toxics",
+        r#"{"type":"tc","attributes":{"qdisc":"netem delay"}}"#,
+    );
+    assert_eq!(r.status, 400, "{}", r.body);
+    // Upstream toxics are listed first.
+    let list = json(&api.route("GET", "/proxies/p/toxics", "").body);
+    let names: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["bandwidth_UpStream", "latency_downstream"]);
+    // An update merges the attributes it names; type and stream stay.
+    let r = api.route(
+        "PATCH",
+        "/proxies/p/toxics/latency_downstream",
+        r#"{"attributes":{"jitter":50},"stream":"upstream"}"#,
+    );
+    assert_eq!(
+        r.body,
+        r#"{"attributes":{"latency":1000,"jitter":50},"name":"latency_downstream","type":"latency","stream":"downstream","toxicity":1}"#
+    );
+    let r = api.route("GET", "/proxies/p/toxics/none", "");
+    assert_eq!(r.body, "{\"error\":\"toxic not found\",\"status\":404}\n");
+    assert_eq!(
+        api.route("DELETE", "/proxies/p/toxics/bandwidth_UpStream", "")
+            .status,
+        204
+    );
+    // Reset: every proxy enabled, every toxic gone.
+    assert_eq!(api.route("POST", "/reset", "").status, 204);
+    let p = json(&api.route("GET", "/proxies/p", "").body);
+    assert_eq!(p["enabled"], true);
+    assert_eq!(p["toxics"], Value::Array(vec![]));
+}
+
+#[test]
+fn populate_creates_keeps_and_reports_as_toxiproxy_does() {
+    let api = Api::default();
+    let body = r#"[{"name":"a","listen":"127.0.0.1:0","upstream":"x:1"},{"name":"b","listen":"127.0.0.1:0","upstream":"x:2","enabled":false}]"#;
+    let r = api.route("POST", "/populate", body);
+    assert_eq!(r.status, 201, "{}", r.body);
+    let v = json(&r.body);
+    assert_eq!(v["proxies"].as_array().unwrap().len(), 2);
+    let a_listen = v["proxies"][0]["listen"].as_str().unwrap().to_string();
+    // The same again with the bound address: kept as it is, toxics included.
+    add_toxic(&api, "a", r#"{"type":"latency"}"#);
+    let again = format!(r#"[{{"name":"a","listen":"{a_listen}","upstream":"x:1"}}]"#);
+    let r = api.route("POST", "/populate", &again);
+    assert_eq!(
+        json(&r.body)["proxies"][0]["toxics"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    let r = api.route("POST", "/populate", r#"[{"listen":":1"}]"#);
+    assert_eq!(
+        (r.status, r.body.as_str()),
+        (
+            400,
+            r#"{"error":"missing required field: name at proxy 1","status":400,"proxies":null}"#
+        )
+    );
+}
+
+#[test]
+fn latency_delays_each_direction_and_toxics_reach_open_connections() {
+    let api = Api::default();
+    let listen = proxy(&api, "e", &echo());
+    let mut s = connect(&listen);
+    let base = round_trip(&mut s, 100);
+    assert!(base < Duration::from_millis(200), "{base:?}");
+    // Added while the connection is open: it applies to it.
+    add_toxic(
+        &api,
+        "e",
+        r#"{"type":"latency","attributes":{"latency":100}}"#,
+    );
+    add_toxic(
+        &api,
+        "e",
+        r#"{"type":"latency","stream":"upstream","attributes":{"latency":50,"jitter":20}}"#,
+    );
+    for _ in 0..3 {
+        let rtt = round_trip(&mut s, 100);
+        // 100 ms down plus at least 30 ms up: never sooner than 130 ms.
+        assert!(rtt >= Duration::from_millis(130), "{rtt:?}");
+        assert!(rtt < Duration::from_millis(1500), "{rtt:?}");
+    }
+    // Many chunks under jitter come back whole and in order.
+    round_trip(&mut s, 300_000);
+}
+
+#[test]
+fn bandwidth_limits_a_bulk_transfer_to_its_rate() {
+    let api = Api::default();
+    let listen = proxy(&api, "bw", &echo());
+    add_toxic(
+        &api,
+        "bw",
+        r#"{"type":"bandwidth","attributes":{"rate":200}}"#,
+    );
+    let mut s = connect(&listen);
+    // 300 000 bytes at 200 KB/s: at least 1.5 s (less one segment of bucket).
+    let took = round_trip(&mut s, 300_000);
+    assert!(took >= Duration::from_millis(1490), "{took:?}");
+    assert!(took < Duration::from_secs(8), "{took:?}");
+}
+
+#[test]
+fn limit_data_timeout_reset_and_slow_close_end_connections_as_toxiproxy_does() {
+    let api = Api::default();
+    let up = echo();
+    // limit_data: 1000 bytes back, then the connection closes.
+    let listen = proxy(&api, "limit", &up);
+    add_toxic(
+        &api,
+        "limit",
+        r#"{"type":"limit_data","attributes":{"bytes":1000}}"#,
+    );
+    let mut s = connect(&listen);
+    s.write_all(&[7u8; 5000]).unwrap();
+    let mut got = Vec::new();
+    let _ = s.read_to_end(&mut got);
+    assert_eq!(got, vec![7u8; 1000]);
+
+    // timeout: nothing through, closed 300 ms after the last chunk.
+    let listen = proxy(&api, "to", &up);
+    add_toxic(
+        &api,
+        "to",
+        r#"{"type":"timeout","stream":"upstream","attributes":{"timeout":300}}"#,
+    );
+    let mut s = connect(&listen);
+    let t = Instant::now();
+    s.write_all(b"hello").unwrap();
+    let mut buf = [0u8; 16];
+    let n = s.read(&mut buf).unwrap_or(0);
+    assert_eq!(n, 0);
+    assert!(
+        t.elapsed() >= Duration::from_millis(300),
+        "{:?}",
+        t.elapsed()
+    );
+
+    // reset_peer: the client's read fails with a reset.
+    let listen = proxy(&api, "rst", &up);
+    add_toxic(
+        &api,
+        "rst",
+        r#"{"type":"reset_peer","stream":"upstream","attributes":{"timeout":100}}"#,
+    );
+    let mut s = connect(&listen);
+    s.write_all(b"x").unwrap();
+    let e = s.read(&mut buf);
+    assert!(
+        matches!(&e, Err(e) if e.kind() == ErrorKind::ConnectionReset),
+        "{e:?}"
+    );
+
+    // slow_close: the server's close reaches the client 400 ms late.
+    let server = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = server.local_addr().unwrap().to_string();
+    thread::spawn(move || {
+        let (c, _) = server.accept().unwrap();
+        drop(c);
+    });
+    let listen = proxy(&api, "slow", &addr);
+    add_toxic(
+        &api,
+        "slow",
+        r#"{"type":"slow_close","attributes":{"delay":400}}"#,
+    );
+    let t = Instant::now();
+    let mut s = connect(&listen);
+    assert_eq!(s.read(&mut buf).unwrap(), 0);
+    assert!(
+        t.elapsed() >= Duration::from_millis(400),
+        "{:?}",
+        t.elapsed()
+    );
+}
+
+#[test]
+fn a_tc_toxic_with_loss_keeps_the_stream_whole() {
+    let api = Api::default();
+    let listen = proxy(&api, "tc", &echo());
+    add_toxic(
+        &api,
+        "tc",
+        r#"{"type":"tc","stream":"upstream","attributes":{"qdisc":"netem loss 20% delay 5ms"}}"#,
+    );
+    let mut s = connect(&listen);
+    round_trip(&mut s, 200_000);
+}
+
+#[test]
+fn a_disabled_proxy_closes_its_connections_and_refuses_new_ones() {
+    let api = Api::default();
+    let listen = proxy(&api, "d", &echo());
+    let mut s = connect(&listen);
+    round_trip(&mut s, 10);
+    let r = api.route("POST", "/proxies/d", r#"{"enabled":false}"#);
+    assert_eq!(json(&r.body)["enabled"], false);
+    let mut buf = [0u8; 8];
+    assert_eq!(s.read(&mut buf).unwrap_or(0), 0);
+    assert!(TcpStream::connect(&listen).is_err());
+}

@@ -1,0 +1,80 @@
+//! `sluice proxy`: the Toxiproxy-compatible TCP proxy (see the
+//! `sluice-proxy` crate). The options are Toxiproxy's server's, spelled with
+//! one dash or two (`-port 8474`, `--port=8474`).
+
+use clap::Parser;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+const AFTER_HELP: &str = "\
+Proxies are created and given toxics through Toxiproxy's REST API, so its
+clients and CLI work unchanged:
+  curl -X POST localhost:8474/proxies \\
+    -d '{\"name\":\"db\",\"listen\":\"127.0.0.1:26379\",\"upstream\":\"127.0.0.1:6379\"}'
+  curl -X POST localhost:8474/proxies/db/toxics \\
+    -d '{\"type\":\"latency\",\"attributes\":{\"latency\":100,\"jitter\":10}}'
+Each direction of every connection runs through sluice's qdiscs: latency is
+netem, bandwidth tbf, and the `tc` toxic takes any qdisc the tc language does:
+  -d '{\"type\":\"tc\",\"stream\":\"upstream\",\"attributes\":{\"qdisc\":\"netem loss 5% delay 20ms\"}}'
+Toxics: latency, bandwidth, slow_close, timeout, reset_peer, slicer,
+limit_data, tc. No privileges needed.";
+
+/// `sluice proxy` options.
+#[derive(Parser, Debug)]
+#[command(
+    name = "sluice proxy",
+    about = "A TCP proxy whose connections run through tc qdiscs, driven by Toxiproxy's REST API",
+    after_help = AFTER_HELP
+)]
+struct ProxyArgs {
+    /// Address the API listens on.
+    #[arg(long, default_value = "localhost")]
+    host: String,
+    /// Port the API listens on.
+    #[arg(long, default_value_t = 8474)]
+    port: u16,
+    /// A JSON file of proxies to create at start (a /populate body).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+}
+
+/// Run `sluice proxy`; returns the exit status (only on failure: it serves
+/// until killed).
+pub fn main(args: &[String]) -> i32 {
+    // Toxiproxy's flags are Go's: `-port` as well as `--port`.
+    let args = args.iter().map(|a| match a.strip_prefix('-') {
+        Some(rest) if !rest.starts_with('-') && rest.len() > 1 => format!("--{rest}"),
+        _ => a.clone(),
+    });
+    let argv = std::iter::once("sluice proxy".to_string()).chain(args);
+    let a = match ProxyArgs::try_parse_from(argv) {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { 2 } else { 0 };
+        }
+    };
+    let api = Arc::new(sluice_proxy::api::Api::default());
+    if let Some(path) = &a.config {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("sluice proxy: {}: {e}", path.display());
+                return 1;
+            }
+        };
+        if let Err(e) = api.load(&text) {
+            eprintln!("sluice proxy: {}: {}", path.display(), e.trim_end());
+            return 1;
+        }
+    }
+    let addr = format!("{}:{}", a.host, a.port);
+    eprintln!("sluice proxy: API on http://{addr}");
+    match sluice_proxy::api::serve(api, &addr) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("sluice proxy: {e}");
+            1
+        }
+    }
+}
