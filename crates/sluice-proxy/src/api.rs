@@ -539,9 +539,13 @@ impl Api {
     }
 }
 
-/// Serve the API on `addr` until the process ends.
-pub fn serve(api: Arc<Api>, addr: &str) -> Result<(), String> {
-    let server = tiny_http::Server::http(addr).map_err(|e| format!("listen {addr}: {e}"))?;
+/// The API's HTTP server, bound to `addr` (its port may be 0).
+pub fn bind(addr: &str) -> Result<tiny_http::Server, String> {
+    tiny_http::Server::http(addr).map_err(|e| format!("listen {addr}: {e}"))
+}
+
+/// Serve the API until the process ends.
+pub fn serve(api: Arc<Api>, server: tiny_http::Server) -> Result<(), String> {
     for mut req in server.incoming_requests() {
         let api = api.clone();
         std::thread::spawn(move || {

@@ -420,3 +420,93 @@ fn a_disabled_proxy_closes_its_connections_and_refuses_new_ones() {
     assert_eq!(s.read(&mut buf).unwrap_or(0), 0);
     assert!(TcpStream::connect(&listen).is_err());
 }
+
+#[test]
+fn the_api_answers_over_http_with_toxiproxys_headers() {
+    let server = sluice_proxy::api::bind("127.0.0.1:0").unwrap();
+    let addr = server.server_addr().to_ip().unwrap();
+    let api = std::sync::Arc::new(Api::default());
+    thread::spawn(move || sluice_proxy::api::serve(api, server));
+    let request = |req: &str| {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(req.as_bytes()).unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    };
+    let body = r#"{"name":"h","upstream":"x:1","enabled":false}"#;
+    let r = request(&format!(
+        "POST /proxies HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    ));
+    assert!(r.starts_with("HTTP/1.1 201"), "{r}");
+    assert!(r.contains("Content-Type: application/json\r\n"), "{r}");
+    assert!(r.contains("X-Toxiproxy-Request-Id: "), "{r}");
+    assert!(r.ends_with(r#""enabled":false,"toxics":[]}"#), "{r}");
+    let r = request("GET /proxies/none HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    assert!(r.starts_with("HTTP/1.1 404"), "{r}");
+    assert!(
+        r.contains("Content-Type: text/plain; charset=utf-8\r\n"),
+        "{r}"
+    );
+    // Browsers are turned away (a page could otherwise drive the API).
+    let r = request(
+        "GET /proxies HTTP/1.1\r\nHost: x\r\nUser-Agent: Mozilla/5.0\r\nConnection: close\r\n\r\n",
+    );
+    assert!(
+        r.starts_with("HTTP/1.1 403") && r.ends_with("User agent not allowed\n"),
+        "{r}"
+    );
+}
+
+#[allow(dead_code)]
+#[path = "../../../fuzz/src/proxy_body.rs"]
+mod proxy_body;
+
+/// The fuzz target's body over generated requests (a fixed-seed smoke run
+/// in CI; cargo-fuzz explores further, `fuzz/README.md`).
+#[test]
+fn fuzz_body_survives_generated_requests() {
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestRunner};
+    let method = prop::sample::select(vec!["GET", "POST", "PATCH", "DELETE", "PUT"]);
+    let path = prop::sample::select(vec![
+        "/proxies",
+        "/proxies/p",
+        "/proxies/p/toxics",
+        "/proxies/p/toxics/t",
+        "/proxies/p/toxics/latency_downstream",
+        "/populate",
+        "/version",
+        "/proxies/",
+        "//",
+    ]);
+    let body = prop::sample::select(vec![
+        r#"{"name":"p","upstream":"x:1"}"#,
+        r#"{"name":"t","type":"latency","attributes":{"latency":-5,"jitter":9999999999}}"#,
+        r#"{"type":"bandwidth","attributes":{"rate":-1}}"#,
+        r#"{"type":"slicer","attributes":{"average_size":1,"size_variation":1,"delay":-1}}"#,
+        r#"{"type":"tc","attributes":{"qdisc":"htb default 1"}}"#,
+        r#"{"type":"tc","attributes":{"qdisc":7}}"#,
+        r#"{"type":"limit_data","stream":"UP","toxicity":-3,"attributes":{"bytes":1e300}}"#,
+        r#"[{"name":"p","upstream":"x:1"},{"name":""}]"#,
+        r#"{"attributes":null,"toxicity":"x"}"#,
+        "",
+        "{",
+        "[]",
+        "null",
+    ]);
+    let line = (method, path, body).prop_map(|(m, p, b)| format!("{m} {p} {b}"));
+    let input = prop::collection::vec(line, 1..12).prop_map(|l| l.join("\n"));
+    let mut runner = TestRunner::new(Config {
+        cases: 300,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    runner
+        .run(&input, |text| {
+            proxy_body::proxy_api(text.as_bytes());
+            Ok(())
+        })
+        .unwrap();
+}

@@ -69,8 +69,19 @@ pub fn main(args: &[String]) -> i32 {
         }
     }
     let addr = format!("{}:{}", a.host, a.port);
-    eprintln!("sluice proxy: API on http://{addr}");
-    match sluice_proxy::api::serve(api, &addr) {
+    let server = match sluice_proxy::api::bind(&addr) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("sluice proxy: {e}");
+            return 1;
+        }
+    };
+    let bound = server
+        .server_addr()
+        .to_ip()
+        .map_or(addr.clone(), |a| a.to_string());
+    eprintln!("sluice proxy: API on http://{bound}");
+    match sluice_proxy::api::serve(api, server) {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("sluice proxy: {e}");
