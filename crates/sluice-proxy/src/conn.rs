@@ -18,7 +18,7 @@ use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use sluice_core::time::Time;
 use std::collections::HashMap;
-use std::io::{Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -336,7 +336,31 @@ impl Direction {
             .collect()
     }
 
+    /// Write all of `buf`, unless the connection is closed meanwhile (a
+    /// destination that does not read must not hold the pump for ever).
+    fn write_out(&self, dst: &mut TcpStream, mut buf: &[u8]) -> bool {
+        while !buf.is_empty() {
+            match dst.write(buf) {
+                Ok(0) => return false,
+                Ok(n) => buf = &buf[n..],
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                    ) =>
+                {
+                    if self.conn.closed.load(Ordering::SeqCst) {
+                        return false;
+                    }
+                }
+                Err(_) => return false,
+            }
+        }
+        true
+    }
+
     fn pump(self, rx: Receiver<Msg>, mut dst: TcpStream) {
+        let _ = dst.set_write_timeout(Some(IDLE));
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(self.seed);
         let mut drawn = HashMap::new();
         let mut seen = self.generation.load(Ordering::SeqCst);
@@ -389,7 +413,7 @@ impl Direction {
             }
             let signal = pipe.poll(t, &mut out);
             if !out.is_empty() {
-                if dst.write_all(&out).is_err() {
+                if !self.write_out(&mut dst, &out) {
                     self.end(false);
                     return;
                 }
@@ -398,6 +422,12 @@ impl Direction {
             match signal {
                 None => {}
                 Some(Signal::Eof) => {
+                    // (An end that the connection's own close caused, by
+                    // shutting the reading sides, is not passed on: a reset
+                    // must not turn into a FIN.)
+                    if self.conn.closed.load(Ordering::SeqCst) {
+                        return;
+                    }
                     let _ = dst.shutdown(Shutdown::Write);
                     // Both ways ended: the connection is over.
                     if self.conn.finished.fetch_add(1, Ordering::SeqCst) == 1 {
