@@ -208,9 +208,8 @@ fn connect(client: TcpStream, shared: Shared) {
     };
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
-    let (Ok(c_addr), Ok(s_addr), Ok(l_addr)) =
-        (client.peer_addr(), server.peer_addr(), client.local_addr())
-    else {
+    // The segments' addresses: client and server, as on the path between them.
+    let (Ok(c_addr), Ok(s_addr)) = (client.peer_addr(), server.peer_addr()) else {
         return;
     };
     let conn = Arc::new(Conn {
@@ -240,7 +239,7 @@ fn connect(client: TcpStream, shared: Shared) {
             .wrapping_mul(0x9E37_79B9_7F4A_7C15);
     for (stream, from, to) in [
         (Stream::Upstream, c_addr, s_addr),
-        (Stream::Downstream, s_addr, l_addr),
+        (Stream::Downstream, s_addr, c_addr),
     ] {
         let (tx, rx) = mpsc::sync_channel(2);
         if let Ok(mut w) = conn.wake.lock() {

@@ -90,7 +90,10 @@ fn qdisc_spec(kind: &Kind) -> Option<String> {
 }
 
 /// Build the device of a qdisc stage: a namespace holding one device whose
-/// root is `spec`. The error is what `tc` said.
+/// root is the first command of `spec`; the commands after it (separated
+/// by `;` or new lines: `class add parent 1: classid 1:1 htb rate 1mbit`)
+/// are tc commands on that device, `dev` inserted after their first two
+/// words. The error is what `tc` said.
 fn qdisc_device(spec: &str, seed: u64) -> Result<Net, String> {
     let mut net = Net::new();
     net.seed = seed;
@@ -105,14 +108,27 @@ fn qdisc_device(spec: &str, seed: u64) -> Result<Net, String> {
     if let Some(d) = net.dev_mut("tox") {
         d.set_up(true);
     }
-    let mut words: Vec<String> = "qdisc replace dev tox root"
-        .split(' ')
-        .map(String::from)
-        .collect();
-    words.extend(spec.split_whitespace().map(String::from));
-    let out = sluice_tc::tc::run(&mut net, &sluice_tc::tc::Opts::default(), &words);
-    if out.code != 0 {
-        return Err(out.stderr.trim_end().to_string());
+    let commands = spec.split([';', '\n']).filter(|c| !c.trim().is_empty());
+    for (i, cmd) in commands.enumerate() {
+        let given: Vec<String> = cmd.split_whitespace().map(String::from).collect();
+        let words: Vec<String> = if i == 0 {
+            ["qdisc", "replace", "dev", "tox", "root"]
+                .into_iter()
+                .map(String::from)
+                .chain(given)
+                .collect()
+        } else {
+            let split = given.len().min(2);
+            let mut w = given[..split].to_vec();
+            w.extend(["dev".to_string(), "tox".to_string()]);
+            w.extend_from_slice(&given[split..]);
+            w
+        };
+        let out = sluice_tc::tc::run(&mut net, &sluice_tc::tc::Opts::default(), &words);
+        if out.code != 0 {
+            let what = if i == 0 { "qdisc" } else { cmd.trim() };
+            return Err(format!("{what}: {}", out.stderr.trim_end()));
+        }
     }
     Ok(net)
 }
@@ -120,7 +136,7 @@ fn qdisc_device(spec: &str, seed: u64) -> Result<Net, String> {
 /// Check that a toxic can be built (a `tc` toxic's spec parses).
 pub fn validate(kind: &Kind) -> Result<(), String> {
     match qdisc_spec(kind) {
-        Some(spec) if spec.split_whitespace().next().is_none() => {
+        Some(spec) if spec.split([';', '\n']).all(|c| c.trim().is_empty()) => {
             Err("tc toxic: attribute qdisc is empty".into())
         }
         Some(spec) => qdisc_device(&spec, 0).map(|_| ()),
@@ -973,12 +989,41 @@ mod tests {
     }
 
     #[test]
+    fn a_tc_toxic_builds_a_tree_whose_filters_see_the_connections_ports() {
+        // prio: band 1:2 for TOS 0 by the priomap, 30 ms; a u32 filter on
+        // the destination port (80 here) sends the segments to 1:3, 60 ms.
+        let spec = "handle 1: prio; qdisc add parent 1:2 handle 20: netem delay 30ms
+            qdisc add parent 1:3 handle 30: netem delay 60ms;
+            filter add parent 1: protocol ip prio 1 u32 match ip dport 80 0xffff flowid 1:3";
+        let t = toxic(Kind::Tc { qdisc: spec.into() });
+        let mut p = pipe(&[t]);
+        let r = run(&mut p, vec![(0, data(3000))], false, 1000 * MS);
+        assert_eq!(r.bytes(), data(3000));
+        assert_eq!(r.writes[0].0, 60 * MS);
+        // The same tree without the filter: the priomap's band, 30 ms.
+        let t = toxic(Kind::Tc {
+            qdisc: spec.rsplit_once(';').unwrap().0.into(),
+        });
+        let mut p = pipe(&[t]);
+        let r = run(&mut p, vec![(0, data(3000))], false, 1000 * MS);
+        assert_eq!(r.writes[0].0, 30 * MS);
+    }
+
+    #[test]
     fn a_bad_tc_spec_is_refused_with_tcs_message() {
         let e = validate(&Kind::Tc {
             qdisc: "netem delay".into(),
         })
         .unwrap_err();
-        assert!(!e.is_empty());
+        assert!(e.starts_with("qdisc: "), "{e}");
+        let e = validate(&Kind::Tc {
+            qdisc: "prio; class add parent 1: classid 1:9 htb rate 1mbit".into(),
+        })
+        .unwrap_err();
+        assert!(
+            e.starts_with("class add parent 1: classid 1:9 htb rate 1mbit: "),
+            "{e}"
+        );
         assert!(validate(&Kind::Tc { qdisc: "".into() }).is_err());
         assert!(validate(&Kind::Tc {
             qdisc: "tbf rate 1mbit burst 10k latency 50ms".into()

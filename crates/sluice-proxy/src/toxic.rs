@@ -68,7 +68,9 @@ pub enum Kind {
     },
     /// Close the connection once `bytes` bytes have gone through.
     LimitData { bytes: i64 },
-    /// Any qdisc, as `tc qdisc add ... root` takes it (sluice's own type).
+    /// Any qdisc, as `tc qdisc add ... root` takes it, optionally followed
+    /// by more tc commands on the same device (classes, child qdiscs,
+    /// filters; `;` or new lines between them, no `dev`): sluice's own type.
     Tc { qdisc: String },
 }
 

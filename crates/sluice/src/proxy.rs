@@ -16,6 +16,10 @@ clients and CLI work unchanged:
 Each direction of every connection runs through sluice's qdiscs: latency is
 netem, bandwidth tbf, and the `tc` toxic takes any qdisc the tc language does:
   -d '{\"type\":\"tc\",\"stream\":\"upstream\",\"attributes\":{\"qdisc\":\"netem loss 5% delay 20ms\"}}'
+A tc toxic may be a tree: tc commands after the root one, separated by `;`,
+without `dev` (\"handle 1: prio; qdisc add parent 1:3 netem delay 60ms; filter
+add parent 1: protocol ip prio 1 u32 match ip dport 5432 0xffff flowid 1:3\");
+its segments carry the connection's addresses and ports.
 Toxics: latency, bandwidth, slow_close, timeout, reset_peer, slicer,
 limit_data, tc. No privileges needed.";
 
