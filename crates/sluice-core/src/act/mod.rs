@@ -208,11 +208,27 @@ pub struct ActionDump {
     pub tm: ActionTm,
     /// The user cookie.
     pub cookie: Option<Vec<u8>>,
-    /// Rate estimate (bits/s, packets/s) when an estimator is attached.
-    pub rate_est: Option<(u64, u64)>,
+    /// The estimator, when one is attached, with the counters it samples
+    /// (the printer reads the estimate at the command's time, [`ActionDump::rate_est`]).
+    pub estimator: Option<(RateEstimator, u64, u64)>,
     /// Has `TCA_ACT_USED_HW_STATS` been filled in (see [`TcAction`])?
     #[serde(default)]
     pub used_hw_stats: bool,
+}
+
+impl ActionDump {
+    /// The rate estimate at `now` (bits/s, packets/s): the samples due by
+    /// then taken, as the kernel's timer would have.
+    pub fn rate_est(&self, now: Time) -> Option<(u64, u64)> {
+        self.estimator.map(|(e, bytes, packets)| {
+            let s = crate::stats::Stats {
+                bytes,
+                packets,
+                ..Default::default()
+            };
+            e.read_at(now, &s)
+        })
+    }
 }
 
 /// What every action kind implements: the `act` callback and its dump.
@@ -229,8 +245,8 @@ pub trait Action: Send + std::fmt::Debug {
     }
     /// Current parameters, as dumped.
     fn dump(&self) -> ActionOpts;
-    /// Rate estimate kept by the action, if any (bits/s, packets/s).
-    fn rate_est(&self) -> Option<(u64, u64)> {
+    /// The action's rate estimator, if any, with the bytes and packets it samples.
+    fn estimator(&self) -> Option<(RateEstimator, u64, u64)> {
         None
     }
     /// Chains this action's verdicts may jump to (`goto chain N`).
@@ -346,7 +362,7 @@ impl TcAction {
             stats: self.stats(),
             tm: self.tm,
             cookie: self.cookie.clone(),
-            rate_est: k.rate_est(),
+            estimator: k.estimator(),
             used_hw_stats: self.used_hw_stats,
         }
     }

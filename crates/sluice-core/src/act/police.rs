@@ -384,8 +384,8 @@ impl Action for Police {
         ActionOpts::Police(self.params.opts.clone())
     }
 
-    fn rate_est(&self) -> Option<(u64, u64)> {
-        self.est.as_ref().map(|e| e.read())
+    fn estimator(&self) -> Option<(RateEstimator, u64, u64)> {
+        self.est.map(|e| (e, self.est_bytes, self.est_packets))
     }
 
     fn goto_chains(&self) -> Vec<u32> {
@@ -399,6 +399,7 @@ impl Action for Police {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::act::ActionDump;
     use crate::packet::ETH_P_IP;
     use crate::time::PSCHED_SHIFT;
 
@@ -434,6 +435,50 @@ mod tests {
 
     fn pkt(len: u32) -> Packet {
         Packet::new(vec![0x45; 20], len, ETH_P_IP)
+    }
+
+    #[test]
+    fn the_dumped_estimate_is_read_at_the_dumps_time() {
+        // 1000-byte packets every 10 ms (800 kbit/s) for 20 s, under an
+        // estimator sampling every 250 ms (interval -2) with ewma_log 1.
+        let o = tc_police(1_000_000, 10 * 1024, 0, Verdict::Shot);
+        let params = PoliceParams::validate(&o, true, true, true, false).unwrap();
+        let spec = EstimatorSpec {
+            interval_log: -2,
+            ewma_log: 1,
+        };
+        let mut p = Police::new(params, Time(0), Some(spec));
+        let last = Time(19_990_000_000);
+        for i in 0..2000 {
+            assert_eq!(p.act(&mut pkt(1000), Time(i * 10_000_000)), Verdict::Ok);
+        }
+        let dump = |now| {
+            let (e, b, n) = p.estimator().unwrap();
+            ActionDump {
+                order: 1,
+                kind: "police".into(),
+                index: 1,
+                refcnt: 1,
+                bindcnt: 1,
+                opts: p.dump(),
+                stats: Default::default(),
+                tm: Default::default(),
+                cookie: None,
+                estimator: Some((e, b, n)),
+                used_hw_stats: false,
+            }
+            .rate_est(now)
+            .unwrap()
+        };
+        // Right after the traffic: the rate it had (within the EWMA's ripple).
+        let (bps, pps) = dump(last);
+        assert!((760_000..=840_000).contains(&bps), "{bps}");
+        assert!((95..=105).contains(&pps), "{pps}");
+        // Ten seconds of silence later the estimate has decayed (halved at
+        // every 250 ms sample), as the kernel's timer would have made it;
+        // the last sample alone would still say 800 kbit/s.
+        assert_eq!(dump(Time(last.0 + 10_000_000_000)), (0, 0));
+        assert!(p.est.unwrap().read().0 > 700_000);
     }
 
     #[test]

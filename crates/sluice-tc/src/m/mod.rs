@@ -442,7 +442,7 @@ fn print_one(d: &ActionDump, bind: bool, cx: &PrintCx, out: &mut Out) {
         out.text("\tAction statistics:");
         out.nl();
         out.open("stats");
-        print_stats2(&d.stats, d.rate_est, "\t", out);
+        print_stats2(&d.stats, d.rate_est(cx.now), "\t", out);
         out.close();
         out.nl();
     }
