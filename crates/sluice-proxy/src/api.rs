@@ -74,12 +74,15 @@ fn not_found_proxy() -> ApiError {
 /// A proxy as JSON, keys in Toxiproxy's order; toxics upstream first.
 fn proxy_json(p: &Proxy) -> String {
     let toxics: Vec<String> = ordered(&p.toxics).map(|t| t.to_json()).collect();
+    // `protocol` only for UDP proxies (sluice's own), so a TCP proxy's JSON
+    // is Toxiproxy's to the byte.
     format!(
-        "{{\"name\":{},\"listen\":{},\"upstream\":{},\"enabled\":{},\"toxics\":[{}]}}",
+        "{{\"name\":{},\"listen\":{},\"upstream\":{},\"enabled\":{},{}\"toxics\":[{}]}}",
         Value::String(p.name.clone()),
         Value::String(p.listen.clone()),
         Value::String(p.upstream.clone()),
         p.enabled,
+        if p.udp { "\"protocol\":\"udp\"," } else { "" },
         toxics.join(",")
     )
 }
@@ -128,6 +131,42 @@ struct ProxyBody {
     listen: String,
     upstream: String,
     enabled: bool,
+    /// `"protocol": "udp"` (sluice's own; `tcp` is the default).
+    udp: bool,
+}
+
+impl ProxyBody {
+    /// A create request's starting values.
+    fn new() -> ProxyBody {
+        ProxyBody {
+            name: String::new(),
+            listen: String::new(),
+            upstream: String::new(),
+            enabled: true,
+            udp: false,
+        }
+    }
+
+    /// An update request's starting values: the proxy's.
+    fn of(p: &Proxy) -> ProxyBody {
+        ProxyBody {
+            name: p.name.clone(),
+            listen: p.listen.clone(),
+            upstream: p.upstream.clone(),
+            enabled: p.enabled,
+            udp: p.udp,
+        }
+    }
+
+    fn proxy(self) -> Shared {
+        Arc::new(Mutex::new(Proxy::new(
+            self.name,
+            self.listen,
+            self.upstream,
+            self.enabled,
+            self.udp,
+        )))
+    }
 }
 
 fn proxy_body(v: &Value, current: ProxyBody) -> Result<ProxyBody, ApiError> {
@@ -152,11 +191,21 @@ fn proxy_body(v: &Value, current: ProxyBody) -> Result<ProxyBody, ApiError> {
             )))
         }
     };
+    let udp = match string("protocol", (if current.udp { "udp" } else { "tcp" }).into())?.as_str() {
+        "tcp" => false,
+        "udp" => true,
+        other => {
+            return Err(ApiError::body(format!(
+                "protocol {other:?}: must be tcp or udp"
+            )))
+        }
+    };
     Ok(ProxyBody {
         name: string("name", current.name)?,
         listen: string("listen", current.listen)?,
         upstream: string("upstream", current.upstream)?,
         enabled,
+        udp,
     })
 }
 
@@ -206,28 +255,16 @@ impl Api {
         })
     }
 
-    /// Does `body` ask for another address than `p` has (Toxiproxy 2.12:
-    /// listen compared once resolved)?
-    fn differs(p: &Proxy, listen: &str, upstream: &str) -> Result<bool, ApiError> {
-        let listen_now = if listen == p.listen {
-            false
-        } else {
-            resolve_listen(listen)?.to_string() != p.listen
-        };
-        Ok(listen_now || upstream != p.upstream)
+    /// Does `b` ask for another address (or protocol) than `p` has
+    /// (Toxiproxy 2.12: listen compared once resolved)?
+    fn differs(p: &Proxy, b: &ProxyBody) -> Result<bool, ApiError> {
+        let listen = b.listen != p.listen && resolve_listen(&b.listen)?.to_string() != p.listen;
+        Ok(listen || b.upstream != p.upstream || b.udp != p.udp)
     }
 
     fn create(&self, body: &str) -> Result<Reply, ApiError> {
         let v = parse_body(body)?;
-        let b = proxy_body(
-            &v,
-            ProxyBody {
-                name: String::new(),
-                listen: String::new(),
-                upstream: String::new(),
-                enabled: true,
-            },
-        )?;
+        let b = proxy_body(&v, ProxyBody::new())?;
         if b.name.is_empty() {
             return Err(ApiError::new(400, "missing required field: name"));
         }
@@ -241,14 +278,10 @@ impl Api {
         if map.contains_key(&b.name) {
             return Err(ApiError::new(409, "proxy already exists"));
         }
-        let p: Shared = Arc::new(Mutex::new(Proxy::new(
-            b.name.clone(),
-            b.listen,
-            b.upstream,
-            b.enabled,
-        )));
+        let name = b.name.clone();
+        let p = b.proxy();
         Self::start(&p)?;
-        map.insert(b.name, p.clone());
+        map.insert(name, p.clone());
         Ok(Reply::json(201, Self::show(&p)))
     }
 
@@ -257,20 +290,13 @@ impl Api {
         let v = parse_body(body)?;
         {
             let mut g = p.lock().map_err(|_| ApiError::new(500, "state poisoned"))?;
-            let b = proxy_body(
-                &v,
-                ProxyBody {
-                    name: g.name.clone(),
-                    listen: g.listen.clone(),
-                    upstream: g.upstream.clone(),
-                    enabled: g.enabled,
-                },
-            )?;
-            if Self::differs(&g, &b.listen, &b.upstream)? {
+            let b = proxy_body(&v, ProxyBody::of(&g))?;
+            if Self::differs(&g, &b)? {
                 g.stop();
                 g.enabled = false;
                 g.listen = b.listen;
                 g.upstream = b.upstream;
+                g.udp = b.udp;
             }
             if !b.enabled {
                 g.stop();
@@ -324,13 +350,7 @@ impl Api {
         };
         let mut wanted = Vec::new();
         for (i, v) in items.iter().enumerate() {
-            let empty = ProxyBody {
-                name: String::new(),
-                listen: String::new(),
-                upstream: String::new(),
-                enabled: true,
-            };
-            let b = match proxy_body(v, empty) {
+            let b = match proxy_body(v, ProxyBody::new()) {
                 Ok(b) => b,
                 Err(e) => return fail(e, &[]),
             };
@@ -363,21 +383,17 @@ impl Api {
             let mut g = old
                 .lock()
                 .map_err(|_| ApiError::new(500, "state poisoned"))?;
-            if !Self::differs(&g, &b.listen, &b.upstream)? {
+            if !Self::differs(&g, &b)? {
                 drop(g);
                 return Ok(old);
             }
             g.stop();
             map.remove(&b.name);
         }
-        let p: Shared = Arc::new(Mutex::new(Proxy::new(
-            b.name.clone(),
-            b.listen,
-            b.upstream,
-            b.enabled,
-        )));
+        let name = b.name.clone();
+        let p = b.proxy();
         Self::start(&p)?;
-        map.insert(b.name, p.clone());
+        map.insert(name, p.clone());
         Ok(p)
     }
 

@@ -12,6 +12,7 @@
 //! stages, see [`Pipe::set_toxics`]); whether a toxic acts on a connection
 //! is drawn once per connection against its toxicity.
 
+use crate::datagram::DatagramPipe;
 use crate::pipe::{Pipe, Signal};
 use crate::toxic::{Stream, Toxic};
 use rand::{Rng, SeedableRng};
@@ -19,7 +20,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use sluice_core::time::Time;
 use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
@@ -51,9 +52,11 @@ pub struct Proxy {
     pub listen: String,
     pub upstream: String,
     pub enabled: bool,
+    /// UDP rather than TCP (sluice's own field: Toxiproxy proxies TCP only).
+    pub udp: bool,
     pub toxics: Vec<Toxic>,
-    /// Bumped whenever `toxics` change.
-    generation: Arc<AtomicU64>,
+    /// `toxics` as the connections see them.
+    published: Arc<Published>,
     listener: Option<ListenerHandle>,
     conns: Vec<Arc<Conn>>,
 }
@@ -66,8 +69,9 @@ struct ListenerHandle {
 
 /// One proxied connection, as the proxy and its threads share it.
 struct Conn {
-    client: TcpStream,
-    server: TcpStream,
+    /// A TCP connection's client and server sockets (a UDP session has none:
+    /// its threads see `closed` and end).
+    sockets: Option<(TcpStream, TcpStream)>,
     closed: AtomicBool,
     /// Directions whose source ended and whose bytes were all written.
     finished: AtomicU64,
@@ -89,7 +93,11 @@ impl Conn {
         if self.closed.swap(true, Ordering::SeqCst) {
             return;
         }
-        for s in [&self.client, &self.server] {
+        let Some((client, server)) = &self.sockets else {
+            self.wake();
+            return;
+        };
+        for s in [client, server] {
             if reset {
                 // SO_LINGER 0: the last close of the socket sends RST;
                 // shutting the reading side makes every thread let go of it.
@@ -116,19 +124,30 @@ impl Conn {
     }
 }
 
+/// A proxy's toxics as its connections see them: a copy published at every
+/// change, with a generation number, so that no pump needs the proxy's lock
+/// to follow the changes (stopping a UDP proxy waits for its pumps while
+/// holding that lock).
+#[derive(Default)]
+struct Published {
+    generation: AtomicU64,
+    toxics: Mutex<Vec<Toxic>>,
+}
+
 /// The shared state of all proxies.
 pub type Shared = Arc<Mutex<Proxy>>;
 
 impl Proxy {
     /// A proxy, not yet listening.
-    pub fn new(name: String, listen: String, upstream: String, enabled: bool) -> Proxy {
+    pub fn new(name: String, listen: String, upstream: String, enabled: bool, udp: bool) -> Proxy {
         Proxy {
             name,
             listen,
             upstream,
             enabled,
+            udp,
             toxics: Vec::new(),
-            generation: Arc::new(AtomicU64::new(0)),
+            published: Arc::default(),
             listener: None,
             conns: Vec::new(),
         }
@@ -136,7 +155,10 @@ impl Proxy {
 
     /// The toxics changed: tell every connection.
     pub fn toxics_changed(&mut self) {
-        self.generation.fetch_add(1, Ordering::SeqCst);
+        if let Ok(mut t) = self.published.toxics.lock() {
+            *t = self.toxics.clone();
+        }
+        self.published.generation.fetch_add(1, Ordering::SeqCst);
         self.conns.retain(|c| !c.closed.load(Ordering::SeqCst));
         for c in &self.conns {
             c.wake();
@@ -154,8 +176,11 @@ impl Proxy {
     pub fn stop(&mut self) {
         if let Some(l) = self.listener.take() {
             l.stop.store(true, Ordering::SeqCst);
-            // Wake the blocked accept, and wait until the socket is closed.
-            let _ = TcpStream::connect_timeout(&l.addr, StdDuration::from_millis(200));
+            // Wake a blocked accept (a UDP loop wakes by itself), and wait
+            // until the socket is closed.
+            if !self.udp {
+                let _ = TcpStream::connect_timeout(&l.addr, StdDuration::from_millis(200));
+            }
             let _ = l.thread.join();
         }
         self.close_all();
@@ -169,14 +194,23 @@ pub fn start(shared: &Shared) -> Result<(), String> {
     if !p.enabled || p.listener.is_some() {
         return Ok(());
     }
-    let listener = TcpListener::bind(&p.listen).map_err(|e| e.to_string())?;
-    let addr = listener.local_addr().map_err(|e| e.to_string())?;
-    p.listen = addr.to_string();
     let stop = Arc::new(AtomicBool::new(false));
-    let thread = {
+    let (addr, thread) = if p.udp {
+        let socket = UdpSocket::bind(&p.listen).map_err(|e| e.to_string())?;
+        let _ = socket.set_read_timeout(Some(IDLE));
+        let addr = socket.local_addr().map_err(|e| e.to_string())?;
         let (stop, shared) = (stop.clone(), shared.clone());
-        thread::spawn(move || accept_loop(listener, stop, shared))
+        (addr, thread::spawn(move || udp_loop(socket, stop, shared)))
+    } else {
+        let listener = TcpListener::bind(&p.listen).map_err(|e| e.to_string())?;
+        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        let (stop, shared) = (stop.clone(), shared.clone());
+        (
+            addr,
+            thread::spawn(move || accept_loop(listener, stop, shared)),
+        )
     };
+    p.listen = addr.to_string();
     p.listener = Some(ListenerHandle { stop, addr, thread });
     Ok(())
 }
@@ -213,30 +247,21 @@ fn connect(client: TcpStream, shared: Shared) {
         return;
     };
     let conn = Arc::new(Conn {
-        client,
-        server,
+        sockets: Some((client, server)),
         closed: AtomicBool::new(false),
         finished: AtomicU64::new(0),
         wake: Mutex::new(Vec::new()),
     });
-    let generation = {
+    let published = {
         let Ok(mut p) = shared.lock() else { return };
         if p.listener.is_none() {
             return;
         }
         p.conns.retain(|c| !c.closed.load(Ordering::SeqCst));
         p.conns.push(conn.clone());
-        p.generation.clone()
+        p.published.clone()
     };
-    // Each connection draws its own randomness (jitter, toxicity): the
-    // time it opened, mixed with a count of connections.
-    static OPENED: AtomicU64 = AtomicU64::new(0);
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
-        ^ OPENED
-            .fetch_add(1, Ordering::Relaxed)
-            .wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let seed = fresh_seed();
     for (stream, from, to) in [
         (Stream::Upstream, c_addr, s_addr),
         (Stream::Downstream, s_addr, c_addr),
@@ -245,9 +270,12 @@ fn connect(client: TcpStream, shared: Shared) {
         if let Ok(mut w) = conn.wake.lock() {
             w.push(tx.clone());
         }
+        let Some((client, server)) = &conn.sockets else {
+            return;
+        };
         let (src, dst) = match stream {
-            Stream::Upstream => (&conn.client, &conn.server),
-            Stream::Downstream => (&conn.server, &conn.client),
+            Stream::Upstream => (client, server),
+            Stream::Downstream => (server, client),
         };
         let (Ok(src), Ok(dst)) = (src.try_clone(), dst.try_clone()) else {
             conn.close(false);
@@ -260,11 +288,161 @@ fn connect(client: TcpStream, shared: Shared) {
             to,
             seed: seed ^ stream as u64,
             shared: shared.clone(),
-            generation: generation.clone(),
+            published: published.clone(),
             conn: conn.clone(),
         };
         thread::spawn(move || dir.pump(rx, dst));
     }
+}
+
+/// Each connection or session draws its own randomness (jitter, toxicity):
+/// the time it opened, mixed with a count of them.
+fn fresh_seed() -> u64 {
+    static OPENED: AtomicU64 = AtomicU64::new(0);
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+        ^ OPENED
+            .fetch_add(1, Ordering::Relaxed)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+/// How long a UDP session lives without a datagram either way (the
+/// kernel's conntrack keeps an answered UDP flow 120 s).
+const UDP_IDLE: StdDuration = StdDuration::from_secs(120);
+
+/// Where a UDP direction's datagrams go.
+type SendFn = Box<dyn Fn(&[u8]) + Send>;
+
+/// A UDP session: the client's datagrams go to its upstream pump.
+struct Session {
+    conn: Arc<Conn>,
+    up: SyncSender<Msg>,
+    /// Last datagram either way, on [`now`]'s clock.
+    last: Arc<AtomicU64>,
+    threads: Vec<thread::JoinHandle<()>>,
+}
+
+/// A UDP proxy: read the clients' datagrams, one session per client address
+/// (an upstream socket of its own and a pump per direction).
+fn udp_loop(socket: UdpSocket, stop: Arc<AtomicBool>, shared: Shared) {
+    let socket = Arc::new(socket);
+    let mut sessions: HashMap<SocketAddr, Session> = HashMap::new();
+    let mut buf = vec![0u8; 65536];
+    while !stop.load(Ordering::SeqCst) {
+        if let Ok((n, client)) = socket.recv_from(&mut buf) {
+            if let std::collections::hash_map::Entry::Vacant(e) = sessions.entry(client) {
+                if let Some(s) = udp_session(&socket, client, &shared) {
+                    e.insert(s);
+                }
+            }
+            if let Some(s) = sessions.get(&client) {
+                s.last.store(now().0, Ordering::Relaxed);
+                // A full queue loses the datagram, as a full socket buffer does.
+                let _ = s.up.try_send(Msg::Data(buf[..n].to_vec()));
+            }
+        }
+        let t = now().0;
+        sessions.retain(|_, s| {
+            let idle =
+                t.saturating_sub(s.last.load(Ordering::Relaxed)) > UDP_IDLE.as_nanos() as u64;
+            if idle {
+                s.conn.close(false);
+            }
+            !idle && !s.conn.closed.load(Ordering::SeqCst)
+        });
+    }
+    for (_, s) in sessions.drain() {
+        s.conn.close(false);
+        for t in s.threads {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Open the upstream side of a UDP session and start its threads.
+fn udp_session(listen: &Arc<UdpSocket>, client: SocketAddr, shared: &Shared) -> Option<Session> {
+    let upstream = shared.lock().ok()?.upstream.clone();
+    let server = upstream.to_socket_addrs().ok()?.next()?;
+    let any: SocketAddr = if server.is_ipv4() {
+        "0.0.0.0:0".parse().ok()?
+    } else {
+        "[::]:0".parse().ok()?
+    };
+    let up = Arc::new(UdpSocket::bind(any).ok()?);
+    up.connect(server).ok()?;
+    let _ = up.set_read_timeout(Some(IDLE));
+    let conn = Arc::new(Conn {
+        sockets: None,
+        closed: AtomicBool::new(false),
+        finished: AtomicU64::new(0),
+        wake: Mutex::new(Vec::new()),
+    });
+    let published = {
+        let mut p = shared.lock().ok()?;
+        p.conns.retain(|c| !c.closed.load(Ordering::SeqCst));
+        p.conns.push(conn.clone());
+        p.published.clone()
+    };
+    let last = Arc::new(AtomicU64::new(now().0));
+    let seed = fresh_seed();
+    let mut threads = Vec::new();
+    let mut up_tx = None;
+    for (stream, from, to) in [
+        (Stream::Upstream, client, server),
+        (Stream::Downstream, server, client),
+    ] {
+        let (tx, rx) = mpsc::sync_channel(1024);
+        if let Ok(mut w) = conn.wake.lock() {
+            w.push(tx.clone());
+        }
+        let dir = Direction {
+            stream,
+            from,
+            to,
+            seed: seed ^ stream as u64,
+            shared: shared.clone(),
+            published: published.clone(),
+            conn: conn.clone(),
+        };
+        let send: SendFn = match stream {
+            Stream::Upstream => {
+                let up = up.clone();
+                Box::new(move |d| {
+                    let _ = up.send(d);
+                })
+            }
+            Stream::Downstream => {
+                let listen = listen.clone();
+                Box::new(move |d| {
+                    let _ = listen.send_to(d, client);
+                })
+            }
+        };
+        threads.push(thread::spawn(move || dir.pump_datagrams(rx, send)));
+        match stream {
+            Stream::Upstream => up_tx = Some(tx),
+            Stream::Downstream => {
+                // The server's answers, read on the session's own socket.
+                let (up, conn, last) = (up.clone(), conn.clone(), last.clone());
+                threads.push(thread::spawn(move || {
+                    let mut buf = vec![0u8; 65536];
+                    while !conn.closed.load(Ordering::SeqCst) {
+                        if let Ok(n) = up.recv(&mut buf) {
+                            last.store(now().0, Ordering::Relaxed);
+                            let _ = tx.try_send(Msg::Data(buf[..n].to_vec()));
+                        }
+                    }
+                }));
+            }
+        }
+    }
+    Some(Session {
+        conn,
+        up: up_tx?,
+        last,
+        threads,
+    })
 }
 
 /// Read from a socket into the pump's channel until the end.
@@ -291,7 +469,7 @@ struct Direction {
     to: SocketAddr,
     seed: u64,
     shared: Shared,
-    generation: Arc<AtomicU64>,
+    published: Arc<Published>,
     conn: Arc<Conn>,
 }
 
@@ -312,9 +490,8 @@ impl Direction {
         drawn: &mut HashMap<String, (Toxic, bool)>,
         rng: &mut Xoshiro256PlusPlus,
     ) -> Vec<Toxic> {
-        let toxics: Vec<Toxic> = match self.shared.lock() {
-            Ok(p) => p
-                .toxics
+        let toxics: Vec<Toxic> = match self.published.toxics.lock() {
+            Ok(t) => t
                 .iter()
                 .filter(|t| t.stream == self.stream)
                 .cloned()
@@ -358,11 +535,49 @@ impl Direction {
         true
     }
 
+    /// A UDP session's direction: datagrams through a [`DatagramPipe`],
+    /// handed to `send` as they leave, until the session closes.
+    fn pump_datagrams(self, rx: Receiver<Msg>, send: SendFn) {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(self.seed);
+        let mut drawn = HashMap::new();
+        let mut seen = self.published.generation.load(Ordering::SeqCst);
+        let toxics = self.active(&mut drawn, &mut rng);
+        let Ok(mut pipe) = DatagramPipe::new(&toxics, self.from, self.to, self.seed) else {
+            // (Not `end`: this pump must not take the proxy's lock, see [`Published`].)
+            self.conn.close(false);
+            return;
+        };
+        let mut out = Vec::new();
+        while !self.conn.closed.load(Ordering::SeqCst) {
+            let t = now();
+            let wait = pipe
+                .next_wake()
+                .map(|w| StdDuration::from_nanos(w.0.saturating_sub(t.0)))
+                .unwrap_or(IDLE)
+                .min(IDLE);
+            let msg = rx.recv_timeout(wait);
+            let t = now();
+            if let Ok(Msg::Data(d)) = msg {
+                pipe.push(&d, t);
+            }
+            let g = self.published.generation.load(Ordering::SeqCst);
+            if g != seen {
+                seen = g;
+                let toxics = self.active(&mut drawn, &mut rng);
+                let _ = pipe.set_toxics(&toxics, t);
+            }
+            pipe.poll(t, &mut out);
+            for d in out.drain(..) {
+                send(&d);
+            }
+        }
+    }
+
     fn pump(self, rx: Receiver<Msg>, mut dst: TcpStream) {
         let _ = dst.set_write_timeout(Some(IDLE));
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(self.seed);
         let mut drawn = HashMap::new();
-        let mut seen = self.generation.load(Ordering::SeqCst);
+        let mut seen = self.published.generation.load(Ordering::SeqCst);
         let toxics = self.active(&mut drawn, &mut rng);
         let mut pipe = match Pipe::new(&toxics, self.from, self.to, self.seed, now()) {
             Ok(p) => p,
@@ -404,7 +619,7 @@ impl Direction {
                 }
                 Some(Msg::Wake) | None => {}
             }
-            let g = self.generation.load(Ordering::SeqCst);
+            let g = self.published.generation.load(Ordering::SeqCst);
             if g != seen {
                 seen = g;
                 let toxics = self.active(&mut drawn, &mut rng);

@@ -67,7 +67,7 @@ fn payload_len(p: &Packet) -> u32 {
 }
 
 /// The qdisc spec a toxic builds, if it is a qdisc stage.
-fn qdisc_spec(kind: &Kind) -> Option<String> {
+pub(crate) fn qdisc_spec(kind: &Kind) -> Option<String> {
     match kind {
         Kind::Latency { latency, jitter } => {
             // netem takes no negative delay; Toxiproxy's never waits less than nothing.
@@ -94,7 +94,7 @@ fn qdisc_spec(kind: &Kind) -> Option<String> {
 /// by `;` or new lines: `class add parent 1: classid 1:1 htb rate 1mbit`)
 /// are tc commands on that device, `dev` inserted after their first two
 /// words. The error is what `tc` said.
-fn qdisc_device(spec: &str, seed: u64) -> Result<Net, String> {
+pub(crate) fn qdisc_device(spec: &str, seed: u64) -> Result<Net, String> {
     let mut net = Net::new();
     net.seed = seed;
     let info = DevInfo {

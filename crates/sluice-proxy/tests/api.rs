@@ -510,3 +510,70 @@ fn fuzz_body_survives_generated_requests() {
         })
         .unwrap();
 }
+
+#[test]
+fn a_udp_proxy_carries_datagrams_through_its_toxics() {
+    use std::net::UdpSocket;
+    let server = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let up = server.local_addr().unwrap();
+    thread::spawn(move || {
+        let mut buf = [0u8; 2048];
+        while let Ok((n, from)) = server.recv_from(&mut buf) {
+            let _ = server.send_to(&buf[..n], from);
+        }
+    });
+    let api = Api::default();
+    let r = api.route(
+        "POST",
+        "/proxies",
+        &format!(r#"{{"name":"u","listen":"127.0.0.1:0","upstream":"{up}","protocol":"udp"}}"#),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    let v = json(&r.body);
+    assert_eq!(v["protocol"], "udp");
+    let listen = v["listen"].as_str().unwrap().to_string();
+    add_toxic(
+        &api,
+        "u",
+        r#"{"type":"latency","attributes":{"latency":80}}"#,
+    );
+    let c = UdpSocket::bind("127.0.0.1:0").unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    c.connect(&listen).unwrap();
+    for i in 0..3u8 {
+        let t = Instant::now();
+        c.send(&[i; 700]).unwrap();
+        let mut buf = [0u8; 2048];
+        let n = c.recv(&mut buf).unwrap();
+        // One datagram back, whole, no sooner than the latency.
+        assert_eq!(&buf[..n], &[i; 700][..]);
+        assert!(
+            t.elapsed() >= Duration::from_millis(80),
+            "{:?}",
+            t.elapsed()
+        );
+    }
+    // A toxic change with a session open, then disabled and enabled again
+    // at once: the port is free again (the session's threads are gone).
+    add_toxic(
+        &api,
+        "u",
+        r#"{"type":"bandwidth","attributes":{"rate":1000}}"#,
+    );
+    let r = api.route("PATCH", "/proxies/u", r#"{"enabled":false}"#);
+    assert_eq!(r.status, 200);
+    let r = api.route("PATCH", "/proxies/u", r#"{"enabled":true}"#);
+    assert_eq!(
+        (r.status, json(&r.body)["listen"].as_str()),
+        (200, Some(listen.as_str()))
+    );
+    c.send(&[9; 10]).unwrap();
+    let mut buf = [0u8; 64];
+    assert_eq!(c.recv(&mut buf).unwrap(), 10);
+    let r = api.route(
+        "POST",
+        "/proxies",
+        r#"{"name":"x","upstream":"a:1","protocol":"sctp"}"#,
+    );
+    assert_eq!(r.status, 400);
+}

@@ -21,13 +21,14 @@ without `dev` (\"handle 1: prio; qdisc add parent 1:3 netem delay 60ms; filter
 add parent 1: protocol ip prio 1 u32 match ip dport 5432 0xffff flowid 1:3\");
 its segments carry the connection's addresses and ports.
 Toxics: latency, bandwidth, slow_close, timeout, reset_peer, slicer,
-limit_data, tc. No privileges needed.";
+limit_data, tc. A proxy with \"protocol\":\"udp\" carries UDP datagrams (one
+session per client address). No privileges needed.";
 
 /// `sluice proxy` options.
 #[derive(Parser, Debug)]
 #[command(
     name = "sluice proxy",
-    about = "A TCP proxy whose connections run through tc qdiscs, driven by Toxiproxy's REST API",
+    about = "A TCP/UDP proxy whose traffic runs through tc qdiscs, driven by Toxiproxy's REST API",
     after_help = AFTER_HELP
 )]
 struct ProxyArgs {

@@ -1,0 +1,356 @@
+//! One direction of a UDP session, without I/O: datagrams in, the toxics'
+//! qdisc stages, datagrams out when they leave.
+//!
+//! A datagram is one packet (DESIGN.md: "UDP: one datagram, one packet")
+//! with a synthesized IPv4/UDP header carrying the session's addresses and
+//! ports. Unlike a TCP stream, nothing is put back in order and nothing is
+//! sent again: what netem reorders arrives reordered, what a qdisc drops
+//! is lost, as on a network. Of the stream toxics, `timeout` lets nothing
+//! through, `limit_data` lets datagrams through until that many bytes have
+//! passed (then none), and the others (`slicer`, `slow_close`,
+//! `reset_peer`, which act on a byte stream or a connection) let datagrams
+//! pass unchanged. A stage that is removed hands what it holds to the next
+//! at once.
+
+use crate::pipe::{qdisc_device, qdisc_spec};
+use crate::toxic::{Kind, Toxic};
+use sluice_core::packet::{Packet, ETH_P_IP};
+use sluice_core::qdisc::{Cx, Dequeue};
+use sluice_core::time::Time;
+use sluice_tc::net::Net;
+use std::net::{IpAddr, SocketAddr};
+
+/// Length of the synthesized IPv4 + UDP header.
+const HEADER: usize = 28;
+
+enum Body {
+    /// A device whose root qdisc is the toxic's (see `pipe`'s `Body::Qdisc`).
+    Qdisc {
+        net: Box<Net>,
+        wake: Option<Time>,
+        wire: bool,
+    },
+    /// Nothing passes.
+    Drop,
+    /// Datagrams pass while `left` bytes remain.
+    Limit { left: u64 },
+    /// Everything passes.
+    Pass,
+}
+
+struct Stage {
+    toxic: Toxic,
+    body: Body,
+}
+
+impl Stage {
+    fn new(toxic: &Toxic, seed: u64) -> Result<Stage, String> {
+        let body = match (&toxic.kind, qdisc_spec(&toxic.kind)) {
+            (k, Some(spec)) => Body::Qdisc {
+                net: Box::new(qdisc_device(&spec, seed)?),
+                wake: None,
+                wire: matches!(k, Kind::Tc { .. }),
+            },
+            (Kind::Timeout { .. }, None) => Body::Drop,
+            (Kind::LimitData { bytes }, None) => Body::Limit {
+                left: (*bytes).max(0) as u64,
+            },
+            _ => Body::Pass,
+        };
+        Ok(Stage {
+            toxic: toxic.clone(),
+            body,
+        })
+    }
+
+    /// Everything a qdisc stage holds, dequeued as if time had run on.
+    fn drain(&mut self) -> Vec<Packet> {
+        let mut out = Vec::new();
+        if let Body::Qdisc { net, .. } = &mut self.body {
+            let Some(dev) = net.devices.last_mut() else {
+                return out;
+            };
+            let mut t = Time(u64::MAX / 4);
+            for _ in 0..1_000_000 {
+                let mut cx = Cx::new(t);
+                match dev.root.dequeue(&mut cx) {
+                    Dequeue::Packet(p) => out.push(p),
+                    Dequeue::Wait(w) if w > t => t = w,
+                    _ => break,
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The IPv4 + UDP header of datagrams from `from` to `to` (IPv6 endpoints:
+/// the low 32 bits of their addresses).
+fn header(from: SocketAddr, to: SocketAddr) -> [u8; HEADER] {
+    let v4 = |a: IpAddr| match a {
+        IpAddr::V4(v) => v.octets(),
+        IpAddr::V6(v) => {
+            let o = v.octets();
+            [o[12], o[13], o[14], o[15]]
+        }
+    };
+    let mut h = [0u8; HEADER];
+    h[0] = 0x45;
+    h[8] = 64;
+    h[9] = 17;
+    h[12..16].copy_from_slice(&v4(from.ip()));
+    h[16..20].copy_from_slice(&v4(to.ip()));
+    h[20..22].copy_from_slice(&from.port().to_be_bytes());
+    h[22..24].copy_from_slice(&to.port().to_be_bytes());
+    h
+}
+
+/// One direction of a UDP session.
+pub struct DatagramPipe {
+    stages: Vec<Stage>,
+    header: [u8; HEADER],
+    seed: u64,
+    /// Datagrams out of the last stage, to hand out at the next poll.
+    ready: Vec<Vec<u8>>,
+}
+
+impl DatagramPipe {
+    /// A direction carrying datagrams from `from` to `to` through `toxics`.
+    pub fn new(
+        toxics: &[Toxic],
+        from: SocketAddr,
+        to: SocketAddr,
+        seed: u64,
+    ) -> Result<Self, String> {
+        let mut p = DatagramPipe {
+            stages: Vec::new(),
+            header: header(from, to),
+            seed,
+            ready: Vec::new(),
+        };
+        p.set_toxics(toxics, Time(0))?;
+        Ok(p)
+    }
+
+    /// Replace the stages by those of `toxics`; unchanged ones are kept with
+    /// what they hold, what removed ones held goes on at once.
+    pub fn set_toxics(&mut self, toxics: &[Toxic], now: Time) -> Result<(), String> {
+        let mut old: Vec<Option<Stage>> = std::mem::take(&mut self.stages)
+            .into_iter()
+            .map(Some)
+            .collect();
+        let mut stages = Vec::with_capacity(toxics.len());
+        for (i, t) in toxics.iter().enumerate() {
+            let kept = old
+                .iter_mut()
+                .find(|s| s.as_ref().is_some_and(|s| s.toxic == *t))
+                .and_then(Option::take);
+            let seed = self.seed.wrapping_add(i as u64).wrapping_mul(0x9E37_79B9);
+            match kept.map(Ok).unwrap_or_else(|| Stage::new(t, seed)) {
+                Ok(s) => stages.push(s),
+                Err(e) => {
+                    self.stages = old.into_iter().flatten().collect();
+                    return Err(e);
+                }
+            }
+        }
+        self.stages = stages;
+        for (i, s) in old.into_iter().enumerate() {
+            if let Some(mut s) = s {
+                for p in s.drain() {
+                    self.enter(i.min(self.stages.len()), p, now);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A datagram read at `now`.
+    pub fn push(&mut self, datagram: &[u8], now: Time) {
+        let data = [self.header.as_slice(), datagram].concat();
+        let len = data.len() as u32;
+        self.enter(0, Packet::new(data, len, ETH_P_IP), now);
+    }
+
+    /// Put a datagram into stage `i` (past the last: it is ready).
+    fn enter(&mut self, i: usize, mut pkt: Packet, now: Time) {
+        let payload = pkt.data.len().saturating_sub(HEADER) as u32;
+        let Some(stage) = self.stages.get_mut(i) else {
+            self.ready
+                .push(pkt.data.get(HEADER..).unwrap_or_default().to_vec());
+            return;
+        };
+        match &mut stage.body {
+            Body::Qdisc { net, wake, wire } => {
+                let Some(dev) = net.devices.last_mut() else {
+                    return;
+                };
+                pkt.len = if *wire {
+                    pkt.data.len() as u32
+                } else {
+                    payload
+                };
+                pkt.tstamp = now;
+                let mut cx = Cx::new(now);
+                // Refused: lost, as on a network.
+                let _ = dev.root.offer(pkt, &mut cx);
+                for dup in std::mem::take(&mut cx.to_root) {
+                    let _ = dev.root.offer(dup, &mut cx);
+                }
+                *wake = Some(now);
+            }
+            Body::Drop => {}
+            Body::Limit { left } => {
+                if payload as u64 <= *left {
+                    *left -= payload as u64;
+                    self.enter(i + 1, pkt, now);
+                } else {
+                    *left = 0;
+                }
+            }
+            Body::Pass => self.enter(i + 1, pkt, now),
+        }
+    }
+
+    /// Do everything due at `now`; the datagrams that leave go to `out`.
+    pub fn poll(&mut self, now: Time, out: &mut Vec<Vec<u8>>) {
+        for i in 0..self.stages.len() {
+            let mut leaving = Vec::new();
+            if let Body::Qdisc { net, wake, .. } = &mut self.stages[i].body {
+                if wake.is_some_and(|w| w <= now) {
+                    *wake = None;
+                    let Some(dev) = net.devices.last_mut() else {
+                        continue;
+                    };
+                    let mut cx = Cx::new(now);
+                    loop {
+                        match dev.root.dequeue(&mut cx) {
+                            Dequeue::Packet(p) => leaving.push(p),
+                            Dequeue::Wait(t) => {
+                                *wake = Some(t.max(now));
+                                break;
+                            }
+                            Dequeue::Empty => break,
+                        }
+                    }
+                }
+            }
+            for p in leaving {
+                self.enter(i + 1, p, now);
+            }
+        }
+        out.append(&mut self.ready);
+    }
+
+    /// When [`DatagramPipe::poll`] next has something to do.
+    pub fn next_wake(&self) -> Option<Time> {
+        if !self.ready.is_empty() {
+            return Some(Time(0));
+        }
+        self.stages
+            .iter()
+            .filter_map(|s| match s.body {
+                Body::Qdisc { wake, .. } => wake,
+                _ => None,
+            })
+            .min()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::toxic::Stream;
+
+    const MS: u64 = 1_000_000;
+
+    fn toxic(kind: Kind) -> Toxic {
+        Toxic {
+            name: kind.type_name().into(),
+            kind,
+            stream: Stream::Upstream,
+            stream_label: "upstream".into(),
+            toxicity: 1.0,
+        }
+    }
+
+    fn pipe(toxics: &[Toxic]) -> DatagramPipe {
+        let (a, b) = (
+            "10.0.0.1:5000".parse().unwrap(),
+            "10.0.0.2:53".parse().unwrap(),
+        );
+        DatagramPipe::new(toxics, a, b, 3).unwrap()
+    }
+
+    /// Push `n` datagrams of 100 bytes (byte i = datagram i), 1 ms apart,
+    /// and run to `until`; returns (time, datagram) as they leave.
+    fn run(p: &mut DatagramPipe, n: u8, until: u64) -> Vec<(u64, Vec<u8>)> {
+        let mut got = Vec::new();
+        let mut now = 0;
+        while now <= until {
+            if now % MS == 0 && now / MS < n as u64 {
+                p.push(&[(now / MS) as u8; 100], Time(now));
+            }
+            let mut out = Vec::new();
+            p.poll(Time(now), &mut out);
+            got.extend(out.into_iter().map(|d| (now, d)));
+            let next_push = (now / MS + 1) * MS;
+            now = p
+                .next_wake()
+                .map_or(next_push, |w| w.0.max(now + 1).min(next_push));
+        }
+        got
+    }
+
+    #[test]
+    fn datagrams_keep_their_boundaries_and_latency_delays_each() {
+        let mut p = pipe(&[toxic(Kind::Latency {
+            latency: 20,
+            jitter: 0,
+        })]);
+        let got = run(&mut p, 10, 100 * MS);
+        assert_eq!(got.len(), 10);
+        for (i, (t, d)) in got.iter().enumerate() {
+            assert_eq!(*t, (20 + i as u64) * MS);
+            assert_eq!(d, &vec![i as u8; 100]);
+        }
+    }
+
+    #[test]
+    fn loss_is_loss_and_jitter_reorders() {
+        let mut p = pipe(&[toxic(Kind::Tc {
+            qdisc: "netem loss 50%".into(),
+        })]);
+        let got = run(&mut p, 200, 300 * MS);
+        assert!((50..150).contains(&got.len()), "{}", got.len());
+        let mut p = pipe(&[toxic(Kind::Latency {
+            latency: 50,
+            jitter: 40,
+        })]);
+        let got = run(&mut p, 100, 300 * MS);
+        assert_eq!(got.len(), 100);
+        assert!(
+            got.windows(2).any(|w| w[1].1[0] < w[0].1[0]),
+            "no datagram overtook another"
+        );
+    }
+
+    #[test]
+    fn limit_data_and_timeout_stop_datagrams_and_removal_flushes() {
+        let mut p = pipe(&[toxic(Kind::LimitData { bytes: 350 })]);
+        assert_eq!(run(&mut p, 10, 20 * MS).len(), 3);
+        let mut p = pipe(&[toxic(Kind::Timeout { timeout: 0 })]);
+        assert!(run(&mut p, 10, 20 * MS).is_empty());
+        // A latency toxic removed while it holds datagrams hands them on at once.
+        let lat = toxic(Kind::Latency {
+            latency: 1000,
+            jitter: 0,
+        });
+        let mut p = pipe(&[lat]);
+        p.push(&[1; 10], Time(0));
+        p.set_toxics(&[], Time(5 * MS)).unwrap();
+        let mut out = Vec::new();
+        p.poll(Time(5 * MS), &mut out);
+        assert_eq!(out, vec![vec![1u8; 10]]);
+    }
+}
