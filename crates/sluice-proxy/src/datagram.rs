@@ -12,13 +12,13 @@
 //! pass unchanged. A stage that is removed hands what it holds to the next
 //! at once.
 
-use crate::pipe::{qdisc_device, qdisc_spec};
+use crate::pipe::{ipv4_octets, qdisc_device, qdisc_spec, rechain, stage_seed};
 use crate::toxic::{Kind, Toxic};
 use sluice_core::packet::{Packet, ETH_P_IP};
 use sluice_core::qdisc::{Cx, Dequeue};
 use sluice_core::time::Time;
 use sluice_tc::net::Net;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 
 /// Length of the synthesized IPv4 + UDP header.
 const HEADER: usize = 28;
@@ -84,16 +84,9 @@ impl Stage {
     }
 }
 
-/// The IPv4 + UDP header of datagrams from `from` to `to` (IPv6 endpoints:
-/// the low 32 bits of their addresses).
+/// The IPv4 + UDP header of datagrams from `from` to `to`.
 fn header(from: SocketAddr, to: SocketAddr) -> [u8; HEADER] {
-    let v4 = |a: IpAddr| match a {
-        IpAddr::V4(v) => v.octets(),
-        IpAddr::V6(v) => {
-            let o = v.octets();
-            [o[12], o[13], o[14], o[15]]
-        }
-    };
+    let v4 = ipv4_octets;
     let mut h = [0u8; HEADER];
     h[0] = 0x45;
     h[8] = 64;
@@ -135,31 +128,16 @@ impl DatagramPipe {
     /// Replace the stages by those of `toxics`; unchanged ones are kept with
     /// what they hold, what removed ones held goes on at once.
     pub fn set_toxics(&mut self, toxics: &[Toxic], now: Time) -> Result<(), String> {
-        let mut old: Vec<Option<Stage>> = std::mem::take(&mut self.stages)
-            .into_iter()
-            .map(Some)
-            .collect();
-        let mut stages = Vec::with_capacity(toxics.len());
-        for (i, t) in toxics.iter().enumerate() {
-            let kept = old
-                .iter_mut()
-                .find(|s| s.as_ref().is_some_and(|s| s.toxic == *t))
-                .and_then(Option::take);
-            let seed = self.seed.wrapping_add(i as u64).wrapping_mul(0x9E37_79B9);
-            match kept.map(Ok).unwrap_or_else(|| Stage::new(t, seed)) {
-                Ok(s) => stages.push(s),
-                Err(e) => {
-                    self.stages = old.into_iter().flatten().collect();
-                    return Err(e);
-                }
-            }
-        }
-        self.stages = stages;
-        for (i, s) in old.into_iter().enumerate() {
-            if let Some(mut s) = s {
-                for p in s.drain() {
-                    self.enter(i.min(self.stages.len()), p, now);
-                }
+        let seed = self.seed;
+        let old = rechain(
+            &mut self.stages,
+            toxics,
+            |s| &s.toxic,
+            |i, t| Stage::new(t, stage_seed(seed, i)),
+        )?;
+        for (i, mut s) in old {
+            for p in s.drain() {
+                self.enter(i.min(self.stages.len()), p, now);
             }
         }
         Ok(())

@@ -289,17 +289,72 @@ pub struct Pipe {
     close_pending: bool,
 }
 
-/// The IPv4 + TCP header of segments from `from` to `to` (no checksums:
-/// nothing in a qdisc reads them). IPv6 endpoints get the header of an IPv4
-/// connection between mapped-down addresses, so classifiers still see ports.
-fn header(from: SocketAddr, to: SocketAddr) -> [u8; HEADER] {
-    let v4 = |a: IpAddr| match a {
+/// The address a synthesized IPv4 header carries for `a`: an IPv6
+/// endpoint's low 32 bits, so classifiers still see the ports.
+pub(crate) fn ipv4_octets(a: IpAddr) -> [u8; 4] {
+    match a {
         IpAddr::V4(v) => v.octets(),
         IpAddr::V6(v) => {
             let o = v.octets();
             [o[12], o[13], o[14], o[15]]
         }
-    };
+    }
+}
+
+/// The seed of the stage at `i` of a direction seeded with `seed`.
+pub(crate) fn stage_seed(seed: u64, i: usize) -> u64 {
+    seed.wrapping_add(i as u64).wrapping_mul(0x9E37_79B9)
+}
+
+/// Rebuild a direction's chain of stages for `toxics`: a stage whose toxic
+/// is unchanged is kept with what it holds, the others are built by `make`
+/// (from their position and toxic). Returns the stages no longer in the
+/// chain, with their old positions; if a stage cannot be built, the chain
+/// is left as it was.
+pub(crate) fn rechain<S>(
+    chain: &mut Vec<S>,
+    toxics: &[Toxic],
+    toxic_of: impl Fn(&S) -> &Toxic,
+    mut make: impl FnMut(usize, &Toxic) -> Result<S, String>,
+) -> Result<Vec<(usize, S)>, String> {
+    let mut used = vec![false; chain.len()];
+    let plan: Vec<Option<usize>> = toxics
+        .iter()
+        .map(|t| {
+            let j = (0..chain.len()).find(|&j| !used[j] && toxic_of(&chain[j]) == t);
+            if let Some(j) = j {
+                used[j] = true;
+            }
+            j
+        })
+        .collect();
+    // The new stages first, so that a failure changes nothing.
+    let mut fresh = Vec::new();
+    for (i, t) in toxics.iter().enumerate() {
+        if plan[i].is_none() {
+            fresh.push(make(i, t)?);
+        }
+    }
+    let mut fresh = fresh.into_iter();
+    let mut old: Vec<Option<S>> = std::mem::take(chain).into_iter().map(Some).collect();
+    *chain = plan
+        .iter()
+        .filter_map(|p| match p {
+            Some(j) => old[*j].take(),
+            None => fresh.next(),
+        })
+        .collect();
+    Ok(old
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, s)| s.map(|s| (i, s)))
+        .collect())
+}
+
+/// The IPv4 + TCP header of segments from `from` to `to` (no checksums:
+/// nothing in a qdisc reads them).
+fn header(from: SocketAddr, to: SocketAddr) -> [u8; HEADER] {
+    let v4 = ipv4_octets;
     let mut h = [0u8; HEADER];
     h[0] = 0x45;
     h[8] = 64;
@@ -346,33 +401,15 @@ impl Pipe {
     /// stage held goes on to the stage now at its place at once (Toxiproxy
     /// flushes a removed toxic's buffer the same way).
     pub fn set_toxics(&mut self, toxics: &[Toxic], now: Time) -> Result<(), String> {
-        let mut old: Vec<Option<Stage>> = std::mem::take(&mut self.stages)
-            .into_iter()
-            .map(Some)
-            .collect();
-        let mut stages = Vec::with_capacity(toxics.len());
-        for (i, t) in toxics.iter().enumerate() {
-            let kept = old
-                .iter_mut()
-                .find(|s| s.as_ref().is_some_and(|s| s.toxic == *t))
-                .and_then(Option::take);
-            let seed = self.seed.wrapping_add(i as u64).wrapping_mul(0x9E37_79B9);
-            match kept {
-                Some(s) => stages.push(s),
-                None => match Stage::new(t, now, seed) {
-                    Ok(s) => stages.push(s),
-                    Err(e) => {
-                        // Leave the pipe as it was.
-                        self.stages = old.into_iter().flatten().collect();
-                        return Err(e);
-                    }
-                },
-            }
-        }
-        self.stages = stages;
+        let seed = self.seed;
+        let old = rechain(
+            &mut self.stages,
+            toxics,
+            |s| &s.toxic,
+            |i, t| Stage::new(t, now, stage_seed(seed, i)),
+        )?;
         // What the old stages held, by where it now enters.
-        for (i, s) in old.into_iter().enumerate() {
-            let Some(s) = s else { continue };
+        for (i, s) in old {
             if matches!(s.body, Body::Timeout { .. }) {
                 self.close_pending = true;
             }
@@ -1007,6 +1044,26 @@ mod tests {
         let mut p = pipe(&[t]);
         let r = run(&mut p, vec![(0, data(3000))], false, 1000 * MS);
         assert_eq!(r.writes[0].0, 30 * MS);
+    }
+
+    #[test]
+    fn a_change_that_cannot_be_built_leaves_the_stages_as_they_were() {
+        let lat = toxic(Kind::Latency {
+            latency: 100,
+            jitter: 0,
+        });
+        let mut p = pipe(std::slice::from_ref(&lat));
+        p.push(&data(1000), Time(0));
+        let bad = toxic(Kind::Tc {
+            qdisc: "netem delay".into(),
+        });
+        assert!(p.set_toxics(&[lat, bad], Time(10 * MS)).is_err());
+        // The latency stage still holds the bytes, and lets them go at 100 ms.
+        let mut out = Vec::new();
+        p.poll(Time(99 * MS), &mut out);
+        assert!(out.is_empty());
+        p.poll(Time(100 * MS), &mut out);
+        assert_eq!(out, data(1000));
     }
 
     #[test]
