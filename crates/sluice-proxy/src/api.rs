@@ -564,7 +564,8 @@ pub fn bind(addr: &str) -> Result<tiny_http::Server, String> {
 pub fn serve(api: Arc<Api>, server: tiny_http::Server) -> Result<(), String> {
     for mut req in server.incoming_requests() {
         let api = api.clone();
-        std::thread::spawn(move || {
+        // (Without a thread to be had, the request's connection is closed.)
+        let _ = std::thread::Builder::new().spawn(move || {
             let mut body = String::new();
             let read = std::io::Read::read_to_string(req.as_reader(), &mut body);
             let browser = req

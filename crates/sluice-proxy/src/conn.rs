@@ -200,16 +200,14 @@ pub fn start(shared: &Shared) -> Result<(), String> {
         let _ = socket.set_read_timeout(Some(IDLE));
         let addr = socket.local_addr().map_err(|e| e.to_string())?;
         let (stop, shared) = (stop.clone(), shared.clone());
-        (addr, thread::spawn(move || udp_loop(socket, stop, shared)))
+        (addr, spawn(move || udp_loop(socket, stop, shared)))
     } else {
         let listener = TcpListener::bind(&p.listen).map_err(|e| e.to_string())?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
         let (stop, shared) = (stop.clone(), shared.clone());
-        (
-            addr,
-            thread::spawn(move || accept_loop(listener, stop, shared)),
-        )
+        (addr, spawn(move || accept_loop(listener, stop, shared)))
     };
+    let thread = thread.ok_or("cannot start a thread")?;
     p.listen = addr.to_string();
     p.listener = Some(ListenerHandle { stop, addr, thread });
     Ok(())
@@ -222,7 +220,8 @@ fn accept_loop(listener: TcpListener, stop: Arc<AtomicBool>, shared: Shared) {
         }
         let Ok(client) = client else { continue };
         let shared = shared.clone();
-        thread::spawn(move || connect(client, shared));
+        // (If no thread can be had, the client's connection is closed.)
+        spawn(move || connect(client, shared));
     }
 }
 
@@ -281,7 +280,10 @@ fn connect(client: TcpStream, shared: Shared) {
             conn.close(false);
             return;
         };
-        thread::spawn(move || read_loop(src, tx));
+        if spawn(move || read_loop(src, tx)).is_none() {
+            conn.close(false);
+            return;
+        }
         let dir = Direction {
             stream,
             from,
@@ -291,8 +293,17 @@ fn connect(client: TcpStream, shared: Shared) {
             published: published.clone(),
             conn: conn.clone(),
         };
-        thread::spawn(move || dir.pump(rx, dst));
+        if spawn(move || dir.pump(rx, dst)).is_none() {
+            conn.close(false);
+            return;
+        }
     }
+}
+
+/// Start a thread; `None` if the system has none to give (too many
+/// connections): the caller closes what it was for, rather than panic.
+fn spawn(f: impl FnOnce() + Send + 'static) -> Option<thread::JoinHandle<()>> {
+    thread::Builder::new().spawn(f).ok()
 }
 
 /// Each connection or session draws its own randomness (jitter, toxicity):
@@ -310,6 +321,10 @@ fn fresh_seed() -> u64 {
 /// How long a UDP session lives without a datagram either way (the
 /// kernel's conntrack keeps an answered UDP flow 120 s).
 const UDP_IDLE: StdDuration = StdDuration::from_secs(120);
+
+/// The most UDP sessions a proxy keeps (three threads each); datagrams from
+/// further clients are dropped until some go idle.
+const MAX_UDP_SESSIONS: usize = 1024;
 
 /// Where a UDP direction's datagrams go.
 type SendFn = Box<dyn Fn(&[u8]) + Send>;
@@ -331,9 +346,12 @@ fn udp_loop(socket: UdpSocket, stop: Arc<AtomicBool>, shared: Shared) {
     let mut buf = vec![0u8; 65536];
     while !stop.load(Ordering::SeqCst) {
         if let Ok((n, client)) = socket.recv_from(&mut buf) {
+            let sessions_len = sessions.len();
             if let std::collections::hash_map::Entry::Vacant(e) = sessions.entry(client) {
-                if let Some(s) = udp_session(&socket, client, &shared) {
-                    e.insert(s);
+                if sessions_len < MAX_UDP_SESSIONS {
+                    if let Some(s) = udp_session(&socket, client, &shared) {
+                        e.insert(s);
+                    }
                 }
             }
             if let Some(s) = sessions.get(&client) {
@@ -419,21 +437,30 @@ fn udp_session(listen: &Arc<UdpSocket>, client: SocketAddr, shared: &Shared) -> 
                 })
             }
         };
-        threads.push(thread::spawn(move || dir.pump_datagrams(rx, send)));
+        let Some(pump) = spawn(move || dir.pump_datagrams(rx, send)) else {
+            conn.close(false);
+            return None;
+        };
+        threads.push(pump);
         match stream {
             Stream::Upstream => up_tx = Some(tx),
             Stream::Downstream => {
                 // The server's answers, read on the session's own socket.
-                let (up, conn, last) = (up.clone(), conn.clone(), last.clone());
-                threads.push(thread::spawn(move || {
+                let (up, c, last) = (up.clone(), conn.clone(), last.clone());
+                let reader = spawn(move || {
                     let mut buf = vec![0u8; 65536];
-                    while !conn.closed.load(Ordering::SeqCst) {
+                    while !c.closed.load(Ordering::SeqCst) {
                         if let Ok(n) = up.recv(&mut buf) {
                             last.store(now().0, Ordering::Relaxed);
                             let _ = tx.try_send(Msg::Data(buf[..n].to_vec()));
                         }
                     }
-                }));
+                });
+                let Some(reader) = reader else {
+                    conn.close(false);
+                    return None;
+                };
+                threads.push(reader);
             }
         }
     }
