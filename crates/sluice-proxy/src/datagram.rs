@@ -12,7 +12,7 @@
 //! pass unchanged. A stage that is removed hands what it holds to the next
 //! at once.
 
-use crate::pipe::{ipv4_octets, qdisc_device, qdisc_spec, rechain, stage_seed};
+use crate::pipe::{drain_due, ipv4_octets, qdisc_device, qdisc_spec, rechain, stage_seed};
 use crate::toxic::{Kind, Toxic};
 use sluice_core::packet::{Packet, ETH_P_IP};
 use sluice_core::qdisc::{Cx, Dequeue};
@@ -195,26 +195,12 @@ impl DatagramPipe {
         for i in 0..self.stages.len() {
             let mut leaving = Vec::new();
             if let Body::Qdisc { net, wake, .. } = &mut self.stages[i].body {
-                if wake.is_some_and(|w| w <= now) {
-                    *wake = None;
-                    let Some(dev) = net.devices.last_mut() else {
-                        continue;
-                    };
-                    let mut cx = Cx::new(now);
-                    loop {
-                        match dev.root.dequeue(&mut cx) {
-                            Dequeue::Packet(p) => leaving.push(p),
-                            Dequeue::Wait(t) => {
-                                *wake = Some(t.max(now));
-                                break;
-                            }
-                            Dequeue::Empty => break,
-                        }
-                    }
+                if let Some(dev) = net.devices.last_mut() {
+                    drain_due(dev, wake, now, &mut leaving);
                 }
             }
-            for p in leaving {
-                self.enter(i + 1, p, now);
+            for (t, p) in leaving {
+                self.enter(i + 1, p, t);
             }
         }
         out.append(&mut self.ready);

@@ -31,7 +31,8 @@ use sluice_tc::net::Net;
 use sluice_tc::{ip, tc};
 use std::time::Instant;
 
-const USAGE: &str = "usage: sluice bench [--quick] [qdisc [NAME...] | sim | all] | live [...]
+const USAGE: &str =
+    "usage: sluice bench [--quick] [qdisc [NAME...] | sim | all] | live [...] | proxy [...]
   qdisc   enqueue+dequeue throughput per qdisc, one core, packets recycled:
           one line per case, e.g. `qdisc=pfifo mpps=38.2`
   sim     the bundled dumbbell scenario run to its end:
@@ -39,6 +40,8 @@ const USAGE: &str = "usage: sluice bench [--quick] [qdisc [NAME...] | sim | all]
   all     both (the default)
   live    real traffic through a sluice link and a kernel veth pair (root;
           `sluice bench live --help`)
+  proxy   `sluice proxy` on the loopback: throughput, added RTT, toxics'
+          accuracy (`sluice bench proxy --help`)
   --quick shorter trials (less precise)
   --rounds N  run each qdisc case for exactly N rounds, once, and print the
           packet count (for instruction counts under valgrind --tool=callgrind)

@@ -9,6 +9,7 @@ use std::io::Write;
 
 mod bench;
 mod bench_live;
+mod bench_proxy;
 mod live;
 mod proxy;
 mod replay;
@@ -230,6 +231,9 @@ fn main() -> ExitCode {
             Some("sim") => return ExitCode::from(sim::main(&argv[2..]) as u8),
             Some("bench") if argv.get(2).map(String::as_str) == Some("live") => {
                 return ExitCode::from(bench_live::main(&argv[3..]) as u8)
+            }
+            Some("bench") if argv.get(2).map(String::as_str) == Some("proxy") => {
+                return ExitCode::from(bench_proxy::main(&argv[3..]) as u8)
             }
             Some("bench") => return ExitCode::from(bench::main(&argv[2..]) as u8),
             Some("replay") => return ExitCode::from(replay::main(&argv[2..]) as u8),
