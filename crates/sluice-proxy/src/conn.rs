@@ -11,6 +11,13 @@
 //! every open connection at once (its pumps are woken and rebuild their
 //! stages, see [`Pipe::set_toxics`]); whether a toxic acts on a connection
 //! is drawn once per connection against its toxicity.
+//!
+//! A UDP proxy has one thread reading the listening socket, which keeps a
+//! session per client address (at most [`MAX_UDP_SESSIONS`], each ended
+//! after [`UDP_IDLE`] without a datagram): a socket of its own towards the
+//! upstream, a thread reading it, and a [`DatagramPipe`] pump per direction.
+//! Datagrams that find a pump's queue full are lost, as on a full socket
+//! buffer.
 
 use crate::datagram::DatagramPipe;
 use crate::pipe::{Pipe, Signal};
@@ -166,7 +173,7 @@ impl Proxy {
     }
 
     /// Close every connection.
-    pub fn close_all(&mut self) {
+    fn close_all(&mut self) {
         for c in self.conns.drain(..) {
             c.close(false);
         }
