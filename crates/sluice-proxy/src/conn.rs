@@ -13,8 +13,8 @@
 //! is drawn once per connection against its toxicity.
 //!
 //! A UDP proxy has one thread reading the listening socket, which keeps a
-//! session per client address (at most [`MAX_UDP_SESSIONS`], each ended
-//! after [`UDP_IDLE`] without a datagram): a socket of its own towards the
+//! session per client address (at most 1024, each ended after 120 s
+//! without a datagram): a socket of its own towards the
 //! upstream, a thread reading it, and a [`DatagramPipe`] pump per direction.
 //! Datagrams that find a pump's queue full are lost, as on a full socket
 //! buffer.
