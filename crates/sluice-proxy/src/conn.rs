@@ -272,10 +272,7 @@ fn connect(client: TcpStream, shared: Shared) {
         (Stream::Upstream, c_addr, s_addr),
         (Stream::Downstream, s_addr, c_addr),
     ] {
-        let (tx, rx) = mpsc::sync_channel(2);
-        if let Ok(mut w) = conn.wake.lock() {
-            w.push(tx.clone());
-        }
+        let (dir, tx, rx) = Direction::new(stream, from, to, seed, &shared, &published, &conn, 2);
         let Some((client, server)) = &conn.sockets else {
             return;
         };
@@ -291,15 +288,6 @@ fn connect(client: TcpStream, shared: Shared) {
             conn.close(false);
             return;
         }
-        let dir = Direction {
-            stream,
-            from,
-            to,
-            seed: seed ^ stream as u64,
-            shared: shared.clone(),
-            published: published.clone(),
-            conn: conn.clone(),
-        };
         if spawn(move || dir.pump(rx, dst)).is_none() {
             conn.close(false);
             return;
@@ -417,19 +405,7 @@ fn udp_session(listen: &Arc<UdpSocket>, client: SocketAddr, shared: &Shared) -> 
         (Stream::Upstream, client, server),
         (Stream::Downstream, server, client),
     ] {
-        let (tx, rx) = mpsc::sync_channel(1024);
-        if let Ok(mut w) = conn.wake.lock() {
-            w.push(tx.clone());
-        }
-        let dir = Direction {
-            stream,
-            from,
-            to,
-            seed: seed ^ stream as u64,
-            shared: shared.clone(),
-            published: published.clone(),
-            conn: conn.clone(),
-        };
+        let (dir, tx, rx) = Direction::new(stream, from, to, seed, shared, &published, &conn, 1024);
         let send: SendFn = match stream {
             Stream::Upstream => {
                 let up = up.clone();
@@ -508,6 +484,36 @@ struct Direction {
 }
 
 impl Direction {
+    /// The direction `stream` of `conn`, from `from` to `to`, and the
+    /// channel of `depth` messages to its pump (its sender also on the
+    /// connection's wake-up line).
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        stream: Stream,
+        from: SocketAddr,
+        to: SocketAddr,
+        seed: u64,
+        shared: &Shared,
+        published: &Arc<Published>,
+        conn: &Arc<Conn>,
+        depth: usize,
+    ) -> (Direction, SyncSender<Msg>, Receiver<Msg>) {
+        let (tx, rx) = mpsc::sync_channel(depth);
+        if let Ok(mut w) = conn.wake.lock() {
+            w.push(tx.clone());
+        }
+        let dir = Direction {
+            stream,
+            from,
+            to,
+            seed: seed ^ stream as u64,
+            shared: shared.clone(),
+            published: published.clone(),
+            conn: conn.clone(),
+        };
+        (dir, tx, rx)
+    }
+
     /// End the connection (see [`Conn::close`]) and forget it, so that the
     /// last thread to let go of its sockets closes them.
     fn end(&self, reset: bool) {

@@ -12,7 +12,7 @@
 //! pass unchanged. A stage that is removed hands what it holds to the next
 //! at once.
 
-use crate::pipe::{drain_due, ipv4_octets, qdisc_device, qdisc_spec, rechain, stage_seed};
+use crate::pipe::{drain_due, ipv4_octets, offer, qdisc_device, qdisc_spec, rechain, stage_seed};
 use crate::toxic::{Kind, Toxic};
 use sluice_core::packet::{Packet, ETH_P_IP};
 use sluice_core::qdisc::{Cx, Dequeue};
@@ -160,22 +160,13 @@ impl DatagramPipe {
         };
         match &mut stage.body {
             Body::Qdisc { net, wake, wire } => {
-                let Some(dev) = net.devices.last_mut() else {
-                    return;
-                };
                 pkt.len = if *wire {
                     pkt.data.len() as u32
                 } else {
                     payload
                 };
-                pkt.tstamp = now;
-                let mut cx = Cx::new(now);
                 // Refused: lost, as on a network.
-                let _ = dev.root.offer(pkt, &mut cx);
-                for dup in std::mem::take(&mut cx.to_root) {
-                    let _ = dev.root.offer(dup, &mut cx);
-                }
-                *wake = Some(now);
+                offer(net, wake, pkt, now);
             }
             Body::Drop => {}
             Body::Limit { left } => {
@@ -224,19 +215,9 @@ impl DatagramPipe {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::toxic::Stream;
+    use crate::pipe::tests::toxic;
 
     const MS: u64 = 1_000_000;
-
-    fn toxic(kind: Kind) -> Toxic {
-        Toxic {
-            name: kind.type_name().into(),
-            kind,
-            stream: Stream::Upstream,
-            stream_label: "upstream".into(),
-            toxicity: 1.0,
-        }
-    }
 
     fn pipe(toxics: &[Toxic]) -> DatagramPipe {
         let (a, b) = (

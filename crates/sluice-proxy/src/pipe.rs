@@ -301,6 +301,24 @@ pub(crate) fn ipv4_octets(a: IpAddr) -> [u8; 4] {
     }
 }
 
+/// Offer a packet to a qdisc stage's device at `now` (and netem's
+/// duplicates after it: the kernel enqueues them at the root too; a stream
+/// takes their bytes once); whether the qdisc took it. The stage is to be
+/// dequeued at `now`.
+pub(crate) fn offer(net: &mut Net, wake: &mut Option<Time>, mut pkt: Packet, now: Time) -> bool {
+    let Some(dev) = net.devices.last_mut() else {
+        return false;
+    };
+    let mut cx = Cx::new(now);
+    pkt.tstamp = now;
+    let taken = dev.root.offer(pkt, &mut cx).is_ok();
+    for dup in std::mem::take(&mut cx.to_root) {
+        let _ = dev.root.offer(dup, &mut cx);
+    }
+    *wake = Some(now);
+    taken
+}
+
 /// Dequeue what a qdisc stage lets go by `now`, each packet at the time it
 /// was due (`wake`, then each `Wait` the qdisc answers up to `now`), not
 /// when the pump woke: a late wake-up does not slow a shaper down (the
@@ -510,28 +528,12 @@ impl Pipe {
         let (off, plen) = (pkt.id, payload_len(&pkt));
         match &mut stage.body {
             Body::Qdisc { net, wake, wire } => {
-                let Some(dev) = net.devices.last_mut() else {
-                    return;
-                };
-                let mut cx = Cx::new(now);
                 let mut pkt = pkt;
-                pkt.tstamp = now;
                 pkt.len = if *wire { pkt.data.len() as u32 } else { plen };
-                let mut refused = Vec::new();
-                match dev.root.offer(pkt, &mut cx) {
-                    Ok(()) => {
-                        stage.inside.insert(off, plen);
-                    }
-                    Err((p, _)) => refused.push(p.id),
-                }
-                // netem's duplicates go in at the root too (the copy is
-                // the same bytes, so the stream takes it once).
-                for dup in std::mem::take(&mut cx.to_root) {
-                    let _ = dev.root.offer(dup, &mut cx);
-                }
-                *wake = Some(now);
-                for id in refused {
-                    self.retry.push((now + RTO, i, id, plen));
+                if offer(net, wake, pkt, now) {
+                    stage.inside.insert(off, plen);
+                } else {
+                    self.retry.push((now + RTO, i, off, plen));
                 }
             }
             Body::Slicer {
@@ -761,21 +763,18 @@ impl Pipe {
         }
         t
     }
-
-    /// Bytes read and not yet written.
-    pub fn backlog(&self) -> u64 {
-        self.read - self.written
-    }
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::toxic::Stream;
 
     const MS: u64 = 1_000_000;
 
-    fn toxic(kind: Kind) -> Toxic {
+    /// A toxic of `kind`, acting on every connection (the stream is the
+    /// connection's business, not the pipe's).
+    pub(crate) fn toxic(kind: Kind) -> Toxic {
         Toxic {
             name: kind.type_name().into(),
             kind,
