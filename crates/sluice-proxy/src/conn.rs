@@ -44,6 +44,14 @@ fn now() -> Time {
 /// The longest a pump sleeps without looking at its connection's state.
 const IDLE: StdDuration = StdDuration::from_millis(50);
 
+/// How long a pump may sleep before its pipe's next wake-up `next`.
+fn wait_for(next: Option<Time>) -> StdDuration {
+    let t = now();
+    next.map_or(IDLE, |w| {
+        StdDuration::from_nanos(w.0.saturating_sub(t.0)).min(IDLE)
+    })
+}
+
 /// What a reader tells its pump.
 enum Msg {
     Data(Vec<u8>),
@@ -589,12 +597,7 @@ impl Direction {
         };
         let mut out = Vec::new();
         while !self.conn.closed.load(Ordering::SeqCst) {
-            let t = now();
-            let wait = pipe
-                .next_wake()
-                .map(|w| StdDuration::from_nanos(w.0.saturating_sub(t.0)))
-                .unwrap_or(IDLE)
-                .min(IDLE);
+            let wait = wait_for(pipe.next_wake());
             let msg = rx.recv_timeout(wait);
             let t = now();
             if let Ok(Msg::Data(d)) = msg {
@@ -632,12 +635,7 @@ impl Direction {
             if self.conn.closed.load(Ordering::SeqCst) {
                 return;
             }
-            let t = now();
-            let wait = pipe
-                .next_wake()
-                .map(|w| StdDuration::from_nanos(w.0.saturating_sub(t.0)))
-                .unwrap_or(IDLE)
-                .min(IDLE);
+            let wait = wait_for(pipe.next_wake());
             let msg = if source_open && pipe.has_room() {
                 match rx.recv_timeout(wait) {
                     Ok(m) => Some(m),
