@@ -221,6 +221,8 @@ fn parse_body(body: &str) -> Result<Value, ApiError> {
 pub struct Api {
     proxies: Mutex<BTreeMap<String, Shared>>,
     requests: AtomicU64,
+    /// Serve `/metrics` (Toxiproxy's `-proxy-metrics`).
+    pub metrics: bool,
 }
 
 impl Api {
@@ -482,6 +484,9 @@ impl Api {
     pub fn route(&self, method: &str, path: &str, body: &str) -> Reply {
         let path = path.split('?').next().unwrap_or(path);
         let parts: Vec<&str> = path.split('/').skip(1).collect();
+        if self.metrics && parts.as_slice() == ["metrics"] {
+            return self.prometheus();
+        }
         let allowed: &[&str] = match parts.as_slice() {
             ["proxies"] => &["GET", "POST"],
             ["populate"] | ["reset"] => &["POST"],
@@ -531,6 +536,48 @@ impl Api {
             _ => Err(ApiError::new(404, "404 page not found")),
         };
         r.unwrap_or_else(Reply::from)
+    }
+
+    /// `/metrics`: bytes each proxy received and sent per direction, as
+    /// Prometheus counters under the names Toxiproxy's `-proxy-metrics` uses.
+    fn prometheus(&self) -> Reply {
+        let mut rows: [Vec<String>; 2] = Default::default();
+        if let Ok(map) = self.proxies.lock() {
+            for p in map.values() {
+                let Ok(g) = p.lock() else { continue };
+                let bytes = g.bytes();
+                for (d, dir) in ["upstream", "downstream"].iter().enumerate() {
+                    for (w, row) in rows.iter_mut().enumerate() {
+                        row.push(format!(
+                            "{{direction=\"{dir}\",listener={},proxy={},upstream={}}} {}",
+                            Value::String(g.listen.clone()),
+                            Value::String(g.name.clone()),
+                            Value::String(g.upstream.clone()),
+                            bytes[d][w]
+                        ));
+                    }
+                }
+            }
+        }
+        let mut body = String::new();
+        for (row, (name, help)) in rows.iter().zip([
+            (
+                "received",
+                "The total bytes received from a client or an upstream",
+            ),
+            ("sent", "The total bytes sent to a client or an upstream"),
+        ]) {
+            let metric = format!("toxiproxy_proxy_{name}_bytes_total");
+            body += &format!("# HELP {metric} {help}\n# TYPE {metric} counter\n");
+            for r in row {
+                body += &format!("{metric}{r}\n");
+            }
+        }
+        Reply {
+            status: 200,
+            content_type: "text/plain; version=0.0.4; charset=utf-8",
+            body,
+        }
     }
 
     /// Create the proxies of a Toxiproxy config file (a populate body).

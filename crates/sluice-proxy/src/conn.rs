@@ -147,6 +147,8 @@ impl Conn {
 struct Published {
     generation: AtomicU64,
     toxics: Mutex<Vec<Toxic>>,
+    /// Bytes received and sent, upstream then downstream (`/metrics`).
+    bytes: [[AtomicU64; 2]; 2],
 }
 
 /// The shared state of all proxies.
@@ -178,6 +180,12 @@ impl Proxy {
         for c in &self.conns {
             c.wake();
         }
+    }
+
+    /// Bytes received and sent so far, upstream then downstream.
+    pub fn bytes(&self) -> [[u64; 2]; 2] {
+        let b = &self.published.bytes;
+        [0, 1].map(|d| [0, 1].map(|w| b[d][w].load(Ordering::Relaxed)))
     }
 
     /// Close every connection.
@@ -492,6 +500,11 @@ struct Direction {
 }
 
 impl Direction {
+    /// Count `n` bytes received (`what` 0) or sent (1) in this direction.
+    fn count(&self, what: usize, n: usize) {
+        self.published.bytes[self.stream as usize][what].fetch_add(n as u64, Ordering::Relaxed);
+    }
+
     /// The direction `stream` of `conn`, from `from` to `to`, and the
     /// channel of `depth` messages to its pump (its sender also on the
     /// connection's wake-up line).
@@ -601,6 +614,7 @@ impl Direction {
             let msg = rx.recv_timeout(wait);
             let t = now();
             if let Ok(Msg::Data(d)) = msg {
+                self.count(0, d.len());
                 pipe.push(&d, t);
             }
             let g = self.published.generation.load(Ordering::SeqCst);
@@ -611,6 +625,7 @@ impl Direction {
             }
             pipe.poll(t, &mut out);
             for d in out.drain(..) {
+                self.count(1, d.len());
                 send(&d);
             }
         }
@@ -650,7 +665,10 @@ impl Direction {
             };
             let t = now();
             match msg {
-                Some(Msg::Data(d)) => pipe.push(&d, t),
+                Some(Msg::Data(d)) => {
+                    self.count(0, d.len());
+                    pipe.push(&d, t);
+                }
                 Some(Msg::Eof) => {
                     source_open = false;
                     pipe.finish();
@@ -665,6 +683,7 @@ impl Direction {
             }
             let signal = pipe.poll(t, &mut out);
             if !out.is_empty() {
+                self.count(1, out.len());
                 if !self.write_out(&mut dst, &out) {
                     self.end(false);
                     return;

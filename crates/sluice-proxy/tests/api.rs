@@ -396,6 +396,35 @@ fn limit_data_timeout_reset_and_slow_close_end_connections_as_toxiproxy_does() {
 }
 
 #[test]
+fn metrics_count_each_directions_bytes_when_asked_for() {
+    let mut api = Api::default();
+    assert_eq!(api.route("GET", "/metrics", "").status, 404);
+    api.metrics = true;
+    let listen = proxy(&api, "m", &echo());
+    let mut s = connect(&listen);
+    round_trip(&mut s, 1000);
+    let m = api.route("GET", "/metrics", "");
+    assert_eq!(m.status, 200);
+    let line = |metric: &str, dir: &str| {
+        let head = format!(
+            "toxiproxy_proxy_{metric}_bytes_total{{direction=\"{dir}\",listener=\"{listen}\",proxy=\"m\","
+        );
+        m.body
+            .lines()
+            .find(|l| l.starts_with(&head))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("{head} in:\n{}", m.body))
+    };
+    // The echo's 1000 bytes went up and came back down, each received and sent once.
+    for metric in ["received", "sent"] {
+        for dir in ["upstream", "downstream"] {
+            assert_eq!(line(metric, dir), 1000, "{metric} {dir}");
+        }
+    }
+}
+
+#[test]
 fn a_tc_toxic_with_loss_keeps_the_stream_whole() {
     let api = Api::default();
     let listen = proxy(&api, "tc", &echo());

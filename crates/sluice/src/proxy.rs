@@ -41,6 +41,9 @@ struct ProxyArgs {
     /// A JSON file of proxies to create at start (a /populate body).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
+    /// Serve /metrics: bytes received and sent per proxy and direction (Prometheus).
+    #[arg(long = "proxy-metrics")]
+    proxy_metrics: bool,
 }
 
 /// Run `sluice proxy`; returns the exit status (only on failure: it serves
@@ -59,7 +62,9 @@ pub fn main(args: &[String]) -> i32 {
             return if e.use_stderr() { 2 } else { 0 };
         }
     };
-    let api = Arc::new(sluice_proxy::api::Api::default());
+    let mut api = sluice_proxy::api::Api::default();
+    api.metrics = a.proxy_metrics;
+    let api = Arc::new(api);
     if let Some(path) = &a.config {
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
