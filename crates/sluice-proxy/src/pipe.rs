@@ -195,8 +195,14 @@ enum Body {
         close_at: Option<Time>,
     },
     /// The first chunk (dropped, as all after it) or the source's end starts
-    /// the clock; the connection is reset `after` it.
-    ResetPeer { after: Duration, at: Option<Time> },
+    /// the clock; the connection ends `after` it: reset if the toxic was
+    /// there when the connection opened (`rst`), else closed (Toxiproxy sets
+    /// the sockets' linger to 0 only for toxics present at the start).
+    ResetPeer {
+        after: Duration,
+        at: Option<Time>,
+        rst: bool,
+    },
     /// `left` bytes may still go through, then the connection closes.
     LimitData { left: u64, closed: bool },
     /// Everything goes through; the close waits `delay`.
@@ -213,7 +219,8 @@ struct Stage {
 }
 
 impl Stage {
-    fn new(toxic: &Toxic, now: Time, seed: u64) -> Result<Stage, String> {
+    /// The stage of `toxic` from `now`; `at_start`: as the connection opens.
+    fn new(toxic: &Toxic, now: Time, seed: u64, at_start: bool) -> Result<Stage, String> {
         let ms = |v: i64| Duration(v.max(0) as u64 * 1_000_000);
         let body = match &toxic.kind {
             k @ (Kind::Latency { .. } | Kind::Bandwidth { .. } | Kind::Tc { .. }) => {
@@ -248,6 +255,7 @@ impl Stage {
             Kind::ResetPeer { timeout } => Body::ResetPeer {
                 after: ms(*timeout),
                 at: None,
+                rst: at_start,
             },
             Kind::LimitData { bytes } => Body::LimitData {
                 left: (*bytes).max(0) as u64,
@@ -287,6 +295,8 @@ pub struct Pipe {
     done: bool,
     /// A timeout toxic was removed: Toxiproxy closes its connections.
     close_pending: bool,
+    /// The connection has opened: later toxics are added to an open one.
+    opened: bool,
 }
 
 /// The address a synthesized IPv4 header carries for `a`: an IPv6
@@ -440,8 +450,10 @@ impl Pipe {
             eof_at: None,
             done: false,
             close_pending: false,
+            opened: false,
         };
         p.set_toxics(toxics, now)?;
+        p.opened = true;
         Ok(p)
     }
 
@@ -450,12 +462,12 @@ impl Pipe {
     /// stage held goes on to the stage now at its place at once (Toxiproxy
     /// flushes a removed toxic's buffer the same way).
     pub fn set_toxics(&mut self, toxics: &[Toxic], now: Time) -> Result<(), String> {
-        let seed = self.seed;
+        let (seed, at_start) = (self.seed, !self.opened);
         let old = rechain(
             &mut self.stages,
             toxics,
             |s| &s.toxic,
-            |i, t| Stage::new(t, now, stage_seed(seed, i)),
+            |i, t| Stage::new(t, now, stage_seed(seed, i), at_start),
         )?;
         // What the old stages held, by where it now enters.
         for (i, s) in old {
@@ -570,7 +582,7 @@ impl Pipe {
                     self.arrived.insert(off, (off + plen as u64, Vec::new()));
                 }
             }
-            Body::ResetPeer { after, at } => {
+            Body::ResetPeer { after, at, .. } => {
                 at.get_or_insert(now + *after);
             }
             Body::LimitData { left, closed } => {
@@ -655,13 +667,13 @@ impl Pipe {
                         return Some(Signal::Close);
                     }
                 }
-                Body::ResetPeer { after, at } => {
+                Body::ResetPeer { after, at, rst } => {
                     if self.eof.is_some() {
                         at.get_or_insert(now + *after);
                     }
                     if at.is_some_and(|t| t <= now) {
                         self.done = true;
-                        return Some(Signal::Reset);
+                        return Some(if *rst { Signal::Reset } else { Signal::Close });
                     }
                 }
                 Body::LimitData { .. } | Body::SlowClose { .. } | Body::Pass => {}
@@ -1014,10 +1026,15 @@ pub(crate) mod tests {
     #[test]
     fn reset_peer_resets_its_timeout_after_the_first_chunk() {
         let t = toxic(Kind::ResetPeer { timeout: 30 });
-        let mut p = pipe(&[t]);
+        let mut p = pipe(std::slice::from_ref(&t));
         let r = run(&mut p, vec![(20 * MS, data(10))], false, 500 * MS);
         assert!(r.bytes().is_empty());
         assert_eq!(r.signal, Some((50 * MS, Signal::Reset)));
+        // Added to an open connection: the same clock, but a plain close.
+        let mut p = pipe(&[]);
+        p.set_toxics(&[t], Time(0)).unwrap();
+        let r = run(&mut p, vec![(20 * MS, data(10))], false, 500 * MS);
+        assert_eq!(r.signal, Some((50 * MS, Signal::Close)));
     }
 
     #[test]
