@@ -12,7 +12,7 @@
 //! pass unchanged. A stage that is removed hands what it holds to the next
 //! at once.
 
-use crate::pipe::{drain_due, ipv4_octets, offer, qdisc_device, qdisc_spec, rechain, stage_seed};
+use crate::pipe::{drain_due, ipv4_ports, offer, qdisc_device, qdisc_spec, rechain, stage_seed};
 use crate::toxic::{Kind, Toxic};
 use sluice_core::packet::{Packet, ETH_P_IP};
 use sluice_core::qdisc::{Cx, Dequeue};
@@ -86,15 +86,8 @@ impl Stage {
 
 /// The IPv4 + UDP header of datagrams from `from` to `to`.
 fn header(from: SocketAddr, to: SocketAddr) -> [u8; HEADER] {
-    let v4 = ipv4_octets;
     let mut h = [0u8; HEADER];
-    h[0] = 0x45;
-    h[8] = 64;
-    h[9] = 17;
-    h[12..16].copy_from_slice(&v4(from.ip()));
-    h[16..20].copy_from_slice(&v4(to.ip()));
-    h[20..22].copy_from_slice(&from.port().to_be_bytes());
-    h[22..24].copy_from_slice(&to.port().to_be_bytes());
+    ipv4_ports(&mut h, 17, from, to);
     h
 }
 

@@ -299,16 +299,25 @@ pub struct Pipe {
     opened: bool,
 }
 
-/// The address a synthesized IPv4 header carries for `a`: an IPv6
-/// endpoint's low 32 bits, so classifiers still see the ports.
-pub(crate) fn ipv4_octets(a: IpAddr) -> [u8; 4] {
-    match a {
+/// Write the IPv4 header and the ports of a synthesized `protocol` packet
+/// from `from` to `to` into the first 24 bytes of `h` (no checksums:
+/// nothing in a qdisc reads them). An IPv6 endpoint is given its address's
+/// low 32 bits, so classifiers still see the ports.
+pub(crate) fn ipv4_ports(h: &mut [u8], protocol: u8, from: SocketAddr, to: SocketAddr) {
+    let v4 = |a: IpAddr| match a {
         IpAddr::V4(v) => v.octets(),
         IpAddr::V6(v) => {
             let o = v.octets();
             [o[12], o[13], o[14], o[15]]
         }
-    }
+    };
+    h[0] = 0x45;
+    h[8] = 64;
+    h[9] = protocol;
+    h[12..16].copy_from_slice(&v4(from.ip()));
+    h[16..20].copy_from_slice(&v4(to.ip()));
+    h[20..22].copy_from_slice(&from.port().to_be_bytes());
+    h[22..24].copy_from_slice(&to.port().to_be_bytes());
 }
 
 /// Offer a packet to a qdisc stage's device at `now` (and netem's
@@ -410,18 +419,10 @@ pub(crate) fn rechain<S>(
         .collect())
 }
 
-/// The IPv4 + TCP header of segments from `from` to `to` (no checksums:
-/// nothing in a qdisc reads them).
+/// The IPv4 + TCP header of segments from `from` to `to`.
 fn header(from: SocketAddr, to: SocketAddr) -> [u8; HEADER] {
-    let v4 = ipv4_octets;
     let mut h = [0u8; HEADER];
-    h[0] = 0x45;
-    h[8] = 64;
-    h[9] = 6;
-    h[12..16].copy_from_slice(&v4(from.ip()));
-    h[16..20].copy_from_slice(&v4(to.ip()));
-    h[20..22].copy_from_slice(&from.port().to_be_bytes());
-    h[22..24].copy_from_slice(&to.port().to_be_bytes());
+    ipv4_ports(&mut h, 6, from, to);
     h[32] = 5 << 4;
     h[33] = 0x18; // PSH, ACK
     h
