@@ -246,6 +246,7 @@ pub fn split(pkt: &Packet, per_piece: u16) -> Result<Vec<Packet>, GsoError> {
             skb_iif: pkt.skb_iif,
             from_ingress: pkt.from_ingress,
             redirects: pkt.redirects,
+            tc_skip_classify: pkt.tc_skip_classify,
         }));
     }
     Ok(pieces)

@@ -72,6 +72,11 @@ pub struct Skb {
     /// How many times mirred has sent it on: the loop guard (the kernel's
     /// old `tc_verd` TTL), so a redirect loop ends in a drop.
     pub redirects: u8,
+    /// `skb->tc_skip_classify`: an ifb device sent it back out of the
+    /// device mirred took it from; the first filter actions it meets there
+    /// are skipped (`tcf_action_exec` clears the flag and says `ok`), so it
+    /// is not redirected again.
+    pub tc_skip_classify: bool,
     /// Scratch space of the qdisc holding the packet (the kernel's
     /// `qdisc_skb_cb(skb)->data`): sfb keeps the packet's two bin hashes
     /// here between enqueue and dequeue. Meaningless outside a qdisc.

@@ -19,11 +19,13 @@
 //! `iptables::run` against the same namespace, whose tables the plane's
 //! OUTPUT and POSTROUTING hooks apply to live packets (plane.rs says which
 //! hooks and why); `-L -v` shows live counters. `sluice ip -n NAME` is
-//! forwarded for what only reads (`ip link show` lists `a0` and `b0` with
-//! their MTU, qdisc, state and queue length); changes are refused, because
-//! the devices are the daemon's TUN devices: their MTU and addresses are
-//! set by `sluice link up` in the real namespaces, and adding or deleting
-//! devices would not change what the plane carries.
+//! forwarded too: `ip link show` lists `a0` and `b0` with their MTU, qdisc,
+//! state and queue length; changing them is refused, because they are the
+//! daemon's TUN devices, whose MTU and addresses `sluice link up` set in the
+//! real namespaces. ifb devices are the exception: `ip link add NAME type
+//! ifb`, `set` and `delete` work on a running link, so the usual ingress
+//! shaping (an ingress filter's `mirred egress redirect dev ifb0`, a shaper
+//! on `ifb0`) runs live (plane.rs carries what mirred sends).
 //!
 //! # Protocol
 //!
@@ -171,14 +173,21 @@ pub fn handle(req: Request, plane: &mut Plane, io: &IoStats, now: Time) -> Respo
             plane.kick(now);
             o.into()
         }
-        Request::Ip { argv } if ip::mutates(&argv) => Response {
-            stderr: "sluice: a running link's devices cannot be changed with ip \
-                     (sluice link up sets their MTU and addresses); only `ip link show` is live\n"
-                .into(),
-            code: 2,
-            ..Default::default()
-        },
-        Request::Ip { argv } => ip::run(&mut plane.net, &argv).into(),
+        Request::Ip { argv } if ip::mutates(&argv) && !ip::changes_only_ifb(&plane.net, &argv) => {
+            Response {
+                stderr: "sluice: a running link's a0, b0 and lo cannot be changed with ip \
+                         (sluice link up sets their MTU and addresses); \
+                         ifb devices can be added, set and deleted\n"
+                    .into(),
+                code: 2,
+                ..Default::default()
+            }
+        }
+        Request::Ip { argv } => {
+            let o = ip::run(&mut plane.net, &argv);
+            plane.kick(now);
+            o.into()
+        }
         Request::Status => Response {
             stdout: status(plane, io),
             ..Default::default()
@@ -225,7 +234,8 @@ pub fn status(plane: &Plane, io: &IoStats) -> String {
                      "ring_drops": p.ring_drops, "wire_losses": p.wire_losses},
         })
     };
-    let v = serde_json::json!({"a_to_b": dir(Dir::AB), "b_to_a": dir(Dir::BA), "io": io});
+    let v = serde_json::json!({"a_to_b": dir(Dir::AB), "b_to_a": dir(Dir::BA),
+                               "mirred_drops": plane.mirred_drops(), "io": io});
     format!("{}\n", serde_json::to_string_pretty(&v).unwrap_or_default())
 }
 
@@ -475,10 +485,49 @@ mod tests {
         );
         assert_eq!(r.code, 2);
         assert!(
-            r.stderr.contains("only `ip link show` is live"),
+            r.stderr.contains("a0, b0 and lo cannot be changed"),
             "{}",
             r.stderr
         );
+        // ifb devices come and go (ingress shaping); nothing else does.
+        for (cmd, code) in [
+            ("link add ifb0 type ifb", 0),
+            ("link set dev ifb0 up", 0),
+            ("link set ifb0 txqueuelen 100", 0),
+            ("link add v0 type veth peer name v1", 2),
+            ("link add d0 type dummy", 2),
+            ("link set lo down", 2),
+            ("link del b0", 2),
+            ("link set dev nosuch up", 1),
+        ] {
+            let r = send(&mut plane, Request::Ip { argv: words(cmd) });
+            assert_eq!(r.code, code, "{cmd}: {}", r.stderr);
+        }
+        let r = send(
+            &mut plane,
+            Request::Ip {
+                argv: words("link show ifb0"),
+            },
+        );
+        assert!(
+            r.stdout.contains("state UNKNOWN") && r.stdout.contains("qlen 100"),
+            "{}",
+            r.stdout
+        );
+        let r = send(
+            &mut plane,
+            Request::Ip {
+                argv: words("link del ifb0"),
+            },
+        );
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let r = send(
+            &mut plane,
+            Request::Ip {
+                argv: words("link show"),
+            },
+        );
+        assert!(!r.stdout.contains("ifb0"), "{}", r.stdout);
         let r = send(
             &mut plane,
             Request::Ip {

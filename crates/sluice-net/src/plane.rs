@@ -47,11 +47,12 @@
 //! holds at most rate × delay; the cap only matters for an unlimited rate
 //! with a long delay, and drops counted as `delay_line_drops`).
 
-use sluice_core::device::Device;
+use sluice_core::device::{DevKind, Device};
 use sluice_core::netfilter::{Hook, Ifaces, Verdict};
 use sluice_core::packet::{Packet, ETH_P_IP, ETH_P_IPV6};
 use sluice_core::port::{Port, PortConfig};
 use sluice_core::qdisc::DevInfo;
+use sluice_core::stats::DropReason;
 use sluice_core::time::Time;
 use sluice_tc::net::Net;
 use std::collections::VecDeque;
@@ -238,6 +239,46 @@ pub struct Plane {
     /// The namespace has a rule or a DROP policy: run the hooks (see the
     /// module's essay; refreshed by [`Plane::kick`]).
     netfilter_active: bool,
+    /// The namespace has a mirred action: look in its outbox after each
+    /// enqueue and receive (refreshed by [`Plane::kick`]).
+    mirred_active: bool,
+    /// The transmit sides of the ifb devices mirred has sent to.
+    ifbs: Vec<Ifb>,
+    /// Packets mirred or an ifb device delivered to a side, handed over at
+    /// the end of the next [`Plane::poll`].
+    to_side: Vec<(Dir, Packet)>,
+    /// Packets mirred sent where the plane cannot carry them: to a device
+    /// that is gone or down, round a redirect loop, or up the stack of a
+    /// device that is neither side (`lo`, an ifb device: the link's own
+    /// namespace has no stack of its own).
+    mirred_drops: u64,
+}
+
+/// An ifb device's transmit side: a port of unlimited rate (the device's
+/// qdiscs set the pace) whose departures go back where mirred took them
+/// from (`ifb_ri_tasklet`).
+struct Ifb {
+    ifindex: u32,
+    port: Port,
+    scratch: Vec<(Time, Packet)>,
+}
+
+/// The direction whose receiving side is the stack of device `dev`.
+fn dir_into(dev: usize) -> Option<Dir> {
+    match dev {
+        DEV_A => Some(Dir::BA),
+        DEV_B => Some(Dir::AB),
+        _ => None,
+    }
+}
+
+/// The direction that transmits out of device `dev`.
+fn dir_out_of(dev: usize) -> Option<Dir> {
+    match dev {
+        DEV_A => Some(Dir::AB),
+        DEV_B => Some(Dir::BA),
+        _ => None,
+    }
 }
 
 impl Plane {
@@ -273,6 +314,10 @@ impl Plane {
             dirs: [dir(ab), dir(ba)],
             next_id: 0,
             netfilter_active: false,
+            mirred_active: false,
+            ifbs: Vec::new(),
+            to_side: Vec::new(),
+            mirred_drops: 0,
         }
     }
 
@@ -301,9 +346,105 @@ impl Plane {
             self.dirs[d].stats.netfilter_drops += 1;
             return;
         }
-        let (egress, _) = sides(&mut self.net.devices, dir);
-        if self.dirs[d].port.send(egress, pkt, now).is_err() {
-            self.dirs[d].stats.qdisc_drops += 1;
+        self.transmit(if dir == Dir::AB { DEV_A } else { DEV_B }, pkt, now);
+    }
+
+    /// Send a packet out of device `dev` (an index into the namespace's
+    /// devices): a side's egress qdiscs and wire, or an ifb device's qdiscs;
+    /// then deliver what their filters' mirred actions sent.
+    fn transmit(&mut self, dev: usize, pkt: Packet, now: Time) {
+        if let Some(dir) = dir_out_of(dev) {
+            let (egress, _) = sides(&mut self.net.devices, dir);
+            let st = &mut self.dirs[dir as usize];
+            if st
+                .port
+                .send(egress, pkt, now)
+                .is_err_and(|e| e != DropReason::Stolen)
+            {
+                st.stats.qdisc_drops += 1;
+            }
+        } else if self.net.devices[dev].kind == DevKind::Ifb {
+            let ifindex = self.net.devices[dev].ifindex;
+            let i = match self.ifbs.iter().position(|f| f.ifindex == ifindex) {
+                Some(i) => i,
+                None => {
+                    self.ifbs.push(Ifb {
+                        ifindex,
+                        port: Port::new(PortConfig {
+                            rate_bps: 0,
+                            ..PortConfig::default()
+                        }),
+                        scratch: Vec::new(),
+                    });
+                    self.ifbs.len() - 1
+                }
+            };
+            // What its qdiscs drop, their counters show.
+            let _ = self.ifbs[i].port.send(&mut self.net.devices[dev], pkt, now);
+        } else {
+            // Out of `lo`: back into this namespace's own stack, which the
+            // plane does not have.
+            self.mirred_drops += 1;
+        }
+        self.send_mirrored(dev, false, now);
+    }
+
+    /// A packet arriving at device `dev`: its ingress qdisc (policers,
+    /// mirred), then up its stack.
+    fn receive(&mut self, dev: usize, pkt: Packet, now: Time, dir: Dir) {
+        let verdict = self.net.devices[dev].receive_verdict(pkt, now);
+        self.send_mirrored(dev, true, now);
+        match verdict {
+            Ok(p) => self.up_the_stack(dev, p),
+            Err(DropReason::Stolen) => {}
+            Err(_) => self.dirs[dir as usize].stats.ingress_drops += 1,
+        }
+    }
+
+    /// Hand a packet to the stack of device `dev`: a side's, else nowhere.
+    fn up_the_stack(&mut self, dev: usize, pkt: Packet) {
+        match dir_into(dev) {
+            Some(dir) => self.to_side.push((dir, pkt)),
+            None => self.mirred_drops += 1,
+        }
+    }
+
+    /// Deliver what mirred actions sent while a packet passed device
+    /// `from` (its ingress, or its egress): to the target's ingress, or out
+    /// of it, as the simulator does (`Mirrored::launch` holds the rules).
+    fn send_mirrored(&mut self, from: usize, at_ingress: bool, now: Time) {
+        if !self.mirred_active {
+            return;
+        }
+        for m in self.net.actions.take_mirrored() {
+            let ingress = m.ingress;
+            let Some((target, pkt)) = m.launch(&self.net.devices, from, at_ingress) else {
+                self.mirred_drops += 1;
+                continue;
+            };
+            if ingress {
+                let dir = dir_into(target).unwrap_or(Dir::AB);
+                self.receive(target, pkt, now, dir);
+            } else {
+                self.transmit(target, pkt, now);
+            }
+        }
+    }
+
+    /// A packet an ifb device finished with goes back where mirred took it
+    /// from: up the stack of the device it arrived on (without that
+    /// device's ingress filters again), or out of the device that sent it.
+    fn back_from_ifb(&mut self, mut pkt: Packet, now: Time) {
+        let devices = &self.net.devices;
+        let Some(origin) = devices.iter().position(|d| d.ifindex == pkt.skb_iif) else {
+            self.mirred_drops += 1;
+            return;
+        };
+        if pkt.from_ingress {
+            self.up_the_stack(origin, pkt);
+        } else {
+            pkt.tc_skip_classify = true;
+            self.transmit(origin, pkt, now);
         }
     }
 
@@ -327,13 +468,20 @@ impl Plane {
     /// the receiving side of its direction.
     pub fn poll(&mut self, now: Time, out: &mut dyn FnMut(Dir, Packet)) {
         for dir in Dir::BOTH {
-            self.poll_dir(dir, now, out);
+            self.poll_dir(dir, now);
         }
+        self.poll_ifbs(now);
+        let mut ready = std::mem::take(&mut self.to_side);
+        for (dir, pkt) in ready.drain(..) {
+            self.dirs[dir as usize].stats.delivered += 1;
+            out(dir, pkt);
+        }
+        self.to_side = ready;
     }
 
-    fn poll_dir(&mut self, dir: Dir, now: Time, out: &mut dyn FnMut(Dir, Packet)) {
+    fn poll_dir(&mut self, dir: Dir, now: Time) {
         let d = dir as usize;
-        let (egress, ingress) = sides(&mut self.net.devices, dir);
+        let (egress, _) = sides(&mut self.net.devices, dir);
         let st = &mut self.dirs[d];
         // The port: wire completions and throttled qdiscs, each at the time
         // it was due (not when the loop woke), so a late wake-up does not
@@ -349,26 +497,59 @@ impl Plane {
             st.take_departures();
         }
         // Arrivals: the wire delivers in order (constant delay), so the head is the earliest.
-        while st.in_flight.front().is_some_and(|(at, _)| *at <= now) {
+        let far = if dir == Dir::AB { DEV_B } else { DEV_A };
+        loop {
+            let st = &mut self.dirs[d];
+            if st.in_flight.front().is_none_or(|(at, _)| *at > now) {
+                break;
+            }
             let (at, pkt) = st.in_flight.pop_front().expect("checked");
             st.in_flight_bytes -= pkt.len as u64;
             let late = now.0.saturating_sub(at.0);
             st.stats.lateness[(64 - late.leading_zeros() as usize).min(39)] += 1;
-            match ingress.receive(pkt, now) {
-                Some(p) => {
-                    st.stats.delivered += 1;
-                    out(dir, p);
+            self.receive(far, pkt, now, dir);
+        }
+    }
+
+    /// The ifb devices' qdiscs, each dequeued at the times it was due (as
+    /// the sides' ports); a port whose device is gone is dropped with what
+    /// it held.
+    fn poll_ifbs(&mut self, now: Time) {
+        let mut i = 0;
+        while i < self.ifbs.len() {
+            let ifindex = self.ifbs[i].ifindex;
+            let Some(dev) = self.net.devices.iter().position(|d| d.ifindex == ifindex) else {
+                self.ifbs.remove(i);
+                continue;
+            };
+            let mut guard = 0;
+            while let Some(t) = self.ifbs[i].port.next_event() {
+                if t > now || guard > 1_000_000 {
+                    break;
                 }
-                None => st.stats.ingress_drops += 1,
+                guard += 1;
+                let f = &mut self.ifbs[i];
+                f.port
+                    .advance(&mut self.net.devices[dev], t, &mut f.scratch);
+                let mut done = std::mem::take(&mut f.scratch);
+                for (at, pkt) in done.drain(..) {
+                    self.back_from_ifb(pkt, at);
+                }
+                self.ifbs[i].scratch = done;
             }
+            i += 1;
         }
     }
 
     /// When [`Plane::poll`] next has something to do.
     pub fn next_wake(&self) -> Option<Time> {
+        if !self.to_side.is_empty() {
+            return Some(Time(0));
+        }
         self.dirs
             .iter()
             .flat_map(|d| [d.port.next_event(), d.in_flight.front().map(|(t, _)| *t)])
+            .chain(self.ifbs.iter().map(|f| f.port.next_event()))
             .flatten()
             .min()
     }
@@ -378,6 +559,7 @@ impl Plane {
     /// hooks now have anything to do.
     pub fn kick(&mut self, now: Time) {
         self.netfilter_active = !self.net.netfilter.is_idle();
+        self.mirred_active = self.net.actions.has_kind("mirred");
         for dir in Dir::BOTH {
             let (egress, _) = sides(&mut self.net.devices, dir);
             let st = &mut self.dirs[dir as usize];
@@ -394,6 +576,11 @@ impl Plane {
     /// Counters of one direction.
     pub fn stats(&self, dir: Dir) -> DirStats {
         self.dirs[dir as usize].stats
+    }
+
+    /// Packets mirred sent where the plane could not carry them.
+    pub fn mirred_drops(&self) -> u64 {
+        self.mirred_drops
     }
 
     /// The port (wire) of one direction.
@@ -951,5 +1138,148 @@ mod tests {
         assert_eq!(marks, [(Dir::AB, 7), (Dir::BA, 7)]);
         let l = ipt(&mut plane, "-t mangle -L OUTPUT -v -n -x");
         assert!(l.contains("       1      100 ACCEPT"), "{l}");
+    }
+
+    // ---- mirred and ifb devices ----
+
+    /// Run tc or ip command lines on the plane's namespace and take them
+    /// up, as the control socket does.
+    fn setup(plane: &mut Plane, cmds: &[&str]) {
+        for cmd in cmds {
+            let words: Vec<String> = cmd.split(' ').skip(1).map(String::from).collect();
+            let o = if cmd.starts_with("ip ") {
+                sluice_tc::ip::run(&mut plane.net, &words)
+            } else {
+                sluice_tc::tc::run(&mut plane.net, &Default::default(), &words)
+            };
+            assert_eq!(o.code, 0, "{cmd}: {}", o.stderr);
+        }
+        plane.kick(Time(0));
+    }
+
+    fn tc_show(plane: &mut Plane, args: &str) -> String {
+        let words: Vec<String> = args.split(' ').map(String::from).collect();
+        let opts = sluice_tc::tc::parse_global(&words).unwrap().0;
+        let words: Vec<String> = words.into_iter().filter(|w| w != "-s").collect();
+        sluice_tc::tc::run(&mut plane.net, &opts, &words).stdout
+    }
+
+    /// A shaper at 8 Mbit/s (10^6 bytes/s) with a 1500-byte bucket lets
+    /// 50 packets of 1000 bytes go as tokens come: by time t at most
+    /// 1500 + 10^6·t bytes, the last at (50 000 − 1 500) / 10^6 s = 48.5 ms.
+    fn assert_shaped_at_8mbit(got: &[(Time, Dir, usize)], dir: Dir) {
+        assert_eq!(got.len(), 50, "{got:?}");
+        let mut bytes = 0u64;
+        for (t, d, len) in got {
+            assert_eq!((*d, *len), (dir, 1000));
+            bytes += 1000;
+            assert!(bytes <= 1500 + t.0 / 1000, "{bytes} bytes by {t:?}");
+        }
+        let last = got[49].0 .0;
+        assert!(
+            (48_500_000..48_510_000).contains(&last),
+            "last at {last} ns"
+        );
+    }
+
+    #[test]
+    fn ingress_shaping_through_an_ifb_device_paces_what_side_b_receives() {
+        let mut plane = Plane::new(wire(0, 0), wire(0, 0), 1500);
+        setup(
+            &mut plane,
+            &[
+                "ip link add ifb0 type ifb",
+                "ip link set dev ifb0 up",
+                "tc qdisc add dev b0 handle ffff: ingress",
+                "tc filter add dev b0 parent ffff: protocol ip u32 match u32 0 0 \
+                 action mirred egress redirect dev ifb0",
+                "tc qdisc add dev ifb0 root tbf rate 8mbit burst 1500 limit 100000",
+            ],
+        );
+        for _ in 0..50 {
+            plane.input(Dir::AB, &ipv4(1000), Time(0));
+        }
+        let got = run(&mut plane, Time(1_000_000_000));
+        assert_shaped_at_8mbit(&got, Dir::AB);
+        let s = plane.stats(Dir::AB);
+        assert_eq!((s.delivered, s.ingress_drops), (50, 0));
+        assert_eq!(plane.mirred_drops(), 0);
+        let ifb = tc_show(&mut plane, "-s qdisc show dev ifb0");
+        assert!(ifb.contains("Sent 50000 bytes 50 pkt "), "{ifb}");
+        // The other direction is not shaped.
+        plane.input(Dir::BA, &ipv4(1000), Time(2_000_000_000));
+        let got = run(&mut plane, Time(3_000_000_000));
+        assert_eq!(got, vec![(Time(2_000_000_000), Dir::BA, 1000)]);
+    }
+
+    #[test]
+    fn egress_through_an_ifb_device_comes_back_out_of_a0_once() {
+        // The packet returns to a0's egress with its first actions skipped
+        // (`tc_skip_classify`), so the filter does not send it round again.
+        let mut plane = Plane::new(wire(0, 0), wire(0, 0), 1500);
+        setup(
+            &mut plane,
+            &[
+                "ip link add ifb0 type ifb",
+                "ip link set dev ifb0 up",
+                "tc qdisc add dev a0 root handle 1: prio",
+                "tc filter add dev a0 parent 1: protocol ip u32 match u32 0 0 \
+                 action mirred egress redirect dev ifb0",
+                "tc qdisc add dev ifb0 root tbf rate 8mbit burst 1500 limit 100000",
+            ],
+        );
+        for _ in 0..50 {
+            plane.input(Dir::AB, &ipv4(1000), Time(0));
+        }
+        let got = run(&mut plane, Time(1_000_000_000));
+        assert_shaped_at_8mbit(&got, Dir::AB);
+        assert_eq!(plane.mirred_drops(), 0);
+        let filter = tc_show(&mut plane, "-s filter show dev a0");
+        assert!(filter.contains("Sent 50000 bytes 50 pkt "), "{filter}");
+    }
+
+    #[test]
+    fn mirred_to_a_down_device_or_round_a_loop_drops() {
+        let mut plane = Plane::new(wire(0, 0), wire(0, 0), 1500);
+        setup(
+            &mut plane,
+            &[
+                "ip link add ifb0 type ifb",
+                "tc qdisc add dev b0 handle ffff: ingress",
+                "tc filter add dev b0 parent ffff: protocol ip u32 match u32 0 0 \
+                 action mirred egress redirect dev ifb0",
+            ],
+        );
+        plane.input(Dir::AB, &ipv4(100), Time(0));
+        assert!(run(&mut plane, Time(1_000_000)).is_empty());
+        assert_eq!(plane.mirred_drops(), 1, "ifb0 is down");
+        // b0's ingress sends every packet back into b0's ingress: the fifth
+        // time round is one too many.
+        setup(
+            &mut plane,
+            &[
+                "tc filter del dev b0 parent ffff:",
+                "tc filter add dev b0 parent ffff: protocol ip u32 match u32 0 0 \
+                 action mirred ingress redirect dev b0",
+            ],
+        );
+        plane.input(Dir::AB, &ipv4(100), Time(2_000_000));
+        assert!(run(&mut plane, Time(3_000_000)).is_empty());
+        assert_eq!(plane.mirred_drops(), 2);
+        let filter = tc_show(&mut plane, "-s filter show dev b0 ingress");
+        assert!(filter.contains("Sent 500 bytes 5 pkt "), "{filter}");
+        // A mirror to b0's own ingress once, then on up the stack: two copies.
+        setup(
+            &mut plane,
+            &[
+                "tc filter del dev b0 parent ffff:",
+                "tc filter add dev b0 parent ffff: protocol ip u32 match ip dst 10.0.0.2/32 \
+                 action mirred ingress mirror dev lo",
+            ],
+        );
+        plane.input(Dir::AB, &ipv4(100), Time(4_000_000));
+        let got = run(&mut plane, Time(5_000_000));
+        assert_eq!(got, vec![(Time(4_000_000), Dir::AB, 100)]);
+        assert_eq!(plane.mirred_drops(), 3, "lo's stack is not a side");
     }
 }

@@ -128,15 +128,11 @@ pub struct LossCounters {
     /// Dropped by an iptables rule or chain policy.
     #[serde(skip_serializing_if = "is_zero")]
     pub netfilter: u64,
-    /// Sent by mirred round a loop more than [`MIRRED_LIMIT`] times, or to
-    /// a device that cannot carry it.
+    /// Sent by mirred round a loop more than `MIRRED_NEST_LIMIT` times, or
+    /// to a device that is gone, down or cannot carry it.
     #[serde(skip_serializing_if = "is_zero")]
     pub mirred: u64,
 }
-
-/// How many times mirred may send one packet on before it is dropped (the
-/// kernel's `MIRRED_NEST_LIMIT`).
-pub const MIRRED_LIMIT: u8 = 4;
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
@@ -316,28 +312,14 @@ impl World {
         if !self.nodes[node].mirred_active {
             return;
         }
-        let sent = self.nodes[node].net.actions.take_mirrored();
-        let origin = &self.nodes[node].net.devices[from];
-        let (origin, mac) = (origin.ifindex, origin.info.hard_header_len);
-        for m in sent {
-            let mut pkt = m.pkt;
-            if at_ingress {
-                // Copied while the ingress filters saw the length without
-                // the MAC header: push it back (`tcf_mirred_act`), for the
-                // egress target sends whole frames and an ingress target's
-                // filters pull it again themselves.
-                pkt.len += mac;
-            }
-            pkt.skb_iif = origin;
-            pkt.from_ingress = at_ingress;
-            pkt.redirects += 1;
+        for m in self.nodes[node].net.actions.take_mirrored() {
+            let ingress = m.ingress;
             let devices = &self.nodes[node].net.devices;
-            let target = devices.iter().position(|d| d.ifindex == m.ifindex);
-            let (Some(target), true) = (target, pkt.redirects <= MIRRED_LIMIT) else {
+            let Some((target, pkt)) = m.launch(devices, from, at_ingress) else {
                 self.losses.mirred += 1;
                 continue;
             };
-            if m.ingress {
+            if ingress {
                 self.receive(node, target, pkt);
             } else if let Some(iface) = self.iface_of(node, target) {
                 self.enqueue(node, iface, pkt);
@@ -384,6 +366,8 @@ impl World {
         if pkt.from_ingress {
             self.up_the_stack(node, origin, pkt, now);
         } else if let Some(iface) = self.iface_of(node, origin) {
+            let mut pkt = pkt;
+            pkt.tc_skip_classify = true;
             self.enqueue(node, iface, pkt);
         } else {
             self.losses.mirred += 1;
@@ -465,6 +449,7 @@ impl World {
         pkt.tc_index = 0;
         pkt.redirects = 0;
         pkt.from_ingress = false;
+        pkt.tc_skip_classify = false;
         pkt.skb_iif = self.nodes[node].net.devices[dev].ifindex;
         self.receive(node, dev, pkt);
     }

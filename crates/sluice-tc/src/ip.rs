@@ -38,6 +38,32 @@ pub fn mutates(words: &[String]) -> bool {
     }
 }
 
+/// Does this changing `ip link` command touch only ifb devices: `add ...
+/// type ifb`, or `set`/`delete` of a device that is an ifb device (or does
+/// not exist, which the command itself refuses)? A running link accepts
+/// those, for ingress shaping (its own devices stay as `sluice link up` set
+/// them).
+pub fn changes_only_ifb(net: &Net, words: &[String]) -> bool {
+    let w: Vec<&str> = words
+        .iter()
+        .skip_while(|w| w.starts_with('-'))
+        .skip(1)
+        .map(String::as_str)
+        .collect();
+    let Some((cmd, rest)) = w.split_first() else {
+        return false;
+    };
+    if matches(cmd, "add") {
+        return rest.windows(2).any(|p| p == ["type", "ifb"]) && !rest.contains(&"veth");
+    }
+    let name = match rest {
+        ["dev", n, ..] => n,
+        [n, ..] => n,
+        [] => return true,
+    };
+    net.dev(name).is_none_or(|d| d.kind == DevKind::Ifb)
+}
+
 /// The options of `ip` that change how links are shown.
 #[derive(Clone, Copy, Debug, Default)]
 struct ShowOpts {

@@ -10,10 +10,11 @@
 //! that owns the devices takes it from there after the enqueue or receive
 //! that ran the action ([`crate::act::ActionTable::take_mirrored`]) — to the
 //! target's root qdisc for egress, to its ingress path for ingress. The front
-//! end also holds the kernel's two safety rules: a packet redirected more than
-//! [`MIRRED_NEST_LIMIT`] times in a row is dropped, and one sent to a device
-//! that is missing or down is dropped (the kernel then counts an overlimit on
-//! the action; sluice's action does not learn of it). The outbox is bounded
+//! end applies the kernel's two safety rules with [`Mirrored::launch`]: a
+//! packet redirected more than [`MIRRED_NEST_LIMIT`] times in a row is
+//! dropped, and one sent to a device that is missing or down is dropped (the
+//! kernel then counts an overlimit on the action; sluice's action does not
+//! learn of it). The outbox is bounded
 //! ([`OUTBOX_LIMIT`]): when a front end leaves it full, the action takes the
 //! kernel's "cannot do" path — an overlimit, and a redirect becomes a drop.
 //!
@@ -22,6 +23,7 @@
 
 use super::{check_ctrlact, Action, ActionOpts};
 use crate::cls::Verdict;
+use crate::device::Device;
 use crate::error::{TcError, TcResult};
 use crate::packet::Packet;
 use crate::time::Time;
@@ -86,6 +88,39 @@ pub struct Mirrored {
     pub ingress: bool,
     /// The packet (the original for a redirect, a copy for a mirror).
     pub pkt: Packet,
+}
+
+impl Mirrored {
+    /// Ready what the action sent to go on, as `tcf_mirred_act` does once it
+    /// holds the target: the target's index in `devices` (the namespace's)
+    /// and the packet, marked with where it came from — `skb_iif` and
+    /// `from_ingress`, where an ifb device hands it back — and, when it was
+    /// taken at an ingress (`at_ingress`, on device index `from`), with the
+    /// MAC header that path had pulled pushed back on: an egress target sends
+    /// whole frames, and an ingress target's filters pull it again.
+    ///
+    /// `None`, and the packet is dropped, when the target is gone or down, or
+    /// when the packet has been sent on more than [`MIRRED_NEST_LIMIT`] times
+    /// (a redirect loop).
+    pub fn launch(
+        self,
+        devices: &[Device],
+        from: usize,
+        at_ingress: bool,
+    ) -> Option<(usize, Packet)> {
+        let origin = devices.get(from)?;
+        let target = devices
+            .iter()
+            .position(|d| d.ifindex == self.ifindex && d.up)?;
+        let mut pkt = self.pkt;
+        if at_ingress {
+            pkt.len += origin.info.hard_header_len;
+        }
+        pkt.skb_iif = origin.ifindex;
+        pkt.from_ingress = at_ingress;
+        pkt.redirects = pkt.redirects.saturating_add(1);
+        (pkt.redirects as u32 <= MIRRED_NEST_LIMIT).then_some((target, pkt))
+    }
 }
 
 /// Where a namespace's mirred actions leave what they send.

@@ -907,6 +907,10 @@ impl Exts {
 
     /// `tcf_exts_exec`/`tcf_action_exec`: run the actions in order.
     pub fn exec(&self, pkt: &mut Packet, now: Time) -> Verdict {
+        if pkt.tc_skip_classify {
+            pkt.tc_skip_classify = false;
+            return Verdict::Ok;
+        }
         let n = self.actions.len();
         let mut jump_ttl = ACT_TTL;
         let mut skip = 0u32;
