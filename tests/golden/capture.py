@@ -52,20 +52,24 @@ def teardown():
 
 
 def setup(mode):
-    """mode: 'up' (default), 'down' (veth created, never brought up), 'none' (no veth)."""
+    """mode: 'up' (default), 'down' (veth created, never brought up), 'none' (no veth),
+    'up6' (as 'up' with IPv6 left enabled, then 3 s for the link-locals' DAD)."""
     teardown()
     sh(["ip", "netns", "add", NETNS])
     for k in ("all", "default"):
-        sh(["ip", "netns", "exec", NETNS, "sysctl", "-qw",
-            "net.ipv6.conf.%s.disable_ipv6=1" % k], check=False)
+        if mode != "up6":
+            sh(["ip", "netns", "exec", NETNS, "sysctl", "-qw",
+                "net.ipv6.conf.%s.disable_ipv6=1" % k], check=False)
     if mode == "none":
         return
     sh(["ip", "-n", NETNS, "link", "add", DEV, "numtxqueues", "1", "numrxqueues", "1",
         "address", DEV_MAC, "type", "veth", "peer", "name", PEER,
         "numtxqueues", "1", "numrxqueues", "1", "address", PEER_MAC])
-    if mode == "up":
+    if mode in ("up", "up6"):
         sh(["ip", "-n", NETNS, "link", "set", DEV, "up"])
         sh(["ip", "-n", NETNS, "link", "set", PEER, "up"])
+    if mode == "up6":
+        time.sleep(3)
 
 
 SUB_IN = [(re.compile(r"\bDEV\b"), DEV), (re.compile(r"\bPEER\b"), PEER)]
@@ -104,7 +108,7 @@ def parse_cmds(path):
                 cur["items"].append(("sleep", float(line.split()[1])))
             elif line.startswith("%setup "):
                 cur["setup"] = line.split()[1]
-                assert cur["setup"] in ("up", "down", "none"), line
+                assert cur["setup"] in ("up", "down", "none", "up6"), line
             elif line.startswith("%file "):
                 curfile = line.split()[1]
                 cur["items"].append(("file", curfile, []))

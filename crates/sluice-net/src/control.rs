@@ -173,6 +173,13 @@ pub fn handle(req: Request, plane: &mut Plane, io: &IoStats, now: Time) -> Respo
             plane.kick(now);
             o.into()
         }
+        Request::Ip { argv } if ip::object(&argv).is_some_and(|o| o != "link") => Response {
+            stderr: "sluice: a running link's addresses and routes are those of its two \
+                     namespaces: `sluice link exec NAME a|b -- ip ...` shows and changes them\n"
+                .into(),
+            code: 2,
+            ..Default::default()
+        },
         Request::Ip { argv } if ip::mutates(&argv) && !ip::changes_only_ifb(&plane.net, &argv) => {
             Response {
                 stderr: "sluice: a running link's a0, b0 and lo cannot be changed with ip \
@@ -499,6 +506,8 @@ mod tests {
             ("link set lo down", 2),
             ("link del b0", 2),
             ("link set dev nosuch up", 1),
+            ("addr show", 2),
+            ("route add default dev a0", 2),
         ] {
             let r = send(&mut plane, Request::Ip { argv: words(cmd) });
             assert_eq!(r.code, code, "{cmd}: {}", r.stderr);

@@ -10,32 +10,47 @@ use sluice_core::qdisc::{DevInfo, QdiscOpts};
 
 /// Run `ip [options] OBJECT ...` against `net`.
 pub fn run(net: &mut Net, words: &[String]) -> Outcome {
-    let mut out = String::new();
-    match dispatch(net, words, &mut out) {
+    let (mut out, mut notes) = (String::new(), String::new());
+    // Catch up with device changes made outside `ip` (a front end's own).
+    net.l3.sync(&net.devices, net.seed, net.now);
+    let r = dispatch(net, words, &mut out, &mut notes);
+    // Devices that came, went, or changed state: what the kernel's
+    // notifiers do to addresses and routes.
+    net.l3.sync(&net.devices, net.seed, net.now);
+    match r {
         Ok(()) => Outcome {
             stdout: out,
+            stderr: notes,
             ..Default::default()
         },
         Err(f) => Outcome {
             stdout: out,
-            stderr: f.stderr,
+            stderr: notes + &f.stderr,
             code: f.code,
         },
     }
 }
 
+/// The object an `ip` command line names: "address", "route" or "link"
+/// (abbreviations resolved as ip does), or `None`.
+pub fn object(words: &[String]) -> Option<&'static str> {
+    let o = words.iter().find(|w| !w.starts_with('-'))?;
+    ["address", "route", "link"]
+        .into_iter()
+        .find(|k| matches(o, k))
+}
+
 /// Does this `ip` command change state?
 pub fn mutates(words: &[String]) -> bool {
-    let w: Vec<&String> = words.iter().skip_while(|w| w.starts_with('-')).collect();
-    match (w.first(), w.get(1)) {
-        (Some(o), Some(c)) => {
-            matches(o, "link")
-                && ["add", "delete", "set", "change"]
-                    .iter()
-                    .any(|x| matches(c, x))
-        }
-        _ => false,
-    }
+    let changes: &[&str] = match object(words) {
+        Some("address") => &["add", "change", "replace", "delete", "flush"],
+        Some("route") => &["add", "change", "chg", "replace", "append", "delete"],
+        Some(_) => &["add", "delete", "set", "change"],
+        None => &[],
+    };
+    let mut w = words.iter().skip_while(|w| w.starts_with('-')).skip(1);
+    w.next()
+        .is_some_and(|c| changes.iter().any(|x| matches(c, x)))
 }
 
 /// Does this changing `ip link` command touch only ifb devices: `add ...
@@ -66,40 +81,61 @@ pub fn changes_only_ifb(net: &Net, words: &[String]) -> bool {
 
 /// The options of `ip` that change how links are shown.
 #[derive(Clone, Copy, Debug, Default)]
-struct ShowOpts {
-    json: bool,
-    pretty: bool,
-    stats: bool,
-    details: bool,
-    brief: bool,
-    oneline: bool,
+pub(crate) struct ShowOpts {
+    pub json: bool,
+    pub pretty: bool,
+    pub stats: bool,
+    pub details: bool,
+    pub brief: bool,
+    pub oneline: bool,
+    /// `-4`/`-6` (`-f inet`/`inet6`): 4 or 6; 0 for any.
+    pub family: u8,
+    /// A device as `ip address` shows it (no link mode, link line only
+    /// without a family filter).
+    pub addr: bool,
+    /// Links listed by IPv6's own dump (`ip -6 address` of all devices):
+    /// no qdisc or group.
+    pub v6_dump: bool,
 }
 
-fn dispatch(net: &mut Net, words: &[String], out: &mut String) -> CmdResult {
+fn dispatch(net: &mut Net, words: &[String], out: &mut String, notes: &mut String) -> CmdResult {
     // `ip [ OPTIONS ] OBJECT ...`: the options come first (those that do
     // not change how links are shown are accepted and ignored); a later
     // word may start with '-' (`txqueuelen -1`).
     let mut opts = ShowOpts::default();
-    for w in words.iter().take_while(|w| w.starts_with('-')) {
-        let w = w.trim_start_matches('-');
-        if w.is_empty() {
-            continue;
-        }
+    let n = words.iter().take_while(|w| w.starts_with('-')).count();
+    let mut i = 0;
+    while i < n {
+        let w = words[i].trim_start_matches('-');
+        i += 1;
         match w {
+            "" => {}
             "j" | "json" => opts.json = true,
             "p" | "pretty" => opts.pretty = true,
             "br" | "brief" => opts.brief = true,
             "o" | "oneline" => opts.oneline = true,
+            "4" => opts.family = 4,
+            "6" => opts.family = 6,
+            "f" | "family" => {
+                let f = words.get(i).map(String::as_str).unwrap_or("");
+                i += 1;
+                opts.family = match f {
+                    "inet" => 4,
+                    "inet6" => 6,
+                    _ => {
+                        return Err(Fail::new(
+                            255,
+                            format!("Error: argument \"{f}\" is wrong: invalid protocol family"),
+                        ))
+                    }
+                };
+            }
             _ if "statistics".starts_with(w) => opts.stats = true,
             _ if "details".starts_with(w) => opts.details = true,
             _ => {}
         }
     }
-    let words: Vec<String> = words
-        .iter()
-        .skip_while(|w| w.starts_with('-'))
-        .cloned()
-        .collect();
+    let words: Vec<String> = words[i.min(words.len())..].to_vec();
     let mut a = Args::new(&words);
     let Some(obj) = a.next() else {
         return Err(Fail::new(
@@ -107,6 +143,12 @@ fn dispatch(net: &mut Net, words: &[String], out: &mut String) -> CmdResult {
             "Usage: ip [ OPTIONS ] OBJECT { COMMAND | help }",
         ));
     };
+    if matches(obj, "address") {
+        return crate::ipaddr::address(net, opts, &mut a, out, notes);
+    }
+    if matches(obj, "route") {
+        return crate::ipaddr::route(net, opts, &mut a, out);
+    }
     if !matches(obj, "link") {
         return Err(Fail::new(
             255,
@@ -160,7 +202,7 @@ fn dispatch(net: &mut Net, words: &[String], out: &mut String) -> CmdResult {
                     .as_ref()
                     .is_none_or(|k| Some(k.as_str()) == info_kind(&d.kind))
             {
-                show_link(net, d, opts, &mut o);
+                show_link(net, d, opts, &mut o, None);
             }
         }
         out.push_str(&o.finish());
@@ -381,7 +423,7 @@ const IFB_TXQUEUELEN: u32 = 32;
 
 /// `IFLA_INFO_KIND`: the link kind `ip -d` names (none for loopback and
 /// sluice's own `ether`).
-fn info_kind(k: &DevKind) -> Option<&'static str> {
+pub(crate) fn info_kind(k: &DevKind) -> Option<&'static str> {
     match k {
         DevKind::Veth { .. } => Some("veth"),
         DevKind::Dummy => Some("dummy"),
@@ -391,8 +433,19 @@ fn info_kind(k: &DevKind) -> Option<&'static str> {
     }
 }
 
-/// `print_linkinfo` (ip/ipaddress.c) for one device.
-fn show_link(net: &Net, d: &Device, opts: ShowOpts, out: &mut Out) {
+/// What `ip address` prints after a device's link lines: its addresses,
+/// as text appended to the link's and JSON members of its object.
+pub(crate) type AddrLines<'a> = &'a dyn Fn(&mut Out, &mut String);
+
+/// `print_linkinfo` (ip/ipaddress.c) for one device; under `ip address`
+/// (`opts.addr`) followed by `addrs`.
+pub(crate) fn show_link(
+    net: &Net,
+    d: &Device,
+    opts: ShowOpts,
+    out: &mut Out,
+    addrs: Option<AddrLines>,
+) {
     let peer = match &d.kind {
         DevKind::Veth { peer } => Some(peer.as_str()),
         _ => None,
@@ -441,18 +494,12 @@ fn show_link(net: &Net, d: &Device, opts: ShowOpts, out: &mut Out) {
     } else {
         "DOWN"
     };
-    let (link_type, address, broadcast) = match d.kind {
-        DevKind::Loopback => ("loopback", Some([0; 6]), [0; 6]),
-        DevKind::Tun => ("none", None, [0; 6]),
-        _ => (
-            "ether",
-            Some(
-                d.address
-                    .unwrap_or([2, 0, 0, 0, (d.ifindex >> 8) as u8, d.ifindex as u8]),
-            ),
-            [0xff; 6],
-        ),
+    let (link_type, broadcast) = match d.kind {
+        DevKind::Loopback => ("loopback", [0; 6]),
+        DevKind::Tun => ("none", [0; 6]),
+        _ => ("ether", [0xff; 6]),
     };
+    let address = crate::l3::mac_of(d);
     let mac = |a: &[u8; 6]| {
         a.iter()
             .map(|b| format!("{b:02x}"))
@@ -477,6 +524,20 @@ fn show_link(net: &Net, d: &Device, opts: ShowOpts, out: &mut Out) {
         }
         out.close();
     };
+    if opts.brief && opts.addr {
+        // `print_linkinfo_brief` for `ip address`: name, state, addresses.
+        let mut text = format!("{name:<16} {state:<14} ");
+        out.open("");
+        json_names(out);
+        out.str(To::Json, "operstate", "", state);
+        if let Some(f) = addrs {
+            f(out, &mut text);
+        }
+        text.push('\n');
+        out.text(&text);
+        out.close();
+        return;
+    }
     if opts.brief {
         // `print_linkinfo_brief`.
         let addr = address.as_ref().map(|a| format!("{} ", mac(a)));
@@ -502,28 +563,53 @@ fn show_link(net: &Net, d: &Device, opts: ShowOpts, out: &mut Out) {
     json_names(out);
     json_flags(out);
     out.uint(To::Json, "mtu", "", d.info.mtu as u64);
-    out.str(To::Json, "qdisc", "", &qdisc);
+    let v6 = opts.v6_dump;
+    if !v6 {
+        out.str(To::Json, "qdisc", "", &qdisc);
+    }
     out.str(To::Json, "operstate", "", state);
-    out.str(To::Json, "linkmode", "", "DEFAULT");
-    out.str(To::Json, "group", "", "default");
+    if !opts.addr {
+        out.str(To::Json, "linkmode", "", "DEFAULT");
+    }
+    if !v6 {
+        out.str(To::Json, "group", "", "default");
+    }
     // printed with %d: a length of 2^32 - 1 reads -1.
     let qlen = d.info.txqueuelen as i32;
     if qlen != 0 {
         out.int(To::Json, "txqlen", "", qlen as i64);
     }
-    out.str(To::Json, "link_type", "", link_type);
-    if let Some(a) = &address {
-        out.str(To::Json, "address", "", &mac(a));
-        out.str(To::Json, "broadcast", "", &mac(&broadcast));
+    // Under `ip -4/-6 address` the link layer is left out.
+    let link_line = opts.family == 0 || opts.details;
+    if link_line {
+        out.str(To::Json, "link_type", "", link_type);
+        if let Some(a) = &address {
+            out.str(To::Json, "address", "", &mac(a));
+            out.str(To::Json, "broadcast", "", &mac(&broadcast));
+        }
     }
     text.push_str(&format!(
-        "{i}: {name}: <{}> mtu {} qdisc {qdisc} state {state} mode DEFAULT group default {}\n    link/{link_type} ",
+        "{i}: {name}: <{}> mtu {} {}state {state} {}{}{}\n",
         flags.join(","),
         d.info.mtu,
-        if qlen != 0 { format!("qlen {qlen}") } else { String::new() },
+        if v6 {
+            String::new()
+        } else {
+            format!("qdisc {qdisc} ")
+        },
+        if opts.addr { "" } else { "mode DEFAULT " },
+        if v6 { "" } else { "group default " },
+        if qlen != 0 {
+            format!("qlen {qlen}")
+        } else {
+            String::new()
+        },
     ));
-    if let Some(a) = &address {
-        text.push_str(&format!("{} brd {}", mac(a), mac(&broadcast)));
+    if link_line {
+        text.push_str(&format!("    link/{link_type} "));
+        if let Some(a) = &address {
+            text.push_str(&format!("{} brd {}", mac(a), mac(&broadcast)));
+        }
     }
     if opts.details {
         // `dev->min_mtu`/`max_mtu` of each kind's setup; one queue each.
@@ -602,7 +688,12 @@ fn show_link(net: &Net, d: &Device, opts: ShowOpts, out: &mut Out) {
     if opts.oneline {
         text = text.replace('\n', "\\");
     }
-    text.push('\n');
+    if link_line || !opts.addr {
+        text.push('\n');
+    }
+    if let Some(f) = addrs {
+        f(out, &mut text);
+    }
     out.text(&text);
     out.close();
 }

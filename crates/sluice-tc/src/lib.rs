@@ -7,7 +7,8 @@
 //! - [`net`]: a namespace's devices and per-namespace counters.
 //! - [`tc`]: `tc qdisc|class ...`: parse, apply to a device, print.
 //! - [`filter`]: `tc filter` and `tc chain`; [`action`]: `tc actions`.
-//! - [`ip`]: the `ip link` subset that sets up devices.
+//! - [`ip`]: `ip link`, `ip address` and `ip route` (`ipaddr`), over the
+//!   namespace's addresses and routes ([`l3`]).
 //! - [`iptables`]: `iptables` for the mangle and filter tables (marks for fw, CLASSIFY).
 //! - [`state`]: the state directory: commands persist between invocations.
 //! - [`tc_core`]: iproute2's byte/time/tick conversions.
@@ -23,7 +24,9 @@ mod f;
 pub mod filter;
 mod graph;
 pub mod ip;
+mod ipaddr;
 pub mod iptables;
+pub mod l3;
 mod m;
 pub mod net;
 pub mod out;

@@ -31,6 +31,8 @@ pub struct Net {
     pub now: Time,
     /// The namespace's shared filter blocks (`ingress_block N`).
     pub blocks: BlockTable,
+    /// The namespace's IP addresses and routes (`ip address`, `ip route`).
+    pub l3: crate::l3::L3,
 }
 
 impl Default for Net {
@@ -51,6 +53,7 @@ impl Net {
             netfilter: Netfilter::default(),
             now: Time(0),
             blocks: BlockTable::default(),
+            l3: Default::default(),
         };
         let info = DevInfo {
             name: "lo".into(),

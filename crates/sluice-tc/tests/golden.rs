@@ -94,6 +94,8 @@ fn parse(text: &str) -> Vec<Case> {
 
 fn setup(kind: &str) -> Net {
     let mut net = Net::new();
+    // The capture disables IPv6 in the namespace but for `up6`.
+    net.l3.ipv6 = kind == "up6";
     if kind != "none" {
         let w = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
         assert_eq!(
@@ -104,9 +106,13 @@ fn setup(kind: &str) -> Net {
             .code,
             0
         );
-        if kind == "up" {
+        if kind == "up" || kind == "up6" {
             assert_eq!(ip::run(&mut net, &w("link set dev v0 up")).code, 0);
             assert_eq!(ip::run(&mut net, &w("link set dev v1 up")).code, 0);
+        }
+        if kind == "up6" {
+            // The capture's 3 s for duplicate address detection.
+            net.now += sluice_core::time::Duration::from_millis(3000);
         }
     }
     net
