@@ -942,7 +942,11 @@ fn local_routes(net: &Net, v6: bool) -> Vec<Listed> {
         };
     if !v6 {
         for x in net.l3.addrs.iter().filter(|x| x.addr.is_ipv4()) {
-            let Some(d) = up(x.ifindex) else { continue };
+            // `local` routes stay while the device is down; broadcast ones
+            // come and go with it.
+            let Some(d) = net.devices.iter().find(|d| d.ifindex == x.ifindex) else {
+                continue;
+            };
             let IpAddr::V4(a4) = x.addr else { continue };
             // The primary of the subnet is every such route's source.
             let prim = net
@@ -963,21 +967,22 @@ fn local_routes(net: &Net, v6: bool) -> Vec<Listed> {
                 })
             };
             add("local", x.addr, 32, SCOPE_HOST);
+            if !x.secondary && x.plen < 32 && d.kind == DevKind::Loopback && !x.noprefixroute {
+                add("local", x.subnet(), x.plen, SCOPE_HOST);
+            }
+            if !d.up {
+                continue;
+            }
             if let Some(b) = x.brd.filter(|b| *b != Ipv4Addr::BROADCAST) {
                 add("broadcast", IpAddr::V4(b), 32, SCOPE_LINK);
             }
-            if !x.secondary && x.plen < 32 {
-                if d.kind == DevKind::Loopback && !x.noprefixroute {
-                    add("local", x.subnet(), x.plen, SCOPE_HOST);
-                }
-                if x.plen < 31 {
-                    add(
-                        "broadcast",
-                        IpAddr::V4(broadcast(a4, x.plen)),
-                        32,
-                        SCOPE_LINK,
-                    );
-                }
+            if !x.secondary && x.plen < 31 {
+                add(
+                    "broadcast",
+                    IpAddr::V4(broadcast(a4, x.plen)),
+                    32,
+                    SCOPE_LINK,
+                );
             }
         }
         v.dedup_by(|a, b| a.route == b.route && a.kind == b.kind);
@@ -995,7 +1000,6 @@ fn local_routes(net: &Net, v6: bool) -> Vec<Listed> {
             for d in net
                 .devices
                 .iter()
-                .rev()
                 .filter(|d| d.up && d.kind != DevKind::Loopback)
             {
                 if net.l3.of(d.ifindex).any(|x| x.addr.is_ipv6()) {
