@@ -81,13 +81,16 @@ pub fn tc_parser(data: &[u8]) {
 }
 
 /// `ip_parser`: each line is an `ip` command run against a fresh namespace;
-/// then `ip link show`, and a tc listing of every device. Must never panic.
+/// then `ip link show`, the addresses and routes in every form, and a tc
+/// listing of every device. Must never panic.
 pub fn ip_parser(data: &[u8]) {
     let mut net = Net::new();
     for argv in commands(data) {
         ip::run(&mut net, &argv);
     }
-    ip::run(&mut net, &words("link show"));
+    for show in ["link show", "-j addr", "-br -o addr", "route show table all", "-6 -j route show table all"] {
+        ip::run(&mut net, &words(show));
+    }
     run_tc(&mut net, &words("-s -d qdisc show"));
     let names: Vec<String> = net.devices.iter().map(|d| d.info.name.clone()).collect();
     for n in names {
