@@ -88,7 +88,13 @@ pub fn ip_parser(data: &[u8]) {
     for argv in commands(data) {
         ip::run(&mut net, &argv);
     }
-    for show in ["link show", "-j addr", "-br -o addr", "route show table all", "-6 -j route show table all"] {
+    for show in [
+        "link show",
+        "-j addr",
+        "-br -o addr",
+        "route show table all",
+        "-6 -j route show table all",
+    ] {
         ip::run(&mut net, &words(show));
     }
     run_tc(&mut net, &words("-s -d qdisc show"));

@@ -31,10 +31,21 @@ pub fn run(net: &mut Net, words: &[String]) -> Outcome {
     }
 }
 
+/// Where the object word of an `ip` command line is: after the options,
+/// `-f FAMILY` taking its value along.
+fn object_at(words: &[String]) -> usize {
+    let mut i = 0;
+    while i < words.len() && words[i].starts_with('-') {
+        let o = words[i].trim_start_matches('-');
+        i += if o == "f" || o == "family" { 2 } else { 1 };
+    }
+    i.min(words.len())
+}
+
 /// The object an `ip` command line names: "address", "route" or "link"
 /// (abbreviations resolved as ip does), or `None`.
 pub fn object(words: &[String]) -> Option<&'static str> {
-    let o = words.iter().find(|w| !w.starts_with('-'))?;
+    let o = words.get(object_at(words))?;
     ["address", "route", "link"]
         .into_iter()
         .find(|k| matches(o, k))
@@ -48,8 +59,8 @@ pub fn mutates(words: &[String]) -> bool {
         Some(_) => &["add", "delete", "set", "change"],
         None => &[],
     };
-    let mut w = words.iter().skip_while(|w| w.starts_with('-')).skip(1);
-    w.next()
+    words
+        .get(object_at(words) + 1)
         .is_some_and(|c| changes.iter().any(|x| matches(c, x)))
 }
 
@@ -59,9 +70,8 @@ pub fn mutates(words: &[String]) -> bool {
 /// those, for ingress shaping (its own devices stay as `sluice link up` set
 /// them).
 pub fn changes_only_ifb(net: &Net, words: &[String]) -> bool {
-    let w: Vec<&str> = words
+    let w: Vec<&str> = words[object_at(words)..]
         .iter()
-        .skip_while(|w| w.starts_with('-'))
         .skip(1)
         .map(String::as_str)
         .collect();
@@ -103,7 +113,7 @@ fn dispatch(net: &mut Net, words: &[String], out: &mut String, notes: &mut Strin
     // not change how links are shown are accepted and ignored); a later
     // word may start with '-' (`txqueuelen -1`).
     let mut opts = ShowOpts::default();
-    let n = words.iter().take_while(|w| w.starts_with('-')).count();
+    let n = object_at(words);
     let mut i = 0;
     while i < n {
         let w = words[i].trim_start_matches('-');
@@ -453,7 +463,8 @@ pub(crate) fn show_link(
     let mut flags = vec![];
     match d.kind {
         DevKind::Loopback => flags.push("LOOPBACK"),
-        DevKind::Ifb => flags.extend(["BROADCAST", "NOARP"]),
+        // dummy_setup and ifb_setup: no ARP, no multicast.
+        DevKind::Ifb | DevKind::Dummy => flags.extend(["BROADCAST", "NOARP"]),
         DevKind::Tun => flags.extend(["POINTOPOINT", "MULTICAST", "NOARP"]),
         _ => flags.extend(["BROADCAST", "MULTICAST"]),
     }
@@ -480,8 +491,12 @@ pub(crate) fn show_link(
     } else {
         d.root.kind().to_string()
     };
-    // Loopback, ifb and TUN devices report no carrier state (operstate unknown).
-    let state = if matches!(d.kind, DevKind::Loopback | DevKind::Ifb | DevKind::Tun) {
+    // Loopback, dummy, ifb and TUN devices report no carrier state
+    // (operstate unknown).
+    let state = if matches!(
+        d.kind,
+        DevKind::Loopback | DevKind::Dummy | DevKind::Ifb | DevKind::Tun
+    ) {
         if d.up {
             "UNKNOWN"
         } else {
@@ -705,6 +720,47 @@ mod tests {
     fn ip(net: &mut Net, line: &str) -> Outcome {
         let words: Vec<String> = line.split_whitespace().map(String::from).collect();
         run(net, &words)
+    }
+
+    /// What the state directory logs (and so replays): commands that change
+    /// links, addresses or routes, whatever options come first.
+    #[test]
+    fn mutates_finds_the_command_after_the_options() {
+        let w = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
+        for (line, changes) in [
+            ("addr add 10.0.0.1/24 dev v0", true),
+            ("-f inet a del 10.0.0.1/24 dev v0", true),
+            ("-4 addr flush dev v0", true),
+            ("-j -6 addr show", false),
+            ("r a default via 10.0.0.254", true),
+            ("-f inet6 route append 2001:db8::/64 dev v0", true),
+            ("route get 10.0.0.1", false),
+            ("-br link show", false),
+            ("l s v0 up", true),
+            ("neigh add 10.0.0.2 dev v0", false),
+        ] {
+            assert_eq!(mutates(&w(line)), changes, "{line}");
+        }
+        assert_eq!(object(&w("-f inet6 r")), Some("route"));
+    }
+
+    /// dummy_setup: `IFF_NOARP` and no multicast; no carrier state (as
+    /// printed by Linux 6.x with iproute2 6.x: `<BROADCAST,NOARP,UP,LOWER_UP>
+    /// mtu 1500 qdisc noqueue state UNKNOWN`; this machine has no dummy
+    /// driver to capture from).
+    #[test]
+    fn a_dummy_device_has_no_arp_and_an_unknown_state() {
+        let mut net = Net::new();
+        assert_eq!(ip(&mut net, "link add d0 type dummy").code, 0);
+        assert_eq!(
+            first_line(&ip(&mut net, "link show d0")),
+            "2: d0: <BROADCAST,NOARP> mtu 1500 qdisc noop state DOWN mode DEFAULT group default qlen 1000"
+        );
+        assert_eq!(ip(&mut net, "link set d0 up").code, 0);
+        assert_eq!(
+            first_line(&ip(&mut net, "link show d0")),
+            "2: d0: <BROADCAST,NOARP,UP,LOWER_UP> mtu 1500 qdisc noqueue state UNKNOWN mode DEFAULT group default qlen 1000"
+        );
     }
 
     /// Without its MAC address (random in the kernel, derived from the index here).

@@ -173,6 +173,7 @@ LIFETIME := [ valid_lft LFT ] [ preferred_lft LFT ]
 LFT := forever | SECONDS";
 
 /// What `ip address add/del` was given.
+#[derive(Default)]
 struct AddrArgs {
     local: Option<(IpAddr, u8, bool)>,
     dev: Option<String>,
@@ -184,15 +185,7 @@ struct AddrArgs {
 }
 
 fn addr_args(opts: &ShowOpts, a: &mut Args) -> CmdResult<AddrArgs> {
-    let mut r = AddrArgs {
-        local: None,
-        dev: None,
-        label: None,
-        brd: None,
-        scope: None,
-        nodad: false,
-        noprefixroute: false,
-    };
+    let mut r = AddrArgs::default();
     while let Some(w) = a.next() {
         match w {
             "peer" | "remote" | "anycast" => {
