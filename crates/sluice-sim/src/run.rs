@@ -199,6 +199,13 @@ pub fn build_with(
                     Ok((opts, rest)) => tc::run(net, &opts, &rest),
                     Err(o) => o,
                 },
+                Some("ip") if ip::object(&words[1..]).is_some_and(|o| o != "link") => {
+                    return Err(format!(
+                        "node {}: `{line}`: a simulated node's address and routes come from \
+                         the scenario (its `addr` and the links), not from ip address/route",
+                        n.name
+                    ))
+                }
                 Some("ip") => ip::run(net, &words[1..]),
                 Some("iptables") => sluice_tc::iptables::run(net, &words[1..]),
                 _ => {

@@ -335,3 +335,28 @@ fn absurd_numbers_are_errors_not_panics() {
     let late = path("1mbit", "1ms", "pfifo", 0.0, "[[workload]]\ntype = \"tcp\"\nfrom = \"s\"\nto = \"d\"\ncount = 4\nstagger = \"9000000000s\"", 1);
     assert!(build(&late, &late.vars_for(None, &no_overrides())).is_ok());
 }
+
+#[test]
+fn ip_address_and_route_lines_are_refused_not_ignored() {
+    // The topology gives simulated nodes their addresses and routes; an
+    // `ip address`/`ip route` line would change nothing there, so a
+    // scenario holding one says so instead of running as if it had worked.
+    for line in [
+        "ip addr add 10.0.0.9/24 dev eth0",
+        "ip -4 route add default via 10.0.0.254",
+    ] {
+        let sc = path("1mbit", "1ms", "pfifo", 0.0, "", 1);
+        let mut sc = sc;
+        sc.nodes[0].tc.push(line.to_string());
+        let err = build(&sc, &sc.vars_for(None, &no_overrides()))
+            .err()
+            .expect("refused");
+        assert!(err.contains("come from the scenario"), "{err}");
+    }
+    // `ip link` lines still run.
+    let mut sc = path("1mbit", "1ms", "pfifo", 0.0, "", 1);
+    sc.nodes[0]
+        .tc
+        .push("ip link set dev eth0 txqueuelen 50".to_string());
+    assert!(build(&sc, &sc.vars_for(None, &no_overrides())).is_ok());
+}
