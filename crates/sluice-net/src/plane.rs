@@ -528,17 +528,23 @@ impl Plane {
                     break;
                 }
                 guard += 1;
-                let f = &mut self.ifbs[i];
-                f.port
-                    .advance(&mut self.net.devices[dev], t, &mut f.scratch);
-                let mut done = std::mem::take(&mut f.scratch);
-                for (at, pkt) in done.drain(..) {
-                    self.back_from_ifb(pkt, at);
-                }
-                self.ifbs[i].scratch = done;
+                self.advance_ifb(i, dev, t);
             }
             i += 1;
         }
+    }
+
+    /// Advance ifb port `i` (of device index `dev`) to `t`, sending what
+    /// leaves it back where it came from.
+    fn advance_ifb(&mut self, i: usize, dev: usize, t: Time) {
+        let f = &mut self.ifbs[i];
+        f.port
+            .advance(&mut self.net.devices[dev], t, &mut f.scratch);
+        let mut done = std::mem::take(&mut f.scratch);
+        for (at, pkt) in done.drain(..) {
+            self.back_from_ifb(pkt, at);
+        }
+        self.ifbs[i].scratch = done;
     }
 
     /// When [`Plane::poll`] next has something to do.
@@ -554,9 +560,9 @@ impl Plane {
             .min()
     }
 
-    /// Take up a policy change: restart both ports (a new qdisc may hold
-    /// packets or no longer be throttled) and note whether the netfilter
-    /// hooks now have anything to do.
+    /// Take up a policy change: restart both ports and the ifb devices'
+    /// (a new qdisc may hold packets or no longer be throttled) and note
+    /// whether the netfilter hooks and mirred now have anything to do.
     pub fn kick(&mut self, now: Time) {
         self.netfilter_active = !self.net.netfilter.is_idle();
         self.mirred_active = self.net.actions.has_kind("mirred");
@@ -565,6 +571,12 @@ impl Plane {
             let st = &mut self.dirs[dir as usize];
             st.port.advance(egress, now, &mut st.scratch);
             st.take_departures();
+        }
+        for i in 0..self.ifbs.len() {
+            let ifindex = self.ifbs[i].ifindex;
+            if let Some(dev) = self.net.devices.iter().position(|d| d.ifindex == ifindex) {
+                self.advance_ifb(i, dev, now);
+            }
         }
     }
 
@@ -1210,6 +1222,41 @@ mod tests {
         plane.input(Dir::BA, &ipv4(1000), Time(2_000_000_000));
         let got = run(&mut plane, Time(3_000_000_000));
         assert_eq!(got, vec![(Time(2_000_000_000), Dir::BA, 1000)]);
+    }
+
+    #[test]
+    fn a_live_change_of_an_ifb_shaper_takes_effect_at_once() {
+        // 8 kbit/s: 1000 bytes a second, so four of five packets wait.
+        let mut plane = Plane::new(wire(0, 0), wire(0, 0), 1500);
+        setup(
+            &mut plane,
+            &[
+                "ip link add ifb0 type ifb",
+                "ip link set dev ifb0 up",
+                "tc qdisc add dev b0 handle ffff: ingress",
+                "tc filter add dev b0 parent ffff: protocol ip u32 match u32 0 0 \
+                 action mirred egress redirect dev ifb0",
+                "tc qdisc add dev ifb0 root tbf rate 8kbit burst 1500 limit 100000",
+            ],
+        );
+        for _ in 0..5 {
+            plane.input(Dir::AB, &ipv4(1000), Time(0));
+        }
+        let mut got = run(&mut plane, Time(10_000_000));
+        assert_eq!(got.len(), 1);
+        // At 10 ms the shaper goes to 80 Mbit/s: the rest leave within
+        // 4000 bytes' time at the new rate (0.4 ms), not at the old pace.
+        let words: Vec<String> =
+            "qdisc change dev ifb0 root tbf rate 80mbit burst 1500 limit 100000"
+                .split(' ')
+                .map(String::from)
+                .collect();
+        let o = sluice_tc::tc::run(&mut plane.net, &Default::default(), &words);
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        plane.kick(Time(10_000_000));
+        got.extend(run(&mut plane, Time(1_000_000_000)));
+        assert_eq!(got.len(), 5, "{got:?}");
+        assert!(got[4].0 .0 <= 10_500_000, "{got:?}");
     }
 
     #[test]
