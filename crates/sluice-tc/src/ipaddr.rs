@@ -3,7 +3,7 @@
 //! kernel would, print as iproute2 6.1 prints (`print_addrinfo`,
 //! `print_route`).
 
-use crate::args::{matches, Args, CmdResult, Fail};
+use crate::args::{invarg, matches, Args, CmdResult, Fail};
 use crate::ip::{show_link, ShowOpts};
 use crate::l3::{
     self, broadcast, covers, network, Dad, IfAddr, Route, PROTO_BOOT, PROTO_KERNEL, SCOPE_GLOBAL,
@@ -97,6 +97,17 @@ fn invalid_prefix(w: &str) -> Fail {
         1,
         format!("Error: any valid prefix is expected rather than \"{w}\"."),
     )
+}
+
+/// `get_addr`: an address of the family (any when 0).
+fn inet_address(w: &str, family: u8) -> CmdResult<IpAddr> {
+    match prefix(w, family) {
+        Some((x, _, false)) => Ok(x),
+        _ => Err(Fail::new(
+            1,
+            format!("Error: inet address is expected rather than \"{w}\"."),
+        )),
+    }
 }
 
 fn no_device(name: &str) -> Fail {
@@ -197,12 +208,7 @@ fn addr_args(opts: &ShowOpts, a: &mut Args) -> CmdResult<AddrArgs> {
             "broadcast" | "brd" => r.brd = Some(a.value()?.to_string()),
             "scope" => {
                 let v = a.value()?;
-                r.scope = Some(scope_parse(v).ok_or_else(|| {
-                    Fail::new(
-                        255,
-                        format!("Error: argument \"{v}\" is wrong: invalid scope value."),
-                    )
-                })?);
+                r.scope = Some(scope_parse(v).ok_or_else(|| invarg("invalid scope value.", v))?);
             }
             "dev" => r.dev = Some(a.value()?.to_string()),
             "label" => r.label = Some(a.value()?.to_string()),
@@ -268,12 +274,10 @@ fn addr_modify(net: &mut Net, opts: ShowOpts, a: &mut Args, replace: bool) -> Cm
                 Ipv4Addr::from(u32::from(v4) & !(u32::MAX >> plen))
             }
         }),
-        (Some(b), _) => Some(b.parse().map_err(|_| {
-            Fail::new(
-                1,
-                format!("Error: inet address is expected rather than \"{b}\"."),
-            )
-        })?),
+        (Some(b), _) => match inet_address(b, 4)? {
+            IpAddr::V4(v) => Some(v),
+            IpAddr::V6(_) => None,
+        },
     };
     // iproute2's default_scope: loopback addresses are host-scoped.
     let scope = r.scope.unwrap_or(match addr {
@@ -399,13 +403,13 @@ fn addr_filter(a: &mut Args) -> CmdResult<AddrFilter> {
             "up" => f.up = true,
             "type" => f.kind = Some(a.value()?.to_string()),
             "scope" => {
+                // `all` is no filter.
                 let v = a.value()?;
-                f.scope = Some(scope_parse(v).ok_or_else(|| {
-                    Fail::new(
-                        255,
-                        format!("Error: argument \"{v}\" is wrong: invalid \"scope\"\n"),
-                    )
-                })?);
+                f.scope = match scope_parse(v) {
+                    Some(x) => Some(x),
+                    None if v == "all" => None,
+                    None => return Err(invarg("invalid \"scope\"\n\n", v)),
+                };
             }
             "label" => f.label = Some(a.value()?.to_string()),
             "primary" => f.primary = Some(true),
@@ -595,6 +599,8 @@ pub(crate) fn route(net: &mut Net, opts: ShowOpts, a: &mut Args, out: &mut Strin
         route_delete(net, opts, a)
     } else if matches(cmd, "show") || matches(cmd, "list") || matches(cmd, "lst") {
         route_show(net, opts, a, out)
+    } else if matches(cmd, "help") {
+        Err(Fail::new(255, ROUTE_USAGE))
     } else if matches(cmd, "flush")
         || matches(cmd, "get")
         || matches(cmd, "save")
@@ -611,6 +617,9 @@ pub(crate) fn route(net: &mut Net, opts: ShowOpts, a: &mut Args, out: &mut Strin
         ))
     }
 }
+
+/// `ip route help` (iproute2 6.1's text).
+const ROUTE_USAGE: &str = include_str!("ip_route_usage.txt");
 
 /// What `ip route add/del/show` was given.
 #[derive(Default)]
@@ -632,55 +641,25 @@ fn route_args(opts: &ShowOpts, a: &mut Args, show: bool) -> CmdResult<RouteArgs>
         match w {
             "via" => {
                 let v = a.value()?;
-                r.via = Some(match prefix(v, opts.family) {
-                    Some((x, _, false)) => x,
-                    _ => {
-                        return Err(Fail::new(
-                            1,
-                            format!("Error: inet prefix is expected rather than \"{v}\"."),
-                        ))
-                    }
-                });
+                r.via = Some(inet_address(v, opts.family)?);
             }
             "dev" | "oif" => r.dev = Some(a.value()?.to_string()),
             "metric" | "priority" | "preference" => {
                 let v = a.value()?;
-                r.metric = Some(v.parse().map_err(|_| {
-                    Fail::new(
-                        255,
-                        format!("Error: argument \"{v}\" is wrong: \"metric\" value is invalid\n"),
-                    )
-                })?);
+                let bad = || invarg("\"metric\" value is invalid\n\n", v);
+                r.metric = Some(v.parse().map_err(|_| bad())?);
             }
             "proto" | "protocol" => {
                 let v = a.value()?;
-                r.proto = Some(proto_parse(v).ok_or_else(|| {
-                    Fail::new(
-                        255,
-                        format!(
-                            "Error: argument \"{v}\" is wrong: \"protocol\" value is invalid\n"
-                        ),
-                    )
-                })?);
+                let bad = || invarg("\"protocol\" value is invalid\n\n", v);
+                r.proto = Some(proto_parse(v).ok_or_else(bad)?);
             }
             "scope" => {
                 let v = a.value()?;
-                r.scope = Some(scope_parse(v).ok_or_else(|| {
-                    Fail::new(
-                        255,
-                        format!("Error: argument \"{v}\" is wrong: invalid \"scope\" value\n"),
-                    )
-                })?);
+                r.scope =
+                    Some(scope_parse(v).ok_or_else(|| invarg("invalid \"scope\" value\n\n", v))?);
             }
-            "src" => {
-                let v = a.value()?;
-                r.src = Some(v.parse().map_err(|_| {
-                    Fail::new(
-                        1,
-                        format!("Error: inet address is expected rather than \"{v}\"."),
-                    )
-                })?);
-            }
+            "src" => r.src = Some(inet_address(a.value()?, opts.family)?),
             "table" => r.table = Some(a.value()?.to_string()),
             "unicast" | "to" => {}
             w => {
@@ -741,10 +720,7 @@ fn check_table(r: &RouteArgs) -> CmdResult {
 fn route_modify(net: &mut Net, opts: ShowOpts, a: &mut Args, cmd: &str) -> CmdResult {
     let r = route_args(&opts, a, false)?;
     if r.dst.is_none() && !r.default {
-        return Err(Fail::new(
-            255,
-            "Error: either \"to\" is duplicate, or \"\" is a garbage.",
-        ));
+        return Err(Fail::new(255, ROUTE_USAGE));
     }
     check_table(&r)?;
     let (dst, plen) = dst_of(&r, &opts);
