@@ -1169,6 +1169,16 @@ mod tests {
         plane.kick(Time(0));
     }
 
+    /// ifb0, up.
+    const IFB0_UP: [&str; 2] = ["ip link add ifb0 type ifb", "ip link set dev ifb0 up"];
+
+    /// Every IPv4 packet arriving at b0 redirected to ifb0.
+    const B0_TO_IFB0: [&str; 2] = [
+        "tc qdisc add dev b0 handle ffff: ingress",
+        "tc filter add dev b0 parent ffff: protocol ip u32 match u32 0 0 \
+         action mirred egress redirect dev ifb0",
+    ];
+
     fn tc_show(plane: &mut Plane, args: &str) -> String {
         let words: Vec<String> = args.split(' ').map(String::from).collect();
         let opts = sluice_tc::tc::parse_global(&words).unwrap().0;
@@ -1197,16 +1207,11 @@ mod tests {
     #[test]
     fn ingress_shaping_through_an_ifb_device_paces_what_side_b_receives() {
         let mut plane = Plane::new(wire(0, 0), wire(0, 0), 1500);
+        setup(&mut plane, &IFB0_UP);
+        setup(&mut plane, &B0_TO_IFB0);
         setup(
             &mut plane,
-            &[
-                "ip link add ifb0 type ifb",
-                "ip link set dev ifb0 up",
-                "tc qdisc add dev b0 handle ffff: ingress",
-                "tc filter add dev b0 parent ffff: protocol ip u32 match u32 0 0 \
-                 action mirred egress redirect dev ifb0",
-                "tc qdisc add dev ifb0 root tbf rate 8mbit burst 1500 limit 100000",
-            ],
+            &["tc qdisc add dev ifb0 root tbf rate 8mbit burst 1500 limit 100000"],
         );
         for _ in 0..50 {
             plane.input(Dir::AB, &ipv4(1000), Time(0));
@@ -1228,16 +1233,11 @@ mod tests {
     fn a_live_change_of_an_ifb_shaper_takes_effect_at_once() {
         // 8 kbit/s: 1000 bytes a second, so four of five packets wait.
         let mut plane = Plane::new(wire(0, 0), wire(0, 0), 1500);
+        setup(&mut plane, &IFB0_UP);
+        setup(&mut plane, &B0_TO_IFB0);
         setup(
             &mut plane,
-            &[
-                "ip link add ifb0 type ifb",
-                "ip link set dev ifb0 up",
-                "tc qdisc add dev b0 handle ffff: ingress",
-                "tc filter add dev b0 parent ffff: protocol ip u32 match u32 0 0 \
-                 action mirred egress redirect dev ifb0",
-                "tc qdisc add dev ifb0 root tbf rate 8kbit burst 1500 limit 100000",
-            ],
+            &["tc qdisc add dev ifb0 root tbf rate 8kbit burst 1500 limit 100000"],
         );
         for _ in 0..5 {
             plane.input(Dir::AB, &ipv4(1000), Time(0));
@@ -1264,11 +1264,10 @@ mod tests {
         // The packet returns to a0's egress with its first actions skipped
         // (`tc_skip_classify`), so the filter does not send it round again.
         let mut plane = Plane::new(wire(0, 0), wire(0, 0), 1500);
+        setup(&mut plane, &IFB0_UP);
         setup(
             &mut plane,
             &[
-                "ip link add ifb0 type ifb",
-                "ip link set dev ifb0 up",
                 "tc qdisc add dev a0 root handle 1: prio",
                 "tc filter add dev a0 parent 1: protocol ip u32 match u32 0 0 \
                  action mirred egress redirect dev ifb0",
@@ -1288,15 +1287,8 @@ mod tests {
     #[test]
     fn mirred_to_a_down_device_or_round_a_loop_drops() {
         let mut plane = Plane::new(wire(0, 0), wire(0, 0), 1500);
-        setup(
-            &mut plane,
-            &[
-                "ip link add ifb0 type ifb",
-                "tc qdisc add dev b0 handle ffff: ingress",
-                "tc filter add dev b0 parent ffff: protocol ip u32 match u32 0 0 \
-                 action mirred egress redirect dev ifb0",
-            ],
-        );
+        setup(&mut plane, &IFB0_UP[..1]);
+        setup(&mut plane, &B0_TO_IFB0);
         plane.input(Dir::AB, &ipv4(100), Time(0));
         assert!(run(&mut plane, Time(1_000_000)).is_empty());
         assert_eq!(plane.mirred_drops(), 1, "ifb0 is down");

@@ -493,19 +493,8 @@ fn ingress_shaping_through_an_ifb_device_paces_a_download() {
         args.extend(words);
         l.ok(&args);
     }
-    let goodput = bulk_tcp(&l.path(), 4.0, window_for(5e6));
-    let expect = 5e6 * 1448.0 / 1500.0;
-    let ratio = goodput / expect;
-    eprintln!(
-        "ifb tbf 5mbit: goodput {:.3} Mbit/s ({:.1}% of {:.3})",
-        goodput / 1e6,
-        ratio * 100.0,
-        expect / 1e6
-    );
-    assert!(
-        (0.98..=1.02).contains(&ratio),
-        "goodput {goodput} vs {expect}"
-    );
+    let ratio = goodput_ratio("ifb tbf 5mbit", &l.path(), 5e6, 1500.0);
+    assert!((0.98..=1.02).contains(&ratio), "goodput ratio {ratio}");
     // Every byte the filter redirected went through ifb0's shaper or waits
     // in it (one batch: both read at the same moment), and none was dropped:
     // the window (31 kB) is under the shaper's queue (72.5 kB). Bytes, not
