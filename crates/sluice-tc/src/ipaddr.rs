@@ -298,11 +298,9 @@ fn addr_modify(net: &mut Net, opts: ShowOpts, a: &mut Args, replace: bool) -> Cm
                 Fail::new(2, "Error: ipv6: address already assigned.")
             });
         }
-        let x = &mut net.l3.addrs[i];
-        x.brd = brd;
-        if let Some(l) = r.label {
-            x.label = l;
-        }
+        // Replacing an existing address changes only its lifetimes and
+        // metric, which sluice keeps at forever and none.
+        let _ = i;
         return Ok(());
     }
     if !net.l3.ipv6 && addr.is_ipv6() {
@@ -592,6 +590,7 @@ pub(crate) fn route(net: &mut Net, opts: ShowOpts, a: &mut Args, out: &mut Strin
         || matches(cmd, "change")
         || cmd == "chg"
         || matches(cmd, "replace")
+        || matches(cmd, "prepend")
         || matches(cmd, "append")
     {
         route_modify(net, opts, a, cmd)
@@ -790,7 +789,7 @@ fn route_modify(net: &mut Net, opts: ShowOpts, a: &mut Args, cmd: &str) -> CmdRe
         None if matches(cmd, "change") => {
             return Err(Fail::new(2, "RTNETLINK answers: No such file or directory"))
         }
-        _ => net.l3.routes.push(route),
+        _ => net.l3.insert_route(route, matches(cmd, "prepend")),
     }
     Ok(())
 }
@@ -878,16 +877,13 @@ fn all_routes(net: &Net, v6: bool) -> Vec<Route> {
             .cloned()
             .collect()
     };
+    // The stored routes are in order already; the derived ones join them.
     let key = |r: &Route| -> (u128, u8, u32) {
         let d = match r.dst {
             IpAddr::V4(a) => u32::from(a) as u128,
             IpAddr::V6(a) => u128::from(a),
         };
-        if v6 {
-            (d, 128 - r.plen, r.metric)
-        } else {
-            (d, 32 - r.plen, r.metric)
-        }
+        (d, u8::MAX - r.plen, r.metric)
     };
     v.sort_by_key(key);
     v
@@ -1041,21 +1037,38 @@ fn route_show(net: &mut Net, opts: ShowOpts, a: &mut Args, out: &mut String) -> 
                 || r.dst
                     .is_some_and(|(d, p)| !(x.plen == p && x.dst == network(d, p)))
                 || r.proto.is_some_and(|p| p != x.proto)
+                || r.scope.is_some_and(|sc| sc != x.scope)
             {
                 continue;
             }
             let Some(d) = net.devices.iter().find(|d| d.ifindex == x.ifindex) else {
                 continue;
             };
-            print_route(net, &l, d, dev.is_some(), main && local, &mut o);
+            // What a filter fixes is not printed.
+            let omit = Omit {
+                dev: dev.is_some(),
+                proto: r.proto.is_some(),
+                scope: r.scope.is_some(),
+                table: !(main && local),
+            };
+            print_route(net, &l, d, omit, &mut o);
         }
     }
     out.push_str(&o.finish());
     Ok(())
 }
 
+/// The fields `ip route show` leaves out because its filter fixes them.
+#[derive(Clone, Copy)]
+struct Omit {
+    dev: bool,
+    proto: bool,
+    scope: bool,
+    table: bool,
+}
+
 /// `print_route` for one route.
-fn print_route(net: &Net, l: &Listed, d: &Device, dev_filtered: bool, all: bool, o: &mut Out) {
+fn print_route(net: &Net, l: &Listed, d: &Device, omit: Omit, o: &mut Out) {
     let x = &l.route;
     let v6 = x.dst.is_ipv6();
     o.open("");
@@ -1073,7 +1086,7 @@ fn print_route(net: &Net, l: &Listed, d: &Device, dev_filtered: bool, all: bool,
     if let Some(g) = x.via {
         o.str(To::Any, "gateway", &format!("via {g} "), &g.to_string());
     }
-    if !dev_filtered {
+    if !omit.dev {
         o.str(
             To::Any,
             "dev",
@@ -1081,14 +1094,14 @@ fn print_route(net: &Net, l: &Listed, d: &Device, dev_filtered: bool, all: bool,
             &d.info.name,
         );
     }
-    if l.local_table && all {
+    if l.local_table && !omit.table {
         o.str(To::Any, "table", "table local ", "local");
     }
-    if x.proto != PROTO_BOOT {
+    if x.proto != PROTO_BOOT && !omit.proto {
         let p = proto_name(x.proto);
         o.str(To::Any, "protocol", &format!("proto {p} "), &p);
     }
-    if x.scope != SCOPE_GLOBAL {
+    if x.scope != SCOPE_GLOBAL && !omit.scope {
         let s = scope_name(x.scope);
         o.str(To::Any, "scope", &format!("scope {s} "), &s);
     }

@@ -143,7 +143,8 @@ pub struct L3 {
     /// Addresses, each device's IPv4 ones in the kernel's list order, then
     /// IPv6 ones in theirs.
     pub addrs: Vec<IfAddr>,
-    /// Main-table routes in insertion order (listing sorts them).
+    /// Main-table routes, in the order the kernel lists them
+    /// ([`L3::insert_route`]).
     pub routes: Vec<Route>,
     /// IPv6 enabled (`net.ipv6.conf.*.disable_ipv6=0`, the default).
     pub ipv6: bool,
@@ -316,12 +317,32 @@ impl L3 {
         }
     }
 
+    /// Add a route where the kernel's dump would list it: by family, then
+    /// destination, longer prefixes first, then metric; among routes with
+    /// all three the same, last (`append`) or first (`prepend`).
+    pub fn insert_route(&mut self, r: Route, first: bool) {
+        let key = |x: &Route| -> (bool, u128, u8, u32) {
+            let d = match x.dst {
+                IpAddr::V4(a) => u32::from(a) as u128,
+                IpAddr::V6(a) => u128::from(a),
+            };
+            (x.dst.is_ipv6(), d, u8::MAX - x.plen, x.metric)
+        };
+        let k = key(&r);
+        let at = if first {
+            self.routes.iter().position(|x| key(x) >= k)
+        } else {
+            self.routes.iter().position(|x| key(x) > k)
+        };
+        self.routes.insert(at.unwrap_or(self.routes.len()), r);
+    }
+
     /// The kernel's subnet route for an IPv4 primary on an up device
     /// (`fib_add_ifaddr`; on `lo` it is a `local` route, in the local table).
     pub fn add_subnet_route(&mut self, a: &IfAddr, d: &Device) {
         let main = d.up && d.kind != DevKind::Loopback;
         if main && a.addr.is_ipv4() && !a.secondary && a.plen < 32 && !a.noprefixroute {
-            self.routes.push(Route {
+            let r = Route {
                 dst: a.subnet(),
                 plen: a.plen,
                 via: None,
@@ -330,7 +351,8 @@ impl L3 {
                 scope: SCOPE_LINK,
                 src: Some(a.addr),
                 metric: 0,
-            });
+            };
+            self.insert_route(r, false);
         }
     }
 
