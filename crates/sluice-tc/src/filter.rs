@@ -315,7 +315,7 @@ fn modify(net: &mut Net, a: &mut Args, cmd: Modify) -> CmdResult {
         }
     }
     let parsed = match c.kind {
-        Some(k) => f::parse(k, c.handle, a)?,
+        Some(k) => f::parse(k, c.handle, protocol, a)?,
         None => {
             if c.handle.is_some() {
                 return Err(Fail::new(
@@ -556,7 +556,7 @@ fn get(net: &mut Net, opts: &Opts, a: &mut Args, chain_get: bool, out: &mut Out)
     let mut parsed = f::Parsed::default();
     if let (false, Some(k)) = (chain_get, c.kind) {
         let mut rest = a.clone();
-        parsed = f::parse(k, c.handle, &mut rest)?;
+        parsed = f::parse(k, c.handle, c.protocol.unwrap_or(0), &mut rest)?;
     }
     if c.handle.is_none() && !chain_get {
         return Err(Fail::new(255, "Must specify filter \"handle\""));

@@ -1005,6 +1005,19 @@ fn filter_input(kind: &str, elem: &str) -> String {
                 s.push(format!("classid {}", t[i]));
                 i += 1;
             }
+            // flower: the EtherType is the filter's protocol; the rest
+            // reads back as printed, ICMP's under their input names.
+            "eth_type" => i += 1,
+            "icmp_type" | "icmp_code" => {
+                s.push(format!("{} {}", &w[5..], t[i]));
+                i += 1;
+            }
+            "ip_proto" | "ip_tos" | "ip_ttl" | "dst_ip" | "src_ip" | "dst_port" | "src_port"
+            | "tcp_flags" | "ip_flags" | "indev" => {
+                s.push(format!("{w} {}", t[i]));
+                i += 1;
+            }
+            "skip_hw" => s.push(w.to_string()),
             "match" => {
                 // match 00100000/00ff0000 at 0
                 let (v, m) = t[i].split_once('/').unwrap();
@@ -1212,6 +1225,22 @@ fn matchall_filters_round_trip() {
 }
 
 #[test]
+fn flower_filters_round_trip() {
+    filter_trip(&[
+        "filter add dev DEV parent ffff: protocol ip pref 1 flower ip_proto tcp \
+         dst_ip 10.0.0.1/8 src_ip 192.168.1.1 dst_port 80 src_port 1000-2000 tcp_flags 2/12 \
+         classid 1:10 action drop",
+        "filter add dev DEV parent ffff: protocol ip pref 1 handle 0x10 flower ip_proto udp \
+         ip_tos 31/fc ip_ttl 0x40 dst_port 53/0xff00 ip_flags nofrag indev DEV skip_hw",
+        "filter add dev DEV parent 1: protocol ip pref 2 flower ip_proto icmp type 8 code 0/240 \
+         classid 1:10 action police rate 1mbit burst 10k drop",
+        "filter add dev DEV parent 1: protocol ipv6 pref 3 flower ip_proto icmpv6 \
+         dst_ip 2001:db8::1 src_ip 2001:db8::/32 type 128 ip_flags frag/nofirstfrag",
+        "filter add dev DEV parent 1: protocol ip pref 4 flower ip_proto 2f classid 1:10",
+    ]);
+}
+
+#[test]
 fn skbedit_actions_round_trip() {
     filter_trip(&[
         "filter add dev DEV parent 1: protocol ip prio 1 u32 match ip dst 10.0.0.1/32 \
@@ -1325,6 +1354,7 @@ const KINDS: &[&str] = &[
     "u32",
     "fw",
     "matchall",
+    "flower",
     "police",
     "gact",
     "skbedit",
@@ -1428,6 +1458,15 @@ const WORDS: &[&str] = &[
     "rehash",
     "penalty_rate",
     "admit_bytes",
+    "ip_proto",
+    "dst_ip",
+    "src_port",
+    "dst_port",
+    "tcp_flags",
+    "ip_flags",
+    "ip_tos",
+    "type",
+    "code",
     "DEV",
 ];
 const VALUES: &[&str] = &[
@@ -1469,6 +1508,13 @@ const VALUES: &[&str] = &[
     "nan",
     "",
     "1000000000000",
+    "tcp",
+    "icmp",
+    "2001:db8::/128",
+    "1000-2000",
+    "53/0xff00",
+    "0x2/12",
+    "frag/nofirstfrag",
 ];
 
 /// One pseudo-random tc command line: a plausible head, then a random mix

@@ -45,6 +45,7 @@ pub use crate::act;
 pub mod basic;
 pub mod ematch;
 pub mod flow;
+pub mod flower;
 pub mod fw;
 pub mod matchall;
 pub mod shared;
@@ -166,6 +167,7 @@ pub enum FilterOpts {
     U32(u32::U32Opts),
     Fw(fw::FwOpts),
     Matchall(matchall::MatchallOpts),
+    Flower(flower::FlowerOpts),
     Flow(flow::FlowOpts),
     Basic(basic::BasicOpts),
 }
@@ -177,6 +179,7 @@ impl FilterOpts {
             FilterOpts::U32(_) => "u32",
             FilterOpts::Fw(_) => "fw",
             FilterOpts::Matchall(_) => "matchall",
+            FilterOpts::Flower(_) => "flower",
             FilterOpts::Flow(_) => "flow",
             FilterOpts::Basic(_) => "basic",
         }
@@ -274,6 +277,7 @@ pub enum FilterElemOpts {
     U32(u32::U32KnodeDump),
     Fw(fw::FwDump),
     Matchall(matchall::MatchallDump),
+    Flower(flower::FlowerDump),
     Flow(flow::FlowDump),
     Basic(basic::BasicDump),
 }
@@ -353,6 +357,7 @@ fn create_classifier(kind: &str, prio: u16, env: &mut ClsEnv<'_>) -> TcResult<Bo
         "u32" => Box::new(u32::U32::new(prio, env)?),
         "fw" => Box::new(fw::Fw::new(env.qdisc)),
         "matchall" => Box::new(matchall::Matchall::default()),
+        "flower" => Box::new(flower::Flower::default()),
         "flow" => Box::new(flow::Flow::default()),
         "basic" => Box::new(basic::Basic::default()),
         _ => return Err(TcError::msg(Errno::ENOENT, "TC classifier not found")),
@@ -834,6 +839,11 @@ impl Block {
                 "u32" | "fw" | "matchall" => TcError::msg(
                     Errno::EOPNOTSUPP,
                     "Chain templates are not supported with specified classifier",
+                ),
+                // The kernel's flower has templates; sluice's has not yet.
+                "flower" => TcError::msg(
+                    Errno::EOPNOTSUPP,
+                    "sluice: flower chain templates are not supported",
                 ),
                 _ => TcError::msg(Errno::ENOENT, "TC classifier not found"),
             });

@@ -1,9 +1,9 @@
 //! Per-classifier syntax: parsing a filter's options from tc's words and
 //! printing a dumped element back, as iproute2's `f_<kind>.c` do. One file
-//! per kind sluice has ([`u32`], [`fw`], [`matchall`], [`flow`], [`basic`]),
+//! per kind sluice has ([`u32`], [`fw`], [`matchall`], [`flower`], [`flow`], [`basic`]),
 //! and the ematch expressions flow and basic share ([`ematch`]).
 //!
-//! Kinds iproute2 knows but sluice does not (flower, bpf, ...) have
+//! Kinds iproute2 knows but sluice does not (bpf, route, ...) have
 //! their options skipped: the kernel's answer, "TC classifier not found", is
 //! what a kernel without those modules gives. Kinds iproute2 does not know
 //! accept no options (`parse_nofopt`).
@@ -11,6 +11,7 @@
 pub(crate) mod basic;
 pub(crate) mod ematch;
 pub(crate) mod flow;
+pub(crate) mod flower;
 pub(crate) mod fw;
 pub(crate) mod matchall;
 pub(crate) mod u32;
@@ -39,14 +40,21 @@ pub(crate) struct FPrintCx {
 }
 
 /// Classifiers compiled into iproute2 6.1 that sluice does not have.
-const FOREIGN: [&str; 6] = ["bpf", "cgroup", "flower", "route", "rsvp", "tcindex"];
+const FOREIGN: [&str; 5] = ["bpf", "cgroup", "route", "rsvp", "tcindex"];
 
-/// `q->parse_fopt` for `kind`, the words after the kind.
-pub(crate) fn parse(kind: &str, handle: Option<&str>, a: &mut Args) -> CmdResult<Parsed> {
+/// `q->parse_fopt` for `kind`, the words after the kind; `protocol` is the
+/// filter's EtherType (host order; 0 when none was given).
+pub(crate) fn parse(
+    kind: &str,
+    handle: Option<&str>,
+    protocol: u16,
+    a: &mut Args,
+) -> CmdResult<Parsed> {
     match kind {
         "u32" => u32::parse(handle, a),
         "fw" => fw::parse(handle, a),
         "matchall" => matchall::parse(handle, a),
+        "flower" => flower::parse(handle, protocol, a),
         "flow" => flow::parse(handle, a),
         "basic" => basic::parse(handle, a),
         k if FOREIGN.contains(&k) => {
@@ -81,6 +89,7 @@ pub(crate) fn print(opts: &FilterElemOpts, handle: u32, cx: &FPrintCx, out: &mut
         FilterElemOpts::U32(k) => u32::print(k, handle, cx, out),
         FilterElemOpts::Fw(f) => fw::print(f, handle, cx, out),
         FilterElemOpts::Matchall(m) => matchall::print(m, handle, cx, out),
+        FilterElemOpts::Flower(f) => flower::print(f, handle, cx, out),
         FilterElemOpts::Flow(f) => flow::print(f, handle, cx, out),
         FilterElemOpts::Basic(b) => basic::print(b, handle, cx, out),
     }

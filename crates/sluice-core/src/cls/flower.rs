@@ -1,0 +1,752 @@
+//! flower: match fields of the packet's headers, each under a mask.
+//!
+//! Modelled on net/sched/cls_flower.c. A filter is a set of keys — the
+//! EtherType (from the filter's protocol), the IP protocol, source and
+//! destination addresses under a prefix, ports (a value or a range), the IP
+//! TOS and TTL, TCP flags, ICMP type and code, and the fragment flags — each
+//! with a mask. The flow dissector fills the same keys from a packet, and a
+//! filter matches when every masked key is equal (a port range when the
+//! port lies in it).
+//!
+//! The kernel groups filters by their *mask* (which fields, under which
+//! masks, ranges or not): each group is a hash table of masked keys, so two
+//! filters with the same mask and the same masked key cannot coexist
+//! (EEXIST), and classification tries the groups in the order their masks
+//! first appeared, taking the first filter that matches in the first group
+//! that has one — not the order the filters were added. A group goes with
+//! its last filter. Handles are the lowest free number from 1 unless given;
+//! `tc filter show` lists filters by handle.
+//!
+//! A matching filter gives its class id and its actions' verdict; `continue`
+//! hands the packet to the next instance (flower looks no further).
+//! `skip_sw` asks for a hardware-only filter; sluice's devices have no
+//! offload, so such a filter is refused with EOPNOTSUPP, as the kernel
+//! refuses it on a device that cannot offload.
+//!
+//! Deviations: only the keys above; Ethernet addresses, VLANs, MPLS, ARP,
+//! tunnel (`enc_*`) and conntrack keys are refused by the tc front end
+//! (sluice's packets start at the network header). `indev` is validated and
+//! dumped but always matches, as fw's.
+
+use super::act::{ActionDump, ActionSpec, Exts, InitCtx};
+use super::{
+    check_indev, tc_flags_valid, ChangeReq, Classifier, ClassifyResult, ClsEnv, FilterElemOpts,
+    FilterElement, FilterOpts, Verdict, TCA_CLS_FLAGS_NOT_IN_HW, TCA_CLS_FLAGS_SKIP_HW,
+    TCA_CLS_FLAGS_SKIP_SW,
+};
+use crate::error::{Errno, TcError, TcResult};
+use crate::handle::Handle;
+use crate::packet::{Packet, ETH_P_IP, ETH_P_IPV6};
+use crate::qdisc::flow_hash::{FlowAddrs, FlowKeys};
+use crate::time::Time;
+use serde::{Deserialize, Serialize};
+
+/// `TCA_FLOWER_KEY_FLAGS_IS_FRAGMENT`.
+pub const FLAG_FRAG: u32 = 1;
+/// `TCA_FLOWER_KEY_FLAGS_FRAG_IS_FIRST`.
+pub const FLAG_FIRSTFRAG: u32 = 2;
+
+/// A port key: a value under a mask, or an inclusive range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum PortKey {
+    /// `PORT` (`TCA_FLOWER_KEY_*_SRC/DST` with its mask).
+    Value(u16, u16),
+    /// `MIN-MAX` (`TCA_FLOWER_KEY_PORT_*_MIN/MAX`).
+    Range(u16, u16),
+}
+
+/// The keys of a filter, each a value and a mask (`None`: not matched).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct FlowerKeys {
+    /// `TCA_FLOWER_KEY_ETH_TYPE` (the filter's protocol; always fully masked).
+    pub eth_type: Option<u16>,
+    /// `TCA_FLOWER_KEY_IP_PROTO` (fully masked).
+    pub ip_proto: Option<u8>,
+    /// Source address (v4 as `::ffff:a.b.c.d`-free 32-bit values in the low
+    /// bits of the u128, v6 as is) and its mask.
+    pub src_ip: Option<(u128, u128)>,
+    /// Destination address and mask.
+    pub dst_ip: Option<(u128, u128)>,
+    /// Source port.
+    pub src_port: Option<PortKey>,
+    /// Destination port.
+    pub dst_port: Option<PortKey>,
+    /// `TCA_FLOWER_KEY_IP_TOS` and mask.
+    pub ip_tos: Option<(u8, u8)>,
+    /// `TCA_FLOWER_KEY_IP_TTL` and mask.
+    pub ip_ttl: Option<(u8, u8)>,
+    /// `TCA_FLOWER_KEY_TCP_FLAGS` and mask.
+    pub tcp_flags: Option<(u16, u16)>,
+    /// ICMP (or ICMPv6) type and mask.
+    pub icmp_type: Option<(u8, u8)>,
+    /// ICMP (or ICMPv6) code and mask.
+    pub icmp_code: Option<(u8, u8)>,
+    /// `TCA_FLOWER_KEY_FLAGS` ([`FLAG_FRAG`], [`FLAG_FIRSTFRAG`]) and mask.
+    pub ip_flags: Option<(u32, u32)>,
+}
+
+/// The flower options tc sends (`TCA_FLOWER_*`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlowerOpts {
+    /// `TCA_FLOWER_CLASSID`.
+    #[serde(default)]
+    pub classid: Option<Handle>,
+    /// `TCA_FLOWER_INDEV`.
+    #[serde(default)]
+    pub indev: Option<String>,
+    /// `TCA_FLOWER_FLAGS` (`skip_hw`, `skip_sw`).
+    #[serde(default)]
+    pub flags: Option<u32>,
+    /// The keys.
+    #[serde(default)]
+    pub keys: FlowerKeys,
+    /// `TCA_FLOWER_ACT`.
+    #[serde(default)]
+    pub actions: Vec<ActionSpec>,
+}
+
+/// A filter as the kernel dumps it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlowerDump {
+    /// `TCA_FLOWER_CLASSID`, if set.
+    pub classid: Option<Handle>,
+    /// `TCA_FLOWER_INDEV`.
+    pub indev: Option<String>,
+    /// The keys the kernel kept, values as given (not masked).
+    pub keys: FlowerKeys,
+    /// `TCA_FLOWER_FLAGS`: user flags plus `not_in_hw`.
+    pub flags: u32,
+    /// `TCA_FLOWER_ACT`.
+    pub actions: Vec<ActionDump>,
+}
+
+/// Which fields a filter matches, under which masks: the kernel's
+/// `fl_flow_mask`, the identity of a group.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Mask {
+    eth_type: bool,
+    ip_proto: bool,
+    src_ip: Option<u128>,
+    dst_ip: Option<u128>,
+    src_port: Option<Option<u16>>,
+    dst_port: Option<Option<u16>>,
+    ip_tos: Option<u8>,
+    ip_ttl: Option<u8>,
+    tcp_flags: Option<u16>,
+    icmp_type: Option<u8>,
+    icmp_code: Option<u8>,
+    ip_flags: Option<u32>,
+}
+
+fn port_mask(p: &Option<PortKey>) -> Option<Option<u16>> {
+    p.map(|p| match p {
+        PortKey::Value(_, m) => Some(m),
+        PortKey::Range(..) => None,
+    })
+}
+
+impl FlowerKeys {
+    fn mask(&self) -> Mask {
+        Mask {
+            eth_type: self.eth_type.is_some(),
+            ip_proto: self.ip_proto.is_some(),
+            src_ip: self.src_ip.map(|k| k.1),
+            dst_ip: self.dst_ip.map(|k| k.1),
+            src_port: port_mask(&self.src_port),
+            dst_port: port_mask(&self.dst_port),
+            ip_tos: self.ip_tos.map(|k| k.1),
+            ip_ttl: self.ip_ttl.map(|k| k.1),
+            tcp_flags: self.tcp_flags.map(|k| k.1),
+            icmp_type: self.icmp_type.map(|k| k.1),
+            icmp_code: self.icmp_code.map(|k| k.1),
+            ip_flags: self.ip_flags.map(|k| k.1),
+        }
+    }
+
+    /// The keys with each value under its mask (what the kernel stores and dumps).
+    fn masked(&self) -> FlowerKeys {
+        fn m8(k: Option<(u8, u8)>) -> Option<(u8, u8)> {
+            k.map(|(v, m)| (v & m, m))
+        }
+        let port = |p: Option<PortKey>| {
+            p.map(|p| match p {
+                PortKey::Value(v, m) => PortKey::Value(v & m, m),
+                r => r,
+            })
+        };
+        FlowerKeys {
+            eth_type: self.eth_type,
+            ip_proto: self.ip_proto,
+            src_ip: self.src_ip.map(|(v, m)| (v & m, m)),
+            dst_ip: self.dst_ip.map(|(v, m)| (v & m, m)),
+            src_port: port(self.src_port),
+            dst_port: port(self.dst_port),
+            ip_tos: m8(self.ip_tos),
+            ip_ttl: m8(self.ip_ttl),
+            tcp_flags: self.tcp_flags.map(|(v, m)| (v & m, m)),
+            icmp_type: m8(self.icmp_type),
+            icmp_code: m8(self.icmp_code),
+            ip_flags: self.ip_flags.map(|(v, m)| (v & m, m)),
+        }
+    }
+
+    /// What the kernel keeps of what tc sent (`fl_set_key`): a field under
+    /// a zero mask is no field; the IP fields only under an IP EtherType;
+    /// ports, TCP flags and ICMP fields only under the IP protocol they
+    /// belong to. The rest is dropped silently, as the kernel drops it.
+    fn kept(&self) -> FlowerKeys {
+        fn nz<T: Copy + Default + PartialEq>(k: Option<(T, T)>) -> Option<(T, T)> {
+            k.filter(|(_, m)| *m != T::default())
+        }
+        let ip = matches!(self.eth_type, Some(ETH_P_IP) | Some(ETH_P_IPV6));
+        let proto = self.ip_proto.filter(|_| ip);
+        let l4 = matches!(proto, Some(6) | Some(17) | Some(132));
+        let icmp = matches!(
+            (self.eth_type, proto),
+            (Some(ETH_P_IP), Some(1)) | (Some(ETH_P_IPV6), Some(58))
+        );
+        let port = |p: Option<PortKey>| p.filter(|p| l4 && !matches!(p, PortKey::Value(_, 0)));
+        FlowerKeys {
+            eth_type: self.eth_type,
+            ip_proto: proto,
+            src_ip: nz(self.src_ip),
+            dst_ip: nz(self.dst_ip),
+            src_port: port(self.src_port),
+            dst_port: port(self.dst_port),
+            ip_tos: nz(self.ip_tos).filter(|_| ip),
+            ip_ttl: nz(self.ip_ttl).filter(|_| ip),
+            tcp_flags: nz(self.tcp_flags).filter(|_| proto == Some(6)),
+            icmp_type: nz(self.icmp_type).filter(|_| icmp),
+            icmp_code: nz(self.icmp_code).filter(|_| icmp),
+            ip_flags: nz(self.ip_flags),
+        }
+    }
+
+    /// Do the packet's keys match (every masked key equal, ports in range)?
+    fn matches(&self, p: &PacketKeys) -> bool {
+        fn eq<T: Copy + PartialEq + std::ops::BitAnd<Output = T>>(k: Option<(T, T)>, v: T) -> bool {
+            k.is_none_or(|(k, m)| v & m == k & m)
+        }
+        let port = |k: Option<PortKey>, v: u16| match k {
+            None => true,
+            Some(PortKey::Value(k, m)) => v & m == k & m,
+            Some(PortKey::Range(lo, hi)) => (lo..=hi).contains(&v),
+        };
+        self.eth_type.is_none_or(|e| e == p.eth_type)
+            && self.ip_proto.is_none_or(|x| x == p.ip_proto)
+            && eq(self.src_ip, p.src)
+            && eq(self.dst_ip, p.dst)
+            && port(self.src_port, p.ports.0)
+            && port(self.dst_port, p.ports.1)
+            && eq(self.ip_tos, p.tos)
+            && eq(self.ip_ttl, p.ttl)
+            && eq(self.tcp_flags, p.tcp_flags)
+            && eq(self.icmp_type, p.icmp.0)
+            && eq(self.icmp_code, p.icmp.1)
+            && eq(self.ip_flags, p.ip_flags)
+    }
+}
+
+/// What the flow dissector gives flower (`fl_classify`'s `skb_key`).
+#[derive(Debug, Default)]
+struct PacketKeys {
+    eth_type: u16,
+    ip_proto: u8,
+    src: u128,
+    dst: u128,
+    ports: (u16, u16),
+    tos: u8,
+    ttl: u8,
+    tcp_flags: u16,
+    icmp: (u8, u8),
+    ip_flags: u32,
+}
+
+impl PacketKeys {
+    fn dissect(pkt: &Packet) -> PacketKeys {
+        let f = FlowKeys::dissect_all(pkt);
+        let d = &pkt.data;
+        let mut k = PacketKeys {
+            eth_type: pkt.protocol,
+            ip_proto: f.ip_proto,
+            ..Default::default()
+        };
+        match f.addrs {
+            FlowAddrs::V4 { src, dst } => (k.src, k.dst) = (src as u128, dst as u128),
+            FlowAddrs::V6 { src, dst } => {
+                (k.src, k.dst) = (u128::from_be_bytes(src), u128::from_be_bytes(dst))
+            }
+            _ => {}
+        }
+        let l4 = match pkt.protocol {
+            ETH_P_IP if d.len() >= 20 => {
+                k.tos = d[1];
+                k.ttl = d[8];
+                let frag = u16::from_be_bytes([d[6], d[7]]);
+                if frag & 0x3fff != 0 {
+                    k.ip_flags = FLAG_FRAG
+                        | if frag & 0x1fff == 0 {
+                            FLAG_FIRSTFRAG
+                        } else {
+                            0
+                        };
+                }
+                Some((d[0] & 0x0f) as usize * 4)
+            }
+            ETH_P_IPV6 if d.len() >= 40 => {
+                k.tos = (d[0] << 4) | (d[1] >> 4);
+                k.ttl = d[7];
+                if f.is_fragment {
+                    k.ip_flags = FLAG_FRAG;
+                }
+                crate::gso::transport_offset(d).map(|(off, _)| off)
+            }
+            _ => None,
+        };
+        if !f.is_fragment {
+            k.ports = f.ports;
+            k.icmp = (f.icmp.0, f.icmp.1);
+            if f.ip_proto == 6 {
+                if let Some(w) = l4.and_then(|o| d.get(o + 12..o + 14)) {
+                    k.tcp_flags = u16::from_be_bytes([w[0], w[1]]) & 0x0fff;
+                }
+            }
+        }
+        k
+    }
+}
+
+#[derive(Debug)]
+struct Filter {
+    handle: u32,
+    classid: Handle,
+    indev: Option<String>,
+    flags: u32,
+    keys: FlowerKeys,
+    exts: Exts,
+}
+
+/// A flower instance.
+#[derive(Debug, Default)]
+pub struct Flower {
+    /// Filters by handle.
+    filters: Vec<Filter>,
+    /// Mask groups in the order they appeared.
+    masks: Vec<Mask>,
+}
+
+impl Flower {
+    fn find(&self, handle: u32) -> Option<usize> {
+        self.filters.iter().position(|f| f.handle == handle)
+    }
+
+    fn element(f: &Filter) -> FilterElement {
+        FilterElement {
+            handle: f.handle,
+            opts: Some(FilterElemOpts::Flower(FlowerDump {
+                classid: (!f.classid.is_unspec()).then_some(f.classid),
+                indev: f.indev.clone(),
+                keys: f.keys.clone(),
+                flags: f.flags,
+                actions: f.exts.dump(),
+            })),
+            stats: None,
+        }
+    }
+
+    /// Forget mask groups no filter uses.
+    fn prune_masks(&mut self) {
+        let used: Vec<Mask> = self.filters.iter().map(|f| f.keys.mask()).collect();
+        self.masks.retain(|m| used.contains(m));
+    }
+}
+
+impl Classifier for Flower {
+    fn kind(&self) -> &'static str {
+        "flower"
+    }
+
+    fn classify(&mut self, pkt: &mut Packet, now: Time) -> Option<ClassifyResult> {
+        if self.filters.is_empty() {
+            return None;
+        }
+        let keys = PacketKeys::dissect(pkt);
+        for mask in &self.masks {
+            let hit = self.filters.iter().find(|f| {
+                f.flags & TCA_CLS_FLAGS_SKIP_SW == 0
+                    && f.keys.mask() == *mask
+                    && f.keys.matches(&keys)
+            });
+            if let Some(f) = hit {
+                return match f.exts.exec(pkt, now) {
+                    Verdict::Continue => None,
+                    v => Some(ClassifyResult {
+                        classid: f.classid,
+                        verdict: v,
+                    }),
+                };
+            }
+        }
+        None
+    }
+
+    fn get(&self, handle: u32) -> bool {
+        self.find(handle).is_some()
+    }
+
+    fn change(&mut self, req: &ChangeReq<'_>, env: &mut ClsEnv<'_>) -> TcResult<()> {
+        let o = match req.opts {
+            Some(FilterOpts::Flower(o)) => o,
+            _ => return Err(TcError::errno(Errno::EINVAL)),
+        };
+        let flags = o.flags.unwrap_or(0);
+        if !tc_flags_valid(flags) {
+            return Err(TcError::errno(Errno::EINVAL));
+        }
+        if let Some(dev) = &o.indev {
+            check_indev(dev, env)?;
+        }
+        if let Some(PortKey::Range(lo, hi)) = o.keys.src_port.or(o.keys.dst_port) {
+            if lo >= hi {
+                return Err(TcError::inval(
+                    "Invalid destination port range (min must be strictly smaller than max)",
+                ));
+            }
+        }
+        // Kept as given (the dump shows the values unmasked); compared masked.
+        let keys = o.keys.kept();
+        let mask = keys.mask();
+        let existing = req.exists.then(|| self.find(req.handle)).flatten();
+        if let Some(i) = existing {
+            // A replaced filter keeps its mask (`fl_check_assign_mask`).
+            if self.filters[i].keys.mask() != mask {
+                return Err(TcError::errno(Errno::EINVAL));
+            }
+        }
+        let masked = keys.masked();
+        if self
+            .filters
+            .iter()
+            .enumerate()
+            .any(|(i, f)| Some(i) != existing && f.keys.masked() == masked)
+        {
+            return Err(TcError::errno(Errno::EEXIST));
+        }
+        let ctx = InitCtx {
+            bind: true,
+            replace: !req.create,
+            estimator: req.estimator,
+            offload: flags & (TCA_CLS_FLAGS_SKIP_HW | TCA_CLS_FLAGS_SKIP_SW),
+        };
+        let acts = env.actions.prepare(&o.actions, None, ctx, true)?;
+        if flags & TCA_CLS_FLAGS_SKIP_SW != 0 {
+            return Err(TcError::errno(Errno::EOPNOTSUPP));
+        }
+        let handle = match (existing, req.handle) {
+            (Some(i), _) => self.filters[i].handle,
+            (None, 0) => (1..=i32::MAX as u32)
+                .find(|h| self.find(*h).is_none())
+                .ok_or(TcError::errno(Errno::ENOSPC))?,
+            (None, h) => h,
+        };
+        let exts = env.actions.commit(acts, false, env.now)?;
+        let f = Filter {
+            handle,
+            classid: o.classid.unwrap_or(Handle::UNSPEC),
+            indev: o.indev.clone(),
+            flags: flags | TCA_CLS_FLAGS_NOT_IN_HW,
+            keys,
+            exts,
+        };
+        match existing {
+            Some(i) => self.filters[i] = f,
+            None => {
+                let at = self.filters.partition_point(|x| x.handle < handle);
+                self.filters.insert(at, f);
+            }
+        }
+        if !self.masks.contains(&mask) {
+            self.masks.push(mask);
+        }
+        self.prune_masks();
+        Ok(())
+    }
+
+    fn delete(&mut self, handle: u32) -> TcResult<bool> {
+        let i = self.find(handle).ok_or(TcError::errno(Errno::ENOENT))?;
+        self.filters.remove(i);
+        self.prune_masks();
+        Ok(self.filters.is_empty())
+    }
+
+    fn walk(&self) -> Vec<FilterElement> {
+        self.filters.iter().map(Self::element).collect()
+    }
+
+    fn dump_one(&self, handle: u32) -> Option<FilterElement> {
+        self.find(handle).map(|i| Self::element(&self.filters[i]))
+    }
+
+    fn goto_chains(&self) -> Vec<u32> {
+        self.filters
+            .iter()
+            .flat_map(|f| f.exts.goto_chains())
+            .collect()
+    }
+
+    fn count_bound(&self, classid: Handle) -> usize {
+        self.filters.iter().filter(|f| f.classid == classid).count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testutil::*;
+    use super::super::{Block, FilterCmd, FilterMsg};
+    use super::*;
+    use crate::act::gact::GactOpts;
+    use crate::act::ActionOpts;
+
+    fn flower(handle: u32, keys: FlowerKeys, classid: Handle) -> FilterMsg {
+        FilterMsg {
+            prio: 1,
+            protocol: ETH_P_IP,
+            handle,
+            kind: Some("flower".into()),
+            opts: Some(FilterOpts::Flower(FlowerOpts {
+                classid: Some(classid),
+                keys: FlowerKeys {
+                    eth_type: Some(ETH_P_IP),
+                    ..keys
+                },
+                ..Default::default()
+            })),
+            ..Default::default()
+        }
+    }
+
+    fn v4(a: [u8; 4]) -> u128 {
+        u32::from_be_bytes(a) as u128
+    }
+
+    fn class_of(b: &mut Block, mut p: Packet) -> Option<Handle> {
+        b.classify(&mut p, Time(0)).map(|r| r.classid)
+    }
+
+    #[test]
+    fn masked_keys_ports_and_ranges_classify() {
+        let (mut net, mut b) = (Net::default(), Block::default());
+        let q = h(1, 0);
+        let tcp80 = FlowerKeys {
+            ip_proto: Some(6),
+            dst_port: Some(PortKey::Value(80, 0xffff)),
+            ..Default::default()
+        };
+        let net10 = FlowerKeys {
+            dst_ip: Some((v4([10, 1, 2, 3]), 0xff00_0000)),
+            ..Default::default()
+        };
+        let udp_range = FlowerKeys {
+            ip_proto: Some(17),
+            dst_port: Some(PortKey::Range(5000, 5010)),
+            ..Default::default()
+        };
+        for (keys, minor) in [(tcp80, 10), (net10, 20), (udp_range, 30)] {
+            b.change_filter(
+                &flower(0, keys, h(1, minor)),
+                FilterCmd::Add,
+                &mut net.env(q),
+            )
+            .unwrap();
+        }
+        let ip = [192, 168, 0, 1];
+        assert_eq!(
+            class_of(&mut b, tcp(ip, [8, 8, 8, 8], 1234, 80, 0, false, b"x")),
+            Some(h(1, 10))
+        );
+        assert_eq!(
+            class_of(&mut b, tcp(ip, [8, 8, 8, 8], 1234, 81, 0, false, b"x")),
+            None
+        );
+        // 10.1.2.3/8 matches all of 10.0.0.0/8.
+        assert_eq!(
+            class_of(&mut b, udp(ip, [10, 9, 9, 9], 1, 2)),
+            Some(h(1, 20))
+        );
+        assert_eq!(
+            class_of(&mut b, udp(ip, [11, 0, 0, 1], 1, 5010)),
+            Some(h(1, 30))
+        );
+        assert_eq!(class_of(&mut b, udp(ip, [11, 0, 0, 1], 1, 5011)), None);
+        // Handles are the lowest free from 1; the dump is by handle.
+        let d = b.dump(None, 0, 0);
+        let handles: Vec<u32> = d.iter().skip(1).map(|e| e.handle).collect();
+        assert_eq!(handles, vec![1, 2, 3]);
+        let Some(FilterElemOpts::Flower(f)) = &d[2].opts else {
+            panic!()
+        };
+        // Dumped as given, unmasked (iproute2 prints 10.1.2.3/8 back).
+        assert_eq!(f.keys.dst_ip, Some((v4([10, 1, 2, 3]), 0xff00_0000)));
+        assert_eq!(f.flags, TCA_CLS_FLAGS_NOT_IN_HW);
+    }
+
+    #[test]
+    fn mask_groups_decide_the_order_not_the_filters() {
+        // Filter 1 (dst_port) and filter 3 (dst_port again) share a mask
+        // group that appeared before filter 2's (dst_ip); a packet matching
+        // filters 2 and 3 gets filter 3's class, as in the kernel.
+        let (mut net, mut b) = (Net::default(), Block::default());
+        let q = h(1, 0);
+        let port = |p| FlowerKeys {
+            ip_proto: Some(17),
+            dst_port: Some(PortKey::Value(p, 0xffff)),
+            ..Default::default()
+        };
+        let dst = FlowerKeys {
+            dst_ip: Some((v4([10, 0, 0, 1]), u32::MAX as u128)),
+            ..Default::default()
+        };
+        for (keys, minor) in [(port(53), 1), (dst, 2), (port(9), 3)] {
+            b.change_filter(
+                &flower(0, keys, h(1, minor)),
+                FilterCmd::Add,
+                &mut net.env(q),
+            )
+            .unwrap();
+        }
+        let p = udp([1, 1, 1, 1], [10, 0, 0, 1], 1, 9);
+        assert_eq!(class_of(&mut b, p), Some(h(1, 3)));
+        // The same mask and key twice is refused, and so is a replace that
+        // would change a filter's mask.
+        let e = b.change_filter(
+            &flower(7, port(9), h(1, 7)),
+            FilterCmd::Add,
+            &mut net.env(q),
+        );
+        assert_eq!(e.map_err(|e| e.errno), Err(Errno::EEXIST));
+        let e = b.change_filter(
+            &flower(2, port(7), h(1, 7)),
+            FilterCmd::Replace,
+            &mut net.env(q),
+        );
+        assert_eq!(e.map_err(|e| e.errno), Err(Errno::EINVAL));
+        // When the port group's last filters go, the address group comes first.
+        for handle in [1, 3] {
+            b.delete_filter(&FilterMsg {
+                prio: 1,
+                handle,
+                ..Default::default()
+            })
+            .unwrap();
+        }
+        let p = udp([1, 1, 1, 1], [10, 0, 0, 1], 1, 9);
+        assert_eq!(class_of(&mut b, p), Some(h(1, 2)));
+    }
+
+    #[test]
+    fn fragments_tcp_flags_tos_and_ttl() {
+        let (mut net, mut b) = (Net::default(), Block::default());
+        let q = h(1, 0);
+        let syn_only = FlowerKeys {
+            ip_proto: Some(6),
+            tcp_flags: Some((0x02, 0x12)),
+            ..Default::default()
+        };
+        let tos = FlowerKeys {
+            ip_tos: Some((0x10, 0xfc)),
+            ip_ttl: Some((64, 0xff)),
+            ..Default::default()
+        };
+        let frag = FlowerKeys {
+            ip_flags: Some((FLAG_FRAG, FLAG_FRAG | FLAG_FIRSTFRAG)),
+            ..Default::default()
+        };
+        for (keys, minor) in [(syn_only, 1), (tos, 2), (frag, 3)] {
+            b.change_filter(
+                &flower(0, keys, h(1, minor)),
+                FilterCmd::Add,
+                &mut net.env(q),
+            )
+            .unwrap();
+        }
+        // The test packets are ACKs: not "SYN without ACK".
+        let ack = tcp([1, 1, 1, 1], [2, 2, 2, 2], 1, 2, 0x10, false, b"x");
+        assert_eq!(class_of(&mut b, ack), Some(h(1, 2)));
+        let mut syn = tcp([1, 1, 1, 1], [2, 2, 2, 2], 1, 2, 0, false, b"");
+        syn.data[20 + 13] = 0x02;
+        assert_eq!(class_of(&mut b, syn), Some(h(1, 1)));
+        // A later fragment (offset 8, MF clear) but not a first one.
+        let mut later = udp([1, 1, 1, 1], [2, 2, 2, 2], 1, 2);
+        later.data[6] = 0x00;
+        later.data[7] = 0x01;
+        assert_eq!(class_of(&mut b, later), Some(h(1, 3)));
+        let mut first = udp([1, 1, 1, 1], [2, 2, 2, 2], 1, 2);
+        first.data[6] = 0x20;
+        assert_eq!(class_of(&mut b, first), None);
+    }
+
+    #[test]
+    fn the_kernel_keeps_only_fields_that_fit_the_protocols() {
+        // Ports under ICMP, ICMP under TCP and a zero mask are dropped
+        // silently; the filter then matches on what is left.
+        let keys = FlowerKeys {
+            eth_type: Some(ETH_P_IP),
+            ip_proto: Some(1),
+            dst_port: Some(PortKey::Value(80, 0xffff)),
+            tcp_flags: Some((2, 0xfff)),
+            icmp_type: Some((8, 0xff)),
+            dst_ip: Some((v4([10, 0, 0, 1]), 0)),
+            ..Default::default()
+        };
+        let k = keys.kept();
+        assert_eq!((k.dst_port, k.tcp_flags, k.dst_ip), (None, None, None));
+        assert_eq!((k.ip_proto, k.icmp_type), (Some(1), Some((8, 0xff))));
+        let (mut net, mut b) = (Net::default(), Block::default());
+        b.change_filter(
+            &flower(0, keys, h(1, 1)),
+            FilterCmd::Add,
+            &mut net.env(h(1, 0)),
+        )
+        .unwrap();
+        assert_eq!(
+            class_of(&mut b, icmp_echo([1, 1, 1, 1], [2, 2, 2, 2])),
+            Some(h(1, 1))
+        );
+        // Without an IP EtherType nothing IP is kept.
+        let all = FlowerKeys {
+            ip_proto: Some(6),
+            ip_ttl: Some((64, 0xff)),
+            ..Default::default()
+        };
+        assert_eq!(all.kept(), FlowerKeys::default());
+    }
+
+    #[test]
+    fn skip_sw_is_refused_and_continue_passes_on() {
+        let (mut net, mut b) = (Net::default(), Block::default());
+        let q = h(0xffff, 0);
+        let mut m = flower(0, FlowerKeys::default(), h(1, 1));
+        if let Some(FilterOpts::Flower(o)) = &mut m.opts {
+            o.flags = Some(TCA_CLS_FLAGS_SKIP_SW);
+        }
+        let e = b.change_filter(&m, FilterCmd::Add, &mut net.env(q));
+        assert_eq!(e.map_err(|e| e.errno), Err(Errno::EOPNOTSUPP));
+        let mut m = flower(0, FlowerKeys::default(), h(1, 1));
+        if let Some(FilterOpts::Flower(o)) = &mut m.opts {
+            o.actions = vec![ActionSpec {
+                index: 0,
+                opts: ActionOpts::Gact(GactOpts {
+                    action: Verdict::Continue,
+                    random: None,
+                }),
+                cookie: None,
+            }];
+        }
+        b.change_filter(&m, FilterCmd::Add, &mut net.env(q))
+            .unwrap();
+        assert_eq!(
+            class_of(&mut b, udp([1, 1, 1, 1], [2, 2, 2, 2], 1, 2)),
+            None
+        );
+    }
+}

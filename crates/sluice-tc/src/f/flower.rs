@@ -1,0 +1,640 @@
+//! flower syntax (iproute2 6.1 tc/f_flower.c) for the keys sluice's flower
+//! matches: `ip_proto`, `src_ip`/`dst_ip`, `src_port`/`dst_port` (a port,
+//! `PORT/MASK` or `MIN-MAX`), `ip_tos`, `ip_ttl`, `tcp_flags`, ICMP `type` and
+//! `code`, `ip_flags`, `indev`, `skip_hw`/`skip_sw`, `verbose`,
+//! `classid`/`flowid`, `action`. Keys of Ethernet, VLAN, MPLS, ARP, PPPoE,
+//! tunnels and conntrack are refused by name (sluice's packets start at the
+//! network header). Keywords are tried in f_flower.c's order, each as a
+//! prefix (`i` is `ip_flags`, `t` is `tcp_flags`).
+
+use super::u32::get_prefix;
+use super::{FPrintCx, Parsed};
+use crate::args::{invarg, matches, Args, CmdResult, Fail};
+use crate::m::{self, next_arg, soft, then};
+use crate::out::{Out, To, J};
+use sluice_core::cls::flower::{
+    FlowerDump, FlowerKeys, FlowerOpts, PortKey, FLAG_FIRSTFRAG, FLAG_FRAG,
+};
+use sluice_core::cls::{
+    FilterOpts, TCA_CLS_FLAGS_IN_HW, TCA_CLS_FLAGS_NOT_IN_HW, TCA_CLS_FLAGS_SKIP_HW,
+    TCA_CLS_FLAGS_SKIP_SW, TCA_CLS_FLAGS_VERBOSE,
+};
+use sluice_core::handle::Handle;
+use sluice_core::packet::{ETH_P_ALL, ETH_P_IP, ETH_P_IPV6};
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+/// iproute2 6.1's `explain()` (its `ppp_proto` line lacks its line break).
+const USAGE: &str = include_str!("flower_usage.txt");
+
+/// Keywords of keys sluice's flower does not match, in three runs of
+/// f_flower.c's order of tests: (keyword, matched as a prefix).
+const REFUSED_CT: [(&str, bool); 4] = [
+    ("ct_state", true),
+    ("ct_zone", true),
+    ("ct_mark", true),
+    ("ct_label", true),
+];
+const REFUSED_L2: [(&str, bool); 14] = [
+    ("num_of_vlans", false),
+    ("vlan_id", true),
+    ("vlan_prio", true),
+    ("vlan_ethtype", true),
+    ("cvlan_id", true),
+    ("cvlan_prio", true),
+    ("cvlan_ethtype", true),
+    ("mpls", true),
+    ("mpls_label", true),
+    ("mpls_tc", true),
+    ("mpls_bos", true),
+    ("mpls_ttl", true),
+    ("dst_mac", true),
+    ("src_mac", true),
+];
+const REFUSED_LATE: [(&str, bool); 19] = [
+    ("arp_tip", true),
+    ("arp_sip", true),
+    ("arp_op", true),
+    ("arp_tha", true),
+    ("arp_sha", true),
+    ("pppoe_sid", false),
+    ("ppp_proto", false),
+    ("enc_dst_ip", true),
+    ("enc_src_ip", true),
+    ("enc_key_id", true),
+    ("enc_dst_port", true),
+    ("enc_tos", true),
+    ("enc_ttl", true),
+    ("geneve_opts", true),
+    ("vxlan_opts", true),
+    ("erspan_opts", true),
+    ("gtp_opts", false),
+    ("l2_miss", false),
+    ("cfm", false),
+];
+
+fn is_one_of(w: &str, list: &[(&str, bool)]) -> bool {
+    list.iter()
+        .any(|(kw, prefix)| if *prefix { matches(w, kw) } else { w == *kw })
+}
+
+fn refused(w: &str) -> Fail {
+    Fail::new(
+        1,
+        format!(
+            "sluice: flower key \"{w}\" is not supported (sluice's flower matches IP \
+             fields: ip_proto, src_ip, dst_ip, src_port, dst_port, ip_tos, ip_ttl, \
+             tcp_flags, type, code, ip_flags)"
+        ),
+    )
+}
+
+fn get_u8(s: &str, base: u32) -> Option<u8> {
+    m::get_u32(s, base).and_then(|v| u8::try_from(v).ok())
+}
+
+/// `flower_parse_ip_tos_ttl`: a value (decimal, else hex) and a hex mask.
+fn tos_ttl(v: &str, what: &str) -> CmdResult<(u8, u8)> {
+    let bad = || soft(format!("Illegal \"{what}\""));
+    let (val, mask) = match v.split_once('/') {
+        Some((a, b)) => (a, Some(b)),
+        None => (v, None),
+    };
+    let val = get_u8(val, 10)
+        .or_else(|| get_u8(val, 16))
+        .ok_or_else(bad)?;
+    let mask = match mask {
+        Some(m) => get_u8(m, 16).ok_or_else(bad)?,
+        None => 0xff,
+    };
+    Ok((val, mask))
+}
+
+/// `flower_parse_port`: `PORT` (1..65535), `PORT/MASK` or `MIN-MAX`.
+fn port(v: &str, what: &str) -> CmdResult<PortKey> {
+    let bad = || soft(format!("Illegal \"{what}\""));
+    if let Some((lo, hi)) = v.split_once('-') {
+        let lo = m::get_u16(lo, 10).filter(|p| *p != 0).ok_or_else(bad)?;
+        let hi = m::get_u16(hi, 10).ok_or_else(bad)?;
+        if hi == 0 {
+            return Ok(PortKey::Value(lo, 0xffff));
+        }
+        if hi <= lo {
+            return Err(soft(format!(
+                "max value should be greater than min value\nIllegal \"{what}\""
+            )));
+        }
+        return Ok(PortKey::Range(lo, hi));
+    }
+    if let Some((p, mask)) = v.split_once('/') {
+        let p = m::get_u16(p, 0).ok_or_else(bad)?;
+        let mask = m::get_u16(mask, 0).ok_or_else(bad)?;
+        return Ok(PortKey::Value(p, mask));
+    }
+    let p = m::get_u16(v, 10).filter(|p| *p != 0).ok_or_else(bad)?;
+    Ok(PortKey::Value(p, 0xffff))
+}
+
+/// `flower_parse_opt`; `protocol` is the filter's (host order).
+pub(super) fn parse(handle: Option<&str>, protocol: u16, a: &mut Args) -> CmdResult<Parsed> {
+    let handle = match handle {
+        Some(h) => m::get_u32(h, 0).ok_or_else(|| soft("Illegal \"handle\""))?,
+        None => 0,
+    };
+    let eth_type = (protocol != ETH_P_ALL && protocol != 0).then_some(protocol);
+    let mut o = FlowerOpts {
+        keys: FlowerKeys {
+            eth_type,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let (mut flags, mut ip_flags) = (0, (0u32, 0u32));
+    let ip_proto_ok = || matches!(eth_type, Some(ETH_P_IP) | Some(ETH_P_IPV6));
+    let proto_err = || soft("Illegal \"eth_type\" for ip proto\nIllegal \"ip_proto\"");
+    while let Some(w) = a.peek() {
+        let k = &mut o.keys;
+        if matches(w, "classid") || matches(w, "flowid") {
+            let v = next_arg(a)?;
+            o.classid = Some(Handle::parse_classid(v).ok_or_else(|| soft("Illegal \"classid\""))?);
+        } else if matches(w, "hw_tc") {
+            return Err(Fail::new(
+                1,
+                "sluice: flower hw_tc is not supported (sluice's devices have no hardware traffic classes)",
+            ));
+        } else if matches(w, "ip_flags") {
+            let v = next_arg(a)?;
+            for t in v.split('/') {
+                let (on, name) = match t.strip_prefix("no") {
+                    Some(n) => (false, n),
+                    None => (true, t),
+                };
+                let bit = match name {
+                    "frag" => FLAG_FRAG,
+                    "firstfrag" => FLAG_FIRSTFRAG,
+                    _ => return Err(soft("Illegal \"ip_flags\"")),
+                };
+                ip_flags.1 |= bit;
+                if on {
+                    ip_flags.0 |= bit;
+                } else {
+                    ip_flags.0 &= !bit;
+                }
+            }
+        } else if matches(w, "verbose") {
+            flags |= TCA_CLS_FLAGS_VERBOSE;
+        } else if matches(w, "skip_hw") {
+            flags |= TCA_CLS_FLAGS_SKIP_HW;
+        } else if matches(w, "skip_sw") {
+            flags |= TCA_CLS_FLAGS_SKIP_SW;
+        } else if is_one_of(w, &REFUSED_CT) {
+            return Err(refused(w));
+        } else if matches(w, "indev") {
+            let v = next_arg(a)?;
+            if v.is_empty() || v.len() > 15 || v.contains(|c: char| c == '/' || c.is_whitespace()) {
+                return Err(invarg("\"indev\" not a valid ifname", v));
+            }
+            o.indev = Some(v.to_string());
+        } else if is_one_of(w, &REFUSED_L2) {
+            return Err(refused(w));
+        } else if matches(w, "ip_proto") {
+            let v = next_arg(a)?;
+            if !ip_proto_ok() {
+                return Err(proto_err());
+            }
+            let p = if matches(v, "tcp") {
+                6
+            } else if matches(v, "udp") {
+                17
+            } else if matches(v, "sctp") {
+                132
+            } else if matches(v, "icmp") {
+                if eth_type != Some(ETH_P_IP) {
+                    return Err(proto_err());
+                }
+                1
+            } else if matches(v, "icmpv6") {
+                if eth_type != Some(ETH_P_IPV6) {
+                    return Err(proto_err());
+                }
+                58
+            } else {
+                get_u8(v, 16).ok_or_else(|| soft("Illegal \"ip_proto\""))?
+            };
+            k.ip_proto = Some(p);
+        } else if matches(w, "ip_tos") {
+            k.ip_tos = Some(tos_ttl(next_arg(a)?, "ip_tos")?);
+        } else if matches(w, "ip_ttl") {
+            k.ip_ttl = Some(tos_ttl(next_arg(a)?, "ip_ttl")?);
+        } else if matches(w, "dst_ip") || matches(w, "src_ip") {
+            let dst = matches(w, "dst_ip");
+            let v = next_arg(a)?;
+            let v6 = match eth_type {
+                Some(ETH_P_IP) => false,
+                Some(ETH_P_IPV6) => true,
+                _ => {
+                    return Err(soft(format!(
+                        "Illegal \"{}\"",
+                        if dst { "dst_ip" } else { "src_ip" }
+                    )))
+                }
+            };
+            let (bytes, plen) = get_prefix(v, v6).ok_or_else(|| {
+                Fail::new(
+                    1,
+                    format!(
+                        "Error: {} prefix is expected rather than \"{v}\".",
+                        if v6 { "inet6" } else { "inet" }
+                    ),
+                )
+            })?;
+            let bits = if v6 { 128 } else { 32 };
+            let value = bytes.iter().fold(0u128, |acc, b| (acc << 8) | *b as u128);
+            let mask = if plen == 0 {
+                0
+            } else {
+                (u128::MAX >> (128 - bits)) & !((1u128 << (bits - plen)) - 1)
+            };
+            let key = Some((value, mask));
+            if dst {
+                k.dst_ip = key;
+            } else {
+                k.src_ip = key;
+            }
+        } else if matches(w, "dst_port") || matches(w, "src_port") {
+            let what = if matches(w, "dst_port") {
+                "dst_port"
+            } else {
+                "src_port"
+            };
+            let v = next_arg(a)?;
+            if !matches!(k.ip_proto, Some(6) | Some(17) | Some(132)) {
+                return Err(soft(format!("Illegal \"{what}\"")));
+            }
+            let p = Some(port(v, what)?);
+            if what == "dst_port" {
+                k.dst_port = p;
+            } else {
+                k.src_port = p;
+            }
+        } else if matches(w, "tcp_flags") {
+            let v = next_arg(a)?;
+            let bad = || soft("Illegal \"tcp_flags\"");
+            let word = |s: &str| m::get_u16(s, 16).filter(|x| *x <= 0xfff).ok_or_else(bad);
+            k.tcp_flags = Some(match v.split_once('/') {
+                Some((x, y)) => (word(x)?, word(y)?),
+                None => (word(v)?, 0xfff),
+            });
+        } else if matches(w, "type") || matches(w, "code") {
+            let what = if matches(w, "type") { "type" } else { "code" };
+            let v = next_arg(a)?;
+            let bad = || soft(format!("Illegal \"icmp {what}\""));
+            let icmp = matches!(
+                (eth_type, k.ip_proto),
+                (Some(ETH_P_IP), Some(1)) | (Some(ETH_P_IPV6), Some(58))
+            );
+            if !icmp {
+                return Err(bad());
+            }
+            let key = Some(match v.split_once('/') {
+                Some((x, y)) => (
+                    get_u8(x, 10).ok_or_else(bad)?,
+                    get_u8(y, 10).ok_or_else(bad)?,
+                ),
+                None => (get_u8(v, 10).ok_or_else(bad)?, 0xff),
+            });
+            if what == "type" {
+                k.icmp_type = key;
+            } else {
+                k.icmp_code = key;
+            }
+        } else if is_one_of(w, &REFUSED_LATE) {
+            return Err(refused(w));
+        } else if matches(w, "action") {
+            next_arg(a)?;
+            o.actions = m::parse_actions(a).map_err(|f| then(f, "Illegal \"action\""))?;
+            continue;
+        } else if w == "help" {
+            return Err(soft(USAGE));
+        } else {
+            return Err(soft(format!("What is \"{w}\"?\n{USAGE}")));
+        }
+        a.next();
+    }
+    o.flags = Some(flags);
+    if ip_flags.1 != 0 {
+        o.keys.ip_flags = Some(ip_flags);
+    }
+    Ok(Parsed {
+        handle,
+        opts: Some(FilterOpts::Flower(o)),
+    })
+}
+
+/// An address as flower prints it: as given, then `/LEN` for a prefix mask
+/// or `/MASK` for another, nothing for a full one.
+fn address(value: u128, mask: u128, v6: bool) -> String {
+    let bits = if v6 { 128 } else { 32 };
+    let full = u128::MAX >> (128 - bits);
+    let show = |x: u128| {
+        if v6 {
+            Ipv6Addr::from(x).to_string()
+        } else {
+            Ipv4Addr::from(x as u32).to_string()
+        }
+    };
+    let len = mask.count_ones();
+    let prefix = mask == full & !full.checked_shr(len).unwrap_or(0);
+    match (mask == full, prefix) {
+        (true, _) => show(value),
+        (false, true) => format!("{}/{len}", show(value)),
+        (false, false) => format!("{}/{}", show(value), show(mask)),
+    }
+}
+
+/// `flower_print_opt`.
+pub(super) fn print(d: &FlowerDump, handle: u32, cx: &FPrintCx, out: &mut Out) {
+    if handle != 0 {
+        out.uint(
+            To::Any,
+            "handle",
+            &format!("handle 0x{handle:x} "),
+            handle as u64,
+        );
+    }
+    if let Some(c) = d.classid {
+        let minor = c.0 & 0xffff;
+        if (0xffe0..=0xffef).contains(&minor) {
+            let tc = (minor - 0xffe0) as u64;
+            out.uint(To::Any, "hw_tc", &format!("hw_tc {tc} "), tc);
+        } else {
+            let c = c.to_string();
+            out.str(To::Any, "classid", &format!("classid {c} "), &c);
+        }
+    }
+    if let Some(dev) = &d.indev {
+        out.nl();
+        out.str(To::Any, "indev", &format!("  indev {dev}"), dev);
+    }
+    out.open("keys");
+    let k = &d.keys;
+    let line = |out: &mut Out, key: &str, text: String, v: J| {
+        out.nl();
+        out.item(To::Any, key, &format!("  {key} {text}"), v);
+    };
+    if let Some(e) = k.eth_type {
+        let name = match e {
+            ETH_P_IP => "ipv4".to_string(),
+            ETH_P_IPV6 => "ipv6".to_string(),
+            0x0806 => "arp".to_string(),
+            0x8035 => "rarp".to_string(),
+            e => format!("{e:04x}"),
+        };
+        line(out, "eth_type", name.clone(), J::Str(name));
+    }
+    if let Some(p) = k.ip_proto {
+        let name = match p {
+            6 => "tcp".to_string(),
+            17 => "udp".to_string(),
+            132 => "sctp".to_string(),
+            1 => "icmp".to_string(),
+            58 => "icmpv6".to_string(),
+            p => format!("{p:02x}"),
+        };
+        line(out, "ip_proto", name.clone(), J::Str(name));
+    }
+    for (key, v) in [("ip_tos", k.ip_tos), ("ip_ttl", k.ip_ttl)] {
+        if let Some((v, m)) = v {
+            let suffix = if m != 0xff {
+                format!("/0x{m:x}")
+            } else {
+                String::new()
+            };
+            line(out, key, format!("{v}{suffix}"), J::Num(v.to_string()));
+            if m != 0xff {
+                out.str(To::Json, &format!("{key}_mask"), "", &format!("{m:x}"));
+            }
+        }
+    }
+    let v6 = match k.eth_type {
+        Some(ETH_P_IP) => Some(false),
+        Some(ETH_P_IPV6) => Some(true),
+        _ => None,
+    };
+    if let Some(v6) = v6 {
+        for (key, a) in [("dst_ip", k.dst_ip), ("src_ip", k.src_ip)] {
+            if let Some((v, m)) = a {
+                let s = address(v, m, v6);
+                line(out, key, s.clone(), J::Str(s));
+            }
+        }
+    }
+    let ports = [("dst_port", k.dst_port), ("src_port", k.src_port)];
+    for (key, p) in ports {
+        if let Some(PortKey::Value(v, m)) = p {
+            let suffix = if m != 0xffff {
+                format!("/0x{m:x}")
+            } else {
+                String::new()
+            };
+            line(out, key, format!("{v}{suffix}"), J::Num(v.to_string()));
+            if m != 0xffff {
+                out.str(To::Json, &format!("{key}_mask"), "", &format!("{m:x}"));
+            }
+        }
+    }
+    for (key, p) in ports {
+        if let Some(PortKey::Range(lo, hi)) = p {
+            let range = J::Obj(vec![
+                ("start".into(), J::Num(lo.to_string())),
+                ("end".into(), J::Num(hi.to_string())),
+            ]);
+            line(out, key, format!("{lo}-{hi}"), range);
+        }
+    }
+    if let Some((v, m)) = k.tcp_flags {
+        let s = format!("0x{v:x}/{m:x}");
+        line(out, "tcp_flags", s.clone(), J::Str(s));
+    }
+    for (key, i) in [("icmp_type", k.icmp_type), ("icmp_code", k.icmp_code)] {
+        if let Some((v, m)) = i {
+            let s = if m != 0xff {
+                format!("{v}/{m}")
+            } else {
+                v.to_string()
+            };
+            line(out, key, s.clone(), J::Str(s));
+        }
+    }
+    if let Some((v, m)) = k.ip_flags {
+        let mut words = vec![];
+        let mut json = vec![];
+        for (bit, name) in [(FLAG_FRAG, "frag"), (FLAG_FIRSTFRAG, "firstfrag")] {
+            if m & bit != 0 {
+                let on = v & bit != 0;
+                words.push(format!("{}{name}", if on { "" } else { "no" }));
+                json.push((name.to_string(), J::Bool(on)));
+            }
+        }
+        line(out, "ip_flags", words.join("/"), J::Obj(json));
+    }
+    out.close();
+    for (bit, name) in [
+        (TCA_CLS_FLAGS_SKIP_HW, "skip_hw"),
+        (TCA_CLS_FLAGS_SKIP_SW, "skip_sw"),
+    ] {
+        if d.flags & bit != 0 {
+            out.nl();
+            out.bool(To::Any, name, &format!("  {name}"), true);
+        }
+    }
+    if d.flags & TCA_CLS_FLAGS_IN_HW != 0 {
+        out.nl();
+        out.bool(To::Any, "in_hw", "  in_hw", true);
+    } else if d.flags & TCA_CLS_FLAGS_NOT_IN_HW != 0 {
+        out.nl();
+        out.bool(To::Any, "not_in_hw", "  not_in_hw", true);
+    }
+    if !d.actions.is_empty() {
+        m::print_actions(&d.actions, true, &cx.act, out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testutil::{dev, tc};
+
+    /// Output of iproute2 6.1's own tc printing kernel-style dumps of these
+    /// filters (the capture kernel has no cls_flower), and its parse errors
+    /// as the 6.1 binary gives them.
+    #[test]
+    fn filters_print_as_iproute2_6_1_prints_them() {
+        let mut net = dev();
+        for c in [
+            "qdisc add dev DEV ingress",
+            "filter add dev DEV parent ffff: protocol ip pref 49152 flower ip_proto tcp \
+             dst_ip 10.0.0.0/8 src_ip 192.168.1.1 dst_port 80 src_port 1234 tcp_flags 0x2/12 \
+             classid 1:10 action drop",
+            "filter add dev DEV parent ffff: protocol ip pref 49152 handle 0x10 flower \
+             ip_proto udp ip_tos 31 ip_ttl 64 dst_port 53/0xff00 src_port 5353",
+            "filter add dev DEV parent ffff: protocol ip pref 49152 flower ip_proto icmp \
+             type 8 code 0/240",
+            "filter add dev DEV parent ffff: protocol ipv6 pref 49153 flower ip_proto icmpv6 \
+             dst_ip 2001:db8::1 src_ip 2001:db8::/32 type 128 ip_flags nofrag",
+        ] {
+            let o = tc(&mut net, c);
+            assert_eq!(o.code, 0, "{c}: {}", o.stderr);
+        }
+        let text = tc(&mut net, "filter show dev DEV ingress").stdout;
+        assert_eq!(
+            text,
+            "filter parent ffff: protocol ip pref 49152 flower chain 0 \n\
+             filter parent ffff: protocol ip pref 49152 flower chain 0 handle 0x1 classid 1:10 \n\
+             \x20 eth_type ipv4\n  ip_proto tcp\n  dst_ip 10.0.0.0/8\n  src_ip 192.168.1.1\n\
+             \x20 dst_port 80\n  src_port 1234\n  tcp_flags 0x2/12\n  not_in_hw\n\
+             \taction order 1: gact action drop\n\t random type none pass val 0\n\
+             \t index 1 ref 1 bind 1\n\n\
+             filter parent ffff: protocol ip pref 49152 flower chain 0 handle 0x2 \n\
+             \x20 eth_type ipv4\n  ip_proto icmp\n  icmp_type 8\n  icmp_code 0/240\n  not_in_hw\n\
+             filter parent ffff: protocol ip pref 49152 flower chain 0 handle 0x10 \n\
+             \x20 eth_type ipv4\n  ip_proto udp\n  ip_tos 31\n  ip_ttl 64\n  dst_port 53/0xff00\n\
+             \x20 src_port 5353\n  not_in_hw\n\
+             filter parent ffff: protocol ipv6 pref 49153 flower chain 0 \n\
+             filter parent ffff: protocol ipv6 pref 49153 flower chain 0 handle 0x1 \n\
+             \x20 eth_type ipv6\n  ip_proto icmpv6\n  dst_ip 2001:db8::1\n  src_ip 2001:db8::/32\n\
+             \x20 icmp_type 128\n  ip_flags nofrag\n  not_in_hw\n"
+        );
+        let json = tc(&mut net, "-j filter show dev DEV ingress").stdout;
+        for want in [
+            r#""options":{"handle":1,"classid":"1:10","keys":{"eth_type":"ipv4","ip_proto":"tcp","dst_ip":"10.0.0.0/8","src_ip":"192.168.1.1","dst_port":80,"src_port":1234,"tcp_flags":"0x2/12"},"not_in_hw":true,"actions":[{"order":1,"kind":"gact","control_action":{"type":"drop"},"prob":{"random_type":"none","control_action":{"type":"pass"},"val":0},"index":1,"ref":1,"bind":1}]}"#,
+            r#""options":{"handle":16,"keys":{"eth_type":"ipv4","ip_proto":"udp","ip_tos":31,"ip_ttl":64,"dst_port":53,"dst_port_mask":"ff00","src_port":5353},"not_in_hw":true}"#,
+            r#""options":{"handle":2,"keys":{"eth_type":"ipv4","ip_proto":"icmp","icmp_type":"8","icmp_code":"0/240"},"not_in_hw":true}"#,
+            r#""options":{"handle":1,"keys":{"eth_type":"ipv6","ip_proto":"icmpv6","dst_ip":"2001:db8::1","src_ip":"2001:db8::/32","icmp_type":"128","ip_flags":{"frag":false}},"not_in_hw":true}"#,
+        ] {
+            assert!(json.contains(want), "{want}\nnot in\n{json}");
+        }
+    }
+
+    #[test]
+    fn ranges_tos_masks_flags_and_indev_print_as_iproute2_does() {
+        let mut net = dev();
+        for c in [
+            "qdisc add dev DEV ingress",
+            "filter add dev DEV parent ffff: protocol ip pref 1 flower indev PEER ip_proto udp \
+             ip_tos 16/f0 ip_ttl 64 dst_ip 10.1.0.0/16 dst_port 1000-2000 src_port 10-20 \
+             ip_flags frag/nofirstfrag skip_hw",
+        ] {
+            let o = tc(&mut net, c);
+            assert_eq!(o.code, 0, "{c}: {}", o.stderr);
+        }
+        let text = tc(&mut net, "filter show dev DEV ingress").stdout;
+        assert!(
+            text.ends_with(
+                "handle 0x1 \n  indev PEER\n  eth_type ipv4\n  ip_proto udp\n  ip_tos 16/0xf0\n\
+                 \x20 ip_ttl 64\n  dst_ip 10.1.0.0/16\n  dst_port 1000-2000\n  src_port 10-20\n\
+                 \x20 ip_flags frag/nofirstfrag\n  skip_hw\n  not_in_hw\n"
+            ),
+            "{text}"
+        );
+        let json = tc(&mut net, "-j filter show dev DEV ingress").stdout;
+        assert!(json.contains(r#""indev":"PEER","keys":{"eth_type":"ipv4","ip_proto":"udp","ip_tos":16,"ip_tos_mask":"f0","ip_ttl":64,"dst_ip":"10.1.0.0/16","dst_port":{"start":1000,"end":2000},"src_port":{"start":10,"end":20},"ip_flags":{"frag":true,"firstfrag":false}},"skip_hw":true,"not_in_hw":true"#), "{json}");
+    }
+
+    #[test]
+    fn parse_errors_are_iproute2_6_1s() {
+        let mut net = dev();
+        assert_eq!(tc(&mut net, "qdisc add dev DEV ingress").code, 0);
+        for (tail, stderr, code) in [
+            ("protocol all flower ip_proto tcp", "Illegal \"eth_type\" for ip proto\nIllegal \"ip_proto\"\n", 1),
+            ("protocol ipv6 flower ip_proto icmp", "Illegal \"eth_type\" for ip proto\nIllegal \"ip_proto\"\n", 1),
+            ("protocol ip flower ip_proto 300", "Illegal \"ip_proto\"\n", 1),
+            ("protocol ip flower ip_proto", "Command line is not complete. Try option \"help\"\n", 255),
+            ("protocol ip flower dst_port 80", "Illegal \"dst_port\"\n", 1),
+            ("protocol ip flower ip_proto icmp dst_port 80", "Illegal \"dst_port\"\n", 1),
+            ("protocol ip flower ip_proto tcp dst_port 1000-1000", "max value should be greater than min value\nIllegal \"dst_port\"\n", 1),
+            ("protocol ip flower ip_proto tcp dst_port 0-100", "Illegal \"dst_port\"\n", 1),
+            ("protocol ip flower ip_proto tcp dst_port 0x50", "Illegal \"dst_port\"\n", 1),
+            ("protocol ip flower dst_ip 2001:db8::1", "Error: inet prefix is expected rather than \"2001:db8::1\".\n", 1),
+            ("protocol ipv6 flower dst_ip 10.0.0.1", "Error: inet6 prefix is expected rather than \"10.0.0.1\".\n", 1),
+            ("protocol all flower dst_ip 10.0.0.1", "Illegal \"dst_ip\"\n", 1),
+            ("protocol ip flower ip_tos 300", "Illegal \"ip_tos\"\n", 1),
+            ("protocol ip flower ip_proto tcp tcp_flags 0x1000", "Illegal \"tcp_flags\"\n", 1),
+            ("protocol ip flower ip_proto tcp type 8", "Illegal \"icmp type\"\n", 1),
+            ("protocol ip flower ip_proto icmp code 300", "Illegal \"icmp code\"\n", 1),
+            ("protocol ip flower ip_flags frag/bogus", "Illegal \"ip_flags\"\n", 1),
+            ("protocol ip flower indev abcdefghijklmnopqrstuvwxyz", "Error: argument \"abcdefghijklmnopqrstuvwxyz\" is wrong: \"indev\" not a valid ifname\n", 255),
+            ("protocol ip flower classid zzz", "Illegal \"classid\"\n", 1),
+            ("protocol ip handle zz flower", "Illegal \"handle\"\n", 1),
+            ("protocol ip flower skip_sw", "RTNETLINK answers: Operation not supported\nWe have an error talking to the kernel\n", 2),
+            ("protocol ip flower skip_hw skip_sw", "RTNETLINK answers: Invalid argument\nWe have an error talking to the kernel\n", 2),
+        ] {
+            let o = tc(&mut net, &format!("filter add dev DEV parent ffff: {tail}"));
+            assert_eq!((o.stderr.as_str(), o.code), (stderr, code), "{tail}");
+        }
+        // An unknown action: gact's parser has the last word, as for every classifier.
+        let o = tc(
+            &mut net,
+            "filter add dev DEV parent ffff: protocol ip flower action bogus",
+        );
+        assert!(
+            o.stderr
+                .starts_with("Bad action type bogus\nUsage: ... gact"),
+            "{}",
+            o.stderr
+        );
+        assert_eq!(o.code, 255);
+        // `help` and an unknown word: the 6.1 explain text (its sha256 is
+        // ab7c16f2...c1243, as the 6.1 binary prints it).
+        let o = tc(
+            &mut net,
+            "filter add dev DEV parent ffff: protocol ip flower help",
+        );
+        assert_eq!((o.stderr.as_str(), o.code), (super::USAGE, 1));
+        let o = tc(
+            &mut net,
+            "filter add dev DEV parent ffff: protocol ip flower bogus",
+        );
+        assert_eq!(o.stderr, format!("What is \"bogus\"?\n{}", super::USAGE));
+        // Nothing was added.
+        assert_eq!(tc(&mut net, "filter show dev DEV ingress").stdout, "");
+    }
+}
