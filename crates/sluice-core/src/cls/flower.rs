@@ -323,6 +323,8 @@ struct Filter {
     indev: Option<String>,
     flags: u32,
     keys: FlowerKeys,
+    /// `keys.mask()`: the group the filter is in.
+    mask: Mask,
     exts: Exts,
 }
 
@@ -356,8 +358,8 @@ impl Flower {
 
     /// Forget mask groups no filter uses.
     fn prune_masks(&mut self) {
-        let used: Vec<Mask> = self.filters.iter().map(|f| f.keys.mask()).collect();
-        self.masks.retain(|m| used.contains(m));
+        let filters = &self.filters;
+        self.masks.retain(|m| filters.iter().any(|f| f.mask == *m));
     }
 }
 
@@ -373,9 +375,7 @@ impl Classifier for Flower {
         let keys = PacketKeys::dissect(pkt);
         for mask in &self.masks {
             let hit = self.filters.iter().find(|f| {
-                f.flags & TCA_CLS_FLAGS_SKIP_SW == 0
-                    && f.keys.mask() == *mask
-                    && f.keys.matches(&keys)
+                f.flags & TCA_CLS_FLAGS_SKIP_SW == 0 && f.mask == *mask && f.keys.matches(&keys)
             });
             if let Some(f) = hit {
                 return match f.exts.exec(pkt, now) {
@@ -419,7 +419,7 @@ impl Classifier for Flower {
         let existing = req.exists.then(|| self.find(req.handle)).flatten();
         if let Some(i) = existing {
             // A replaced filter keeps its mask (`fl_check_assign_mask`).
-            if self.filters[i].keys.mask() != mask {
+            if self.filters[i].mask != mask {
                 return Err(TcError::errno(Errno::EINVAL));
             }
         }
@@ -456,6 +456,7 @@ impl Classifier for Flower {
             indev: o.indev.clone(),
             flags: flags | TCA_CLS_FLAGS_NOT_IN_HW,
             keys,
+            mask: mask.clone(),
             exts,
         };
         match existing {
