@@ -360,3 +360,31 @@ fn ip_address_and_route_lines_are_refused_not_ignored() {
         .push("ip link set dev eth0 txqueuelen 50".to_string());
     assert!(build(&sc, &sc.vars_for(None, &no_overrides())).is_ok());
 }
+
+#[test]
+fn flower_filters_classify_simulated_tcp_into_htb_classes() {
+    // Two bulk TCP flows share a 10 Mbit/s uplink whose HTB gives 1:10
+    // 8 Mbit/s and the default 1:20 2 Mbit/s. A flower filter on the
+    // destination port sends the first flow to 1:10: the flows split about
+    // 80/20 (were the filter to miss, both would share 1:20 evenly).
+    let flow = |name: &str, port: u16| {
+        format!(
+            "[[workload]]\ntype = \"tcp\"\nfrom = \"s\"\nto = \"d\"\nname = \"{name}\"\n\
+             port = {port}\nsndbuf = \"4MiB\"\nrcvbuf = \"4MiB\"\n"
+        )
+    };
+    let w = flow("a", 5001) + &flow("b", 5002);
+    let mut sc = path("10mbit", "10ms", "handle 1: htb default 20", 0.0, &w, 1);
+    for line in [
+        "tc class add dev eth0 parent 1: classid 1:1 htb rate 10mbit",
+        "tc class add dev eth0 parent 1:1 classid 1:10 htb rate 8mbit ceil 10mbit",
+        "tc class add dev eth0 parent 1:1 classid 1:20 htb rate 2mbit ceil 10mbit",
+        "tc filter add dev eth0 parent 1: protocol ip pref 1 flower ip_proto tcp dst_port 5001 classid 1:10",
+    ] {
+        sc.nodes[0].tc.push(line.to_string());
+    }
+    let mut r = one_run(&sc);
+    r.compute_shares();
+    let share_a = r.flows.iter().find(|f| f.name == "a").unwrap().share;
+    assert!((0.75..0.85).contains(&share_a), "flow a's share {share_a}");
+}
