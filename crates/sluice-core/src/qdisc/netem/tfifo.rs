@@ -45,6 +45,7 @@ impl Tfifo {
     }
 
     /// `tfifo_enqueue`.
+    #[inline]
     pub(crate) fn push(&mut self, t: Timed) {
         self.bytes += t.pkt.len as u64;
         match self.list.back() {
@@ -74,6 +75,7 @@ impl Tfifo {
     }
 
     /// `netem_erase_head`: take the next packet out.
+    #[inline]
     pub(crate) fn pop(&mut self) -> Option<Timed> {
         let (in_tree, _) = self.head_in_tree()?;
         let t = if in_tree {
