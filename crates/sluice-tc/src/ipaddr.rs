@@ -286,11 +286,11 @@ fn addr_modify(net: &mut Net, opts: ShowOpts, a: &mut Args, replace: bool) -> Cm
         IpAddr::V6(v) if (v.segments()[0] & 0xffc0) == 0xfe80 => SCOPE_LINK,
         _ => SCOPE_GLOBAL,
     });
-    let existing =
-        net.l3.addrs.iter().position(|x| {
-            x.ifindex == ifindex && x.addr == addr && (addr.is_ipv4() || x.plen == plen)
-        });
-    if let Some(i) = existing {
+    let exists = net
+        .l3
+        .of(ifindex)
+        .any(|x| x.addr == addr && (addr.is_ipv4() || x.plen == plen));
+    if exists {
         if !replace {
             return Err(if addr.is_ipv4() {
                 Fail::new(2, "Error: ipv4: Address already assigned.")
@@ -300,7 +300,6 @@ fn addr_modify(net: &mut Net, opts: ShowOpts, a: &mut Args, replace: bool) -> Cm
         }
         // Replacing an existing address changes only its lifetimes and
         // metric, which sluice keeps at forever and none.
-        let _ = i;
         return Ok(());
     }
     if !net.l3.ipv6 && addr.is_ipv6() {
