@@ -247,6 +247,7 @@ pub fn split(pkt: &Packet, per_piece: u16) -> Result<Vec<Packet>, GsoError> {
             from_ingress: pkt.from_ingress,
             redirects: pkt.redirects,
             tc_skip_classify: pkt.tc_skip_classify,
+            conn: pkt.conn,
         }));
     }
     Ok(pieces)

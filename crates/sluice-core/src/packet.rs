@@ -77,10 +77,37 @@ pub struct Skb {
     /// are skipped (`tcf_action_exec` clears the flag and says `ok`), so it
     /// is not redirected again.
     pub tc_skip_classify: bool,
+    /// The packet's connection-tracking entry, as far as tc's `connmark`
+    /// and `ctinfo` actions read it; `None` when the front end tracks no
+    /// connection for it (see [`ConnMark`]).
+    pub conn: Option<ConnMark>,
     /// Scratch space of the qdisc holding the packet (the kernel's
     /// `qdisc_skb_cb(skb)->data`): sfb keeps the packet's two bin hashes
     /// here between enqueue and dequeue. Meaningless outside a qdisc.
     pub cb: [u32; 2],
+}
+
+/// What tc actions see of a packet's connection: the entry netfilter
+/// attached to the skb (`skb->_nfct`: egress, after the POSTROUTING hook),
+/// or — for a packet no hook has seen yet, as on ingress — the entry
+/// `nf_conntrack_find_get` finds by the packet's tuple. Front ends fill it
+/// in from their connection table just before the packet meets tc, so the
+/// mark is the connection's mark at that moment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConnMark {
+    /// `ct->mark`.
+    pub mark: u32,
+    /// Attached to the skb. If not, it was found by a tuple lookup in zone
+    /// 0, the only zone sluice's connection table has: an action looking in
+    /// another zone finds nothing.
+    pub attached: bool,
+}
+
+impl ConnMark {
+    /// The connection an action configured with conntrack `zone` finds.
+    pub fn in_zone(conn: Option<ConnMark>, zone: u16) -> Option<ConnMark> {
+        conn.filter(|c| c.attached || zone == 0)
+    }
 }
 
 /// A GSO packet's `skb_shinfo` fields: it carries `segs` segments' payload
@@ -196,24 +223,28 @@ impl Skb {
 
     /// `INET_ECN_set_ce`: mark Congestion Experienced if the packet is
     /// ECN-capable (true also when it already was CE); false for Not-ECT and
-    /// non-IP packets. The IPv4 header checksum is updated incrementally
-    /// (RFC 1624). CoDel, fq_codel, sfq's RED and netem's `ecn` share it.
+    /// non-IP packets. CoDel, fq_codel, sfq's RED and netem's `ecn` share it.
     pub fn set_ce(&mut self) -> bool {
+        match self.dsfield().map(|ds| ds & 3) {
+            None | Some(0) => false,
+            Some(3) => true,
+            Some(_) => self.change_dsfield(0xff, 3),
+        }
+    }
+
+    /// `ipv4_change_dsfield` / `ipv6_change_dsfield`: the DS field becomes
+    /// `(ds & mask) | value`. IPv4's header checksum is updated
+    /// incrementally (RFC 1624). False, and nothing changed, when the
+    /// packet is neither IPv4 with a whole header nor IPv6.
+    pub fn change_dsfield(&mut self, mask: u8, value: u8) -> bool {
         let d = &mut self.data;
         match self.protocol {
             ETH_P_IP if d.len() >= 20 && d[0] >> 4 == 4 => {
-                let ecn = d[1] & 3;
-                if ecn == 0 {
-                    return false;
-                }
-                if ecn == 3 {
-                    return true;
-                }
                 let old = u16::from_be_bytes([d[0], d[1]]);
-                d[1] |= 3;
+                d[1] = (d[1] & mask) | value;
                 let new = u16::from_be_bytes([d[0], d[1]]);
                 let check = u16::from_be_bytes([d[10], d[11]]);
-                let mut sum = (!check as u32) + (!old as u32) + new as u32;
+                let mut sum = u32::from(!check) + u32::from(!old) + u32::from(new);
                 while sum >> 16 != 0 {
                     sum = (sum & 0xffff) + (sum >> 16);
                 }
@@ -221,11 +252,10 @@ impl Skb {
                 true
             }
             ETH_P_IPV6 if d.len() >= 2 && d[0] >> 4 == 6 => {
-                // The traffic class straddles bytes 0 and 1; ECN is its low 2 bits.
-                if (d[1] >> 4) & 3 == 0 {
-                    return false;
-                }
-                d[1] |= 0x30;
+                // The traffic class straddles bytes 0 and 1.
+                let ds = (((d[0] << 4) | (d[1] >> 4)) & mask) | value;
+                d[0] = (d[0] & 0xf0) | (ds >> 4);
+                d[1] = (d[1] & 0x0f) | (ds << 4);
                 true
             }
             _ => false,

@@ -67,6 +67,10 @@ pub struct Node {
     /// Has mirred actions (else nothing is looked for in their outbox);
     /// refreshed as `nf_active` is.
     mirred_active: bool,
+    /// Are there connmark or ctinfo actions, which read the connection of
+    /// a received packet before netfilter has seen it? Refreshed as
+    /// `nf_active` is.
+    conn_actions: bool,
 }
 
 /// What can happen.
@@ -170,6 +174,7 @@ impl World {
             router,
             nf_active: false,
             mirred_active: false,
+            conn_actions: false,
         });
         self.nodes.len() - 1
     }
@@ -389,6 +394,7 @@ impl World {
         for n in &mut self.nodes {
             n.nf_active = !n.net.netfilter.is_idle();
             n.mirred_active = n.net.actions.has_kind("mirred");
+            n.conn_actions = n.net.actions.has_kind("connmark") || n.net.actions.has_kind("ctinfo");
         }
         while let Some((now, ev)) = self.queue.pop_until(until) {
             match ev {
@@ -450,7 +456,14 @@ impl World {
         pkt.redirects = 0;
         pkt.from_ingress = false;
         pkt.tc_skip_classify = false;
-        pkt.skb_iif = self.nodes[node].net.devices[dev].ifindex;
+        let n = &self.nodes[node];
+        pkt.skb_iif = n.net.devices[dev].ifindex;
+        // No hook has seen it here yet: tc's connmark and ctinfo find its
+        // connection by its tuple (skipped when no such action exists).
+        pkt.conn = None;
+        if n.conn_actions {
+            pkt.conn = n.net.netfilter.connection(&pkt, now);
+        }
         self.receive(node, dev, pkt);
     }
 

@@ -388,3 +388,86 @@ fn flower_filters_classify_simulated_tcp_into_htb_classes() {
     let share_a = r.flows.iter().find(|f| f.name == "a").unwrap().share;
     assert!((0.75..0.85).contains(&share_a), "flow a's share {share_a}");
 }
+
+/// Ingress shaping by connection, the way home gateways do it: iptables
+/// stores a mark in each connection as its first packets come in
+/// (`CONNMARK --set-mark` by destination port), and on d's ingress every
+/// later packet gets its connection's mark back (`restore`: `connmark`, or
+/// ctinfo's `cpmark`) before mirred sends it to ifb0, where fw filters put
+/// mark 1 into a 4 Mbit/s class and mark 2 into a 1 Mbit/s one, neither
+/// borrowing. The two downloads then run at those rates (of frames; the
+/// payload is 1448/1514 of it). Were the marks not restored, both would
+/// share the 100 kbit/s default class.
+fn downloads_split_by_connection_mark(restore: &str) -> (f64, f64) {
+    let flow = |name: &str, port: u16| {
+        format!(
+            "[[workload]]\ntype = \"tcp\"\nfrom = \"s\"\nto = \"d\"\nname = \"{name}\"\n\
+             port = {port}\nsndbuf = \"4MiB\"\nrcvbuf = \"4MiB\"\n"
+        )
+    };
+    let d_tc = [
+        "iptables -t mangle -A PREROUTING -p tcp --dport 5001 -j CONNMARK --set-mark 1",
+        "iptables -t mangle -A PREROUTING -p tcp --dport 5002 -j CONNMARK --set-mark 2",
+        "ip link add ifb0 type ifb",
+        "ip link set dev ifb0 up",
+        "tc qdisc add dev ifb0 root handle 1: htb default 30",
+        "tc class add dev ifb0 parent 1: classid 1:10 htb rate 4mbit",
+        "tc class add dev ifb0 parent 1: classid 1:20 htb rate 1mbit",
+        "tc class add dev ifb0 parent 1: classid 1:30 htb rate 100kbit",
+        "tc filter add dev ifb0 parent 1: protocol ip handle 1 fw flowid 1:10",
+        "tc filter add dev ifb0 parent 1: protocol ip handle 2 fw flowid 1:20",
+        "tc qdisc add dev eth0 handle ffff: ingress",
+        &format!(
+            "tc filter add dev eth0 parent ffff: protocol ip matchall action {restore} \
+             action mirred egress redirect dev ifb0"
+        ),
+    ];
+    let d_tc: Vec<String> = d_tc.iter().map(|l| format!("{l:?}")).collect();
+    let sc = Scenario::parse(&format!(
+        r#"
+        name = "connmark"
+        duration = "20s"
+        seed = 1
+        [[node]]
+        name = "s"
+        addr = "10.0.0.1"
+        [[node]]
+        name = "d"
+        addr = "10.0.1.1"
+        tc = [{}]
+        [[link]]
+        a = "s:eth0"
+        b = "d:eth0"
+        rate = "10mbit"
+        delay = "10ms"
+        buffer = "100p"
+        {}{}
+        "#,
+        d_tc.join(", "),
+        flow("a", 5001),
+        flow("b", 5002)
+    ))
+    .unwrap();
+    let r = one_run(&sc);
+    let g = |name: &str| {
+        r.flows
+            .iter()
+            .find(|f| f.name == name)
+            .unwrap()
+            .goodput_mbps
+    };
+    (g("a"), g("b"))
+}
+
+#[test]
+fn connmark_restores_connection_marks_for_ingress_shaping() {
+    let payload = 1448.0 / 1514.0;
+    for restore in ["connmark", "ctinfo cpmark"] {
+        let (a, b) = downloads_split_by_connection_mark(restore);
+        assert!((a / (4.0 * payload) - 1.0).abs() < 0.03, "{restore}: a {a}");
+        assert!((b / payload - 1.0).abs() < 0.03, "{restore}: b {b}");
+    }
+    // Without a restoring action both share the 100 kbit/s class.
+    let (a, b) = downloads_split_by_connection_mark("pipe");
+    assert!(a + b < 0.1, "{a} + {b}");
+}

@@ -2,7 +2,8 @@
 //! table that owns them.
 //!
 //! Modelled on net/sched/act_api.c and include/net/act_api.h. An action is
-//! an instance of a kind (`police`, `gact`, `mirred`, `skbedit`) with an index that is unique per
+//! an instance of a kind (`police`, `gact`, `mirred`, `skbedit`,
+//! `connmark`, `ctinfo`) with an index that is unique per
 //! kind in a network namespace. Actions are created either standalone
 //! (`tc actions add`) or inline by a filter (`... u32 match ... action drop`);
 //! a filter may also bind an existing action by naming its index, so one
@@ -41,6 +42,8 @@
 //! every action of a list before committing any (the kernel can leave earlier
 //! replaced actions changed when a later one fails).
 
+pub mod connmark;
+pub mod ctinfo;
 pub mod gact;
 pub mod mirred;
 pub mod police;
@@ -73,6 +76,8 @@ pub enum ActionOpts {
     Gact(gact::GactOpts),
     Mirred(mirred::MirredOpts),
     Skbedit(skbedit::SkbeditOpts),
+    Connmark(connmark::ConnmarkOpts),
+    Ctinfo(ctinfo::CtinfoOpts),
 }
 
 impl ActionOpts {
@@ -83,6 +88,8 @@ impl ActionOpts {
             ActionOpts::Gact(_) => "gact",
             ActionOpts::Mirred(_) => "mirred",
             ActionOpts::Skbedit(_) => "skbedit",
+            ActionOpts::Connmark(_) => "connmark",
+            ActionOpts::Ctinfo(_) => "ctinfo",
         }
     }
 }
@@ -260,6 +267,8 @@ enum Params {
     Gact(gact::GactParams),
     Mirred(mirred::MirredParams),
     Skbedit(skbedit::SkbeditParams),
+    Connmark(connmark::ConnmarkParams),
+    Ctinfo(ctinfo::CtinfoParams),
 }
 
 #[derive(Debug)]
@@ -268,6 +277,8 @@ enum Kind {
     Gact(gact::Gact),
     Mirred(mirred::Mirred),
     Skbedit(skbedit::Skbedit),
+    Connmark(connmark::Connmark),
+    Ctinfo(ctinfo::Ctinfo),
 }
 
 impl Kind {
@@ -277,6 +288,8 @@ impl Kind {
             Kind::Gact(g) => g,
             Kind::Mirred(m) => m,
             Kind::Skbedit(k) => k,
+            Kind::Connmark(k) => k,
+            Kind::Ctinfo(k) => k,
         }
     }
     fn inner_mut(&mut self) -> &mut dyn Action {
@@ -285,6 +298,8 @@ impl Kind {
             Kind::Gact(g) => g,
             Kind::Mirred(m) => m,
             Kind::Skbedit(k) => k,
+            Kind::Connmark(k) => k,
+            Kind::Ctinfo(k) => k,
         }
     }
 }
@@ -565,6 +580,7 @@ impl ActionTable {
             ActionOpts::Gact(o) => gact::check_policy(o)?,
             ActionOpts::Mirred(_) => {}
             ActionOpts::Skbedit(o) => skbedit::check_policy(o)?,
+            ActionOpts::Connmark(_) | ActionOpts::Ctinfo(_) => {}
         }
         let kind = spec.opts.kind();
         let pending = spec.index != 0
@@ -669,6 +685,8 @@ impl ActionTable {
                             Kind::Mirred(mirred::Mirred::new(m, self.outbox.clone()))
                         }
                         Params::Skbedit(k) => Kind::Skbedit(skbedit::Skbedit::new(k)),
+                        Params::Connmark(k) => Kind::Connmark(connmark::Connmark::new(k)),
+                        Params::Ctinfo(k) => Kind::Ctinfo(ctinfo::Ctinfo::new(k)),
                     };
                     let act = Arc::new(Mutex::new(TcAction {
                         index,
@@ -838,6 +856,8 @@ fn params_kind(p: &Params) -> &'static str {
         Params::Gact(_) => "gact",
         Params::Mirred(_) => "mirred",
         Params::Skbedit(_) => "skbedit",
+        Params::Connmark(_) => "connmark",
+        Params::Ctinfo(_) => "ctinfo",
     }
 }
 
@@ -863,6 +883,10 @@ fn validate(
             Params::Mirred(mirred::MirredParams::validate(o, in_filter, creating)?)
         }
         ActionOpts::Skbedit(o) => Params::Skbedit(skbedit::SkbeditParams::validate(o, in_filter)?),
+        ActionOpts::Connmark(o) => {
+            Params::Connmark(connmark::ConnmarkParams::validate(o, in_filter)?)
+        }
+        ActionOpts::Ctinfo(o) => Params::Ctinfo(ctinfo::CtinfoParams::validate(o, in_filter)?),
     })
 }
 
@@ -872,6 +896,8 @@ fn apply(kind: &mut Kind, params: Params, now: Time, est: Option<EstimatorSpec>)
         (Kind::Gact(g), Params::Gact(n)) => g.change(n),
         (Kind::Mirred(m), Params::Mirred(n)) => m.change(n),
         (Kind::Skbedit(k), Params::Skbedit(n)) => k.change(n),
+        (Kind::Connmark(k), Params::Connmark(n)) => k.change(n),
+        (Kind::Ctinfo(k), Params::Ctinfo(n)) => k.change(n),
         // Replace is looked up by kind, so the kinds always agree.
         _ => {}
     }

@@ -270,12 +270,7 @@ impl Conntrack {
         let Some(t) = Tuple::of(h) else {
             return Lookup::Untracked;
         };
-        let found = if self.conns.contains_key(&t) {
-            Some((t, Dir::Original))
-        } else {
-            self.reply_index.get(&t).map(|k| (*k, Dir::Reply))
-        };
-        if let Some((key, dir)) = found {
+        if let Some((key, dir)) = self.locate(&t) {
             if self.conns[&key].expires > now {
                 let c = &self.conns[&key];
                 let state = if dir == Dir::Reply || c.seen_reply {
@@ -315,6 +310,22 @@ impl Conntrack {
             state: ct_state::NEW,
             created: true,
         })
+    }
+
+    /// The live connection a packet belongs to, in either direction, if
+    /// any (a lookup that creates nothing).
+    pub fn find(&self, h: &Headers, now: Time) -> Option<&Conn> {
+        let (key, _) = self.locate(&Tuple::of(h)?)?;
+        self.conns.get(&key).filter(|c| c.expires > now)
+    }
+
+    /// The key of the connection tuple `t` belongs to, and its direction.
+    fn locate(&self, t: &Tuple) -> Option<(Tuple, Dir)> {
+        if self.conns.contains_key(t) {
+            Some((*t, Dir::Original))
+        } else {
+            self.reply_index.get(t).map(|k| (*k, Dir::Reply))
+        }
     }
 
     /// The mark of a packet's connection.

@@ -29,7 +29,7 @@
 pub mod conntrack;
 pub mod rule;
 
-use crate::packet::Packet;
+use crate::packet::{ConnMark, Packet};
 use crate::time::Time;
 use conntrack::{Conntrack, CtRef, Lookup};
 use rule::{Counters, Headers, MatchCtx, Rule, RuleSpec, Target};
@@ -645,8 +645,28 @@ impl Netfilter {
         }
         if let Some(r) = &w.ct {
             self.conntrack.update(r, &w.h, now);
+            // The skb keeps its connection (`skb->_nfct`) for tc to read.
+            pkt.conn = Some(ConnMark {
+                mark: self.conntrack.mark(r),
+                attached: true,
+            });
         }
         Verdict::Accept
+    }
+
+    /// The connection a packet no hook has seen belongs to, found by its
+    /// tuple without creating one (`nf_conntrack_find_get`): what tc's
+    /// connmark and ctinfo actions find on ingress. `None` while nothing
+    /// tracks connections (no rules loaded).
+    pub fn connection(&self, pkt: &Packet, now: Time) -> Option<ConnMark> {
+        if self.is_idle() {
+            return None;
+        }
+        let c = self.conntrack.find(&Headers::parse(pkt)?, now)?;
+        Some(ConnMark {
+            mark: c.mark,
+            attached: false,
+        })
     }
 
     fn run_hook(&mut self, id: TableId, hook: Hook, pkt: &mut Packet, w: &mut Walk) -> Verdict {

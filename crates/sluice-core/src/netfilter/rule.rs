@@ -443,17 +443,5 @@ impl RuleSpec {
 /// Rewrite the DSCP bits of an IPv4 header, fixing its checksum (RFC 1624),
 /// as `ipv4_change_dsfield` does.
 pub fn set_dscp(pkt: &mut Packet, dscp: u8) {
-    let d = &mut pkt.data;
-    if d.len() < 20 {
-        return;
-    }
-    let old = u16::from_be_bytes([d[0], d[1]]);
-    d[1] = (d[1] & 0x03) | (dscp << 2);
-    let new = u16::from_be_bytes([d[0], d[1]]);
-    let check = u16::from_be_bytes([d[10], d[11]]);
-    let mut sum = u32::from(!check) + u32::from(!old) + u32::from(new);
-    while sum >> 16 != 0 {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    d[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    pkt.change_dsfield(0x03, dscp << 2);
 }

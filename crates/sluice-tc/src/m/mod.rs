@@ -1,7 +1,8 @@
 //! Actions: the generic action-list syntax of iproute2's m_action.c and
 //! tc_util.c (`action KIND ... [cookie HEX] [hw_stats ...]`, control
 //! verdicts such as `drop` or `goto chain 5`), and one file per kind, like
-//! iproute2's m_*.c: [`police`], [`gact`], [`mirred`] and [`skbedit`].
+//! iproute2's m_*.c: [`police`], [`gact`], [`mirred`], [`skbedit`], [`connmark`]
+//! and [`ctinfo`].
 //!
 //! # Parser conventions
 //!
@@ -21,6 +22,8 @@
 //! falls back to gact for kinds it cannot load, and so do we: `action bogus`
 //! reads as gact and fails with "Bad action type bogus" and gact's usage.
 
+pub(crate) mod connmark;
+pub(crate) mod ctinfo;
 pub(crate) mod gact;
 pub(crate) mod mirred;
 pub(crate) mod police;
@@ -327,6 +330,8 @@ pub(crate) fn parse_actions(a: &mut Args) -> CmdResult<Vec<ActionSpec>> {
             (false, "police") => police::parse_action(a),
             (false, "mirred") => mirred::parse(a),
             (false, "skbedit") => skbedit::parse(a),
+            (false, "connmark") => connmark::parse(a),
+            (false, "ctinfo") => ctinfo::parse(a),
             (false, k) if k != "gact" && IPROUTE2_KINDS.contains(&k) => Err(foreign(a)),
             _ => gact::parse(a),
         };
@@ -437,6 +442,8 @@ fn print_one(d: &ActionDump, bind: bool, cx: &PrintCx, out: &mut Out) {
         ActionOpts::Gact(_) => gact::print(d, cx, out),
         ActionOpts::Mirred(_) => mirred::print(d, cx, out),
         ActionOpts::Skbedit(_) => skbedit::print(d, cx, out),
+        ActionOpts::Connmark(_) => connmark::print(d, cx, out),
+        ActionOpts::Ctinfo(_) => ctinfo::print(d, cx, out),
     }
     if cx.stats {
         out.text("\tAction statistics:");
