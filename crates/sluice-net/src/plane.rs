@@ -242,6 +242,9 @@ pub struct Plane {
     /// The namespace has a mirred action: look in its outbox after each
     /// enqueue and receive (refreshed by [`Plane::kick`]).
     mirred_active: bool,
+    /// The namespace has a connmark or ctinfo action: arriving packets get
+    /// their connection looked up (refreshed by [`Plane::kick`]).
+    conn_actions: bool,
     /// The transmit sides of the ifb devices mirred has sent to.
     ifbs: Vec<Ifb>,
     /// Packets mirred or an ifb device delivered to a side, handed over at
@@ -315,6 +318,7 @@ impl Plane {
             next_id: 0,
             netfilter_active: false,
             mirred_active: false,
+            conn_actions: false,
             ifbs: Vec::new(),
             to_side: Vec::new(),
             mirred_drops: 0,
@@ -503,10 +507,16 @@ impl Plane {
             if st.in_flight.front().is_none_or(|(at, _)| *at > now) {
                 break;
             }
-            let (at, pkt) = st.in_flight.pop_front().expect("checked");
+            let (at, mut pkt) = st.in_flight.pop_front().expect("checked");
             st.in_flight_bytes -= pkt.len as u64;
             let late = now.0.saturating_sub(at.0);
             st.stats.lateness[(64 - late.leading_zeros() as usize).min(39)] += 1;
+            // A new skb at the far side: tc's connmark and ctinfo find its
+            // connection in the link's one table by its tuple.
+            pkt.conn = None;
+            if self.conn_actions {
+                pkt.conn = self.net.netfilter.connection(&pkt, now);
+            }
             self.receive(far, pkt, now, dir);
         }
     }
@@ -566,6 +576,8 @@ impl Plane {
     pub fn kick(&mut self, now: Time) {
         self.netfilter_active = !self.net.netfilter.is_idle();
         self.mirred_active = self.net.actions.has_kind("mirred");
+        self.conn_actions =
+            self.net.actions.has_kind("connmark") || self.net.actions.has_kind("ctinfo");
         for dir in Dir::BOTH {
             let (egress, _) = sides(&mut self.net.devices, dir);
             let st = &mut self.dirs[dir as usize];
@@ -1150,6 +1162,50 @@ mod tests {
         assert_eq!(marks, [(Dir::AB, 7), (Dir::BA, 7)]);
         let l = ipt(&mut plane, "-t mangle -L OUTPUT -v -n -x");
         assert!(l.contains("       1      100 ACCEPT"), "{l}");
+    }
+
+    #[test]
+    fn ingress_connmark_restores_the_connections_mark_at_the_far_side() {
+        // CONNMARK marks the connection, not the packet, as it leaves a0;
+        // b0's ingress connmark action gives the packet that mark.
+        let mut plane = Plane::new(wire(0, 0), wire(0, 0), 1500);
+        ipt(
+            &mut plane,
+            "-t mangle -A POSTROUTING -o a0 -p udp --dport 22 -j CONNMARK --set-mark 5",
+        );
+        let mut marks = vec![];
+        plane.input(Dir::AB, &udp_to(22), Time(0));
+        plane.poll(Time(0), &mut |_, p| marks.push(p.mark));
+        setup(
+            &mut plane,
+            &[
+                "tc qdisc add dev b0 handle ffff: ingress",
+                "tc filter add dev b0 parent ffff: protocol ip pref 1 matchall action connmark",
+            ],
+        );
+        plane.input(Dir::AB, &udp_to(22), Time(1));
+        plane.input(Dir::AB, &udp_to(23), Time(1));
+        plane.poll(Time(1), &mut |_, p| marks.push(p.mark));
+        // Before the action, and for a connection without a mark: 0.
+        assert_eq!(marks, [0, 5, 0]);
+        let s = tc_show(&mut plane, "-s actions ls action connmark");
+        assert!(
+            s.contains("Sent 200 bytes 2 pkt (dropped 0, overlimits 2 "),
+            "{s}"
+        );
+        // The packet arrives as a new skb, without the connection a0's
+        // hooks attached: an action looking in zone 1 finds nothing.
+        setup(
+            &mut plane,
+            &[
+                "tc filter del dev b0 parent ffff: pref 1",
+                "tc filter add dev b0 parent ffff: protocol ip pref 1 matchall \
+                 action connmark zone 1",
+            ],
+        );
+        plane.input(Dir::AB, &udp_to(22), Time(2));
+        plane.poll(Time(2), &mut |_, p| marks.push(p.mark));
+        assert_eq!(marks[3..], [0]);
     }
 
     // ---- mirred and ifb devices ----

@@ -1039,6 +1039,7 @@ fn filter_input(kind: &str, elem: &str) -> String {
                     }
                     "gact" => gact_input(&t, i + 3),
                     "skbedit" => skbedit_input(&t, i + 2),
+                    "connmark" | "ctinfo" => conn_action_input(&t, i + 2),
                     k => panic!("action {k}"),
                 };
                 s.push(a);
@@ -1114,6 +1115,38 @@ fn skbedit_input(t: &[&str], at: usize) -> (String, usize) {
     while i < t.len() && (t[i] == "ref" || t[i] == "bind") {
         i += 2;
     }
+    (s, i)
+}
+
+/// `connmark zone Z CONTROL index I ref R bind B` and `ctinfo zone Z
+/// CONTROL index I ref R bind B [dscp M S] [cpmark C]`, from `t[at]` = the
+/// kind: the input words (the masks first, as ctinfo reads them) and the
+/// index after.
+fn conn_action_input(t: &[&str], at: usize) -> (String, usize) {
+    let end = at + t[at..].iter().position(|w| *w == "index").expect("index");
+    let mut i = end + 2;
+    let mut masks = vec![];
+    while i < t.len() {
+        match t[i] {
+            "ref" | "bind" => i += 2,
+            "dscp" => {
+                masks.push(format!("dscp {} {}", t[i + 1], t[i + 2]));
+                i += 3;
+            }
+            "cpmark" => {
+                masks.push(format!("cpmark {}", t[i + 1]));
+                i += 2;
+            }
+            _ => break,
+        }
+    }
+    let s = format!(
+        "action {} {} {} index {}",
+        t[at],
+        masks.join(" "),
+        t[at + 1..end].join(" "),
+        t[end + 1]
+    );
     (s, i)
 }
 
@@ -1294,6 +1327,50 @@ proptest! {
     }
 }
 
+#[test]
+fn connmark_and_ctinfo_actions_round_trip() {
+    filter_trip(&[
+        "filter add dev DEV parent ffff: protocol ip prio 1 u32 match u32 0 0 \
+         action connmark action connmark zone 65535 goto chain 3 index 9",
+        "filter add dev DEV parent ffff: protocol all prio 2 matchall \
+         action ctinfo dscp 0xfc000000 0x01000000 cpmark 0xff zone 4 drop \
+         action ctinfo cpmark action ctinfo dscp 0x3f action ctinfo pass index 7",
+    ]);
+}
+
+fn ctinfo_strategy() -> impl Strategy<Value = String> {
+    (
+        prop::option::of((0u32..=26, any::<u32>())),
+        prop::option::of(prop::option::of(any::<u32>())),
+        any::<u16>(),
+        prop::sample::select(vec!["pipe", "drop", "pass", "continue", "reclassify"]),
+    )
+        .prop_map(|(dscp, cpmark, zone, ctl)| {
+            let mut s = String::new();
+            if let Some((shift, state)) = dscp {
+                let mask = 0x3fu32 << shift;
+                s += &format!("dscp {mask:#x} {:#x} ", state & !mask);
+            }
+            match cpmark {
+                Some(Some(m)) => s += &format!("cpmark {m:#x} "),
+                Some(None) => s += "cpmark ",
+                None => {}
+            }
+            format!("{s}zone {zone} {ctl}")
+        })
+}
+
+proptest! {
+    #![proptest_config(cases(64))]
+    #[test]
+    fn ctinfo_actions_round_trip_randomly(opts in ctinfo_strategy()) {
+        filter_trip(&[&format!(
+            "filter add dev DEV parent ffff: protocol ip prio 1 u32 match u32 0 0 \
+             action ctinfo {opts}"
+        )]);
+    }
+}
+
 // ---- no-panic smoke runs of the fuzz bodies (fixed corpus) ----
 
 /// xorshift64*: a fixed-seed generator, so the corpus is the same every run.
@@ -1358,6 +1435,8 @@ const KINDS: &[&str] = &[
     "police",
     "gact",
     "skbedit",
+    "connmark",
+    "ctinfo",
 ];
 const WORDS: &[&str] = &[
     "bandwidth",

@@ -467,7 +467,7 @@ pub struct FlushReport {
 }
 
 /// Kinds this table knows (others answer "not found" as when the module is missing).
-pub const KNOWN_KINDS: [&str; 4] = ["gact", "mirred", "police", "skbedit"];
+pub const KNOWN_KINDS: [&str; 6] = ["connmark", "ctinfo", "gact", "mirred", "police", "skbedit"];
 
 fn known(kind: &str) -> Option<&'static str> {
     KNOWN_KINDS.iter().copied().find(|k| *k == kind)

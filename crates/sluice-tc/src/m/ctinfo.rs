@@ -227,6 +227,38 @@ mod tests {
         }
     }
 
+    #[test]
+    fn standalone_actions_are_kept_listed_and_flushed() {
+        let mut n = dev();
+        for cmd in [
+            "actions add action connmark zone 3 index 4",
+            "actions add action ctinfo cpmark 0x10 index 2",
+        ] {
+            let o = tc(&mut n, cmd);
+            assert_eq!(o.code, 0, "{cmd}: {}", o.stderr);
+        }
+        let o = tc(&mut n, "actions ls action connmark");
+        assert!(
+            o.stdout.starts_with(
+                "total acts 1\n\n\taction order 0: connmark zone 3 pipe\n\t index 4 ref 1 bind 0\n"
+            ),
+            "{}",
+            o.stdout
+        );
+        let o = tc(&mut n, "actions get action ctinfo index 2");
+        assert!(
+            o.stdout
+                .contains("\t index 2 ref 1 bind 0 cpmark 0x00000010\n"),
+            "{}",
+            o.stdout
+        );
+        assert_eq!(tc(&mut n, "actions flush action ctinfo").code, 0);
+        assert_eq!(tc(&mut n, "actions ls action ctinfo").stdout, "");
+        assert!(tc(&mut n, "actions ls action connmark")
+            .stdout
+            .contains("connmark zone 3"));
+    }
+
     /// What iproute2 6.1's own tc printed for kernel-style dumps of these
     /// actions (its print_connmark / print_ctinfo fed hand-built
     /// RTM_NEWTFILTER messages; this kernel has neither action).
