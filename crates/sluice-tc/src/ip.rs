@@ -157,7 +157,7 @@ fn dispatch(net: &mut Net, words: &[String], out: &mut String, notes: &mut Strin
         return crate::ipaddr::address(net, opts, &mut a, out, notes);
     }
     if matches(obj, "route") {
-        return crate::ipaddr::route(net, opts, &mut a, out);
+        return crate::ipaddr::route(net, opts, &mut a, out, notes);
     }
     if !matches(obj, "link") {
         return Err(Fail::new(

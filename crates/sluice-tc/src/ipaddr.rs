@@ -583,7 +583,13 @@ fn addr_flush(net: &mut Net, opts: ShowOpts, a: &mut Args) -> CmdResult {
 // ----- ip route ------------------------------------------------------------
 
 /// `ip route ...` (the words after the object).
-pub(crate) fn route(net: &mut Net, opts: ShowOpts, a: &mut Args, out: &mut String) -> CmdResult {
+pub(crate) fn route(
+    net: &mut Net,
+    opts: ShowOpts,
+    a: &mut Args,
+    out: &mut String,
+    notes: &mut String,
+) -> CmdResult {
     let cmd = a.next().unwrap_or("show");
     if matches(cmd, "add")
         || matches(cmd, "change")
@@ -599,14 +605,12 @@ pub(crate) fn route(net: &mut Net, opts: ShowOpts, a: &mut Args, out: &mut Strin
         route_show(net, opts, a, out)
     } else if matches(cmd, "help") {
         Err(Fail::new(255, ROUTE_USAGE))
-    } else if matches(cmd, "flush")
-        || matches(cmd, "get")
-        || matches(cmd, "save")
-        || matches(cmd, "restore")
-    {
+    } else if matches(cmd, "get") {
+        route_get(net, opts, a, out, notes)
+    } else if matches(cmd, "flush") || matches(cmd, "save") || matches(cmd, "restore") {
         Err(Fail::new(
             1,
-            format!("sluice: ip route {cmd} is not supported (add, change, replace, append, delete and show are)"),
+            format!("sluice: ip route {cmd} is not supported (add, change, replace, append, delete, show and get are)"),
         ))
     } else {
         Err(Fail::new(
@@ -820,6 +824,7 @@ fn route_delete(net: &mut Net, opts: ShowOpts, a: &mut Args) -> CmdResult {
 }
 
 /// A route as listed: its table and type besides the route.
+#[derive(Clone)]
 struct Listed {
     route: Route,
     /// "local", "broadcast", "multicast"; `None` for unicast.
@@ -1123,6 +1128,406 @@ fn print_route(net: &Net, l: &Listed, d: &Device, omit: Omit, o: &mut Out) {
     if v6 {
         o.str(To::Any, "pref", "pref medium", "medium");
     }
+    o.text("\n");
+    o.close();
+}
+
+// ----- ip route get ----------------------------------------------------------
+
+/// What `ip route get` asks for (`iproute_get`'s options).
+#[derive(Default)]
+struct GetArgs {
+    dst: Option<Ipv4Addr>,
+    from: Option<Ipv4Addr>,
+    oif: Option<u32>,
+    iif: bool,
+    mark: u32,
+    uid: Option<u32>,
+    fibmatch: bool,
+    connected: bool,
+}
+
+/// One answer of the lookup: the kernel's reply to RTM_GETROUTE.
+struct Got {
+    /// `local`, `broadcast` or `multicast`; `None` for unicast.
+    kind: Option<&'static str>,
+    via: Option<IpAddr>,
+    ifindex: u32,
+    /// The source the kernel chose (printed unless `from` was given).
+    src: Ipv4Addr,
+    /// `RTCF_*` flags as iproute2 names them in the `cache` line.
+    cache: &'static [&'static str],
+    /// The FIB entry that matched (`fibmatch`), if one did.
+    fib: Option<Listed>,
+}
+
+fn unreachable() -> Fail {
+    Fail::new(2, "RTNETLINK answers: Network is unreachable")
+}
+
+/// `ip route get ADDR [from ADDR] [oif|dev DEV] [iif DEV] [mark N] [uid N]
+/// [tos T] [fibmatch] [connected]`: the route the kernel would pick for a
+/// packet this host sends to ADDR (IPv4), printed as iproute2 prints the
+/// kernel's answer. Modelled on `ip_route_output_key_hash_rcu`: a local
+/// address (or 0.0.0.0) goes out of `lo`; otherwise the longest match in
+/// the local table, then in the main one (lowest metric among equals); a
+/// limited broadcast or multicast destination takes that route's device
+/// without its gateway; with `oif` only routes through that device count,
+/// and with none the destination is taken to be on that link. The source is
+/// the route's `src`, else `inet_select_addr`'s pick.
+fn route_get(
+    net: &mut Net,
+    opts: ShowOpts,
+    a: &mut Args,
+    out: &mut String,
+    notes: &mut String,
+) -> CmdResult {
+    let g = get_args(net, &opts, a, notes)?;
+    let Some(dst) = g.dst else {
+        return Err(Fail::new(1, "need at least a destination address"));
+    };
+    if g.from.is_some_and(|f| !net.l3.is_local(IpAddr::V4(f))) {
+        return Err(unreachable());
+    }
+    if g.iif {
+        // An input route needs forwarding, off in a new namespace.
+        return Err(Fail::new(2, "RTNETLINK answers: Invalid argument"));
+    }
+    let got = lookup(net, dst, &g).ok_or_else(unreachable)?;
+    let uid = g.uid.unwrap_or_else(caller_uid);
+    let mut o = Out::new(opts.json, opts.pretty);
+    if g.fibmatch {
+        let Some(l) = &got.fib else {
+            return Err(unreachable());
+        };
+        let d = net.devices.iter().find(|d| d.ifindex == l.route.ifindex);
+        let d = d.ok_or_else(unreachable)?;
+        let shown = Listed {
+            kind: got
+                .kind
+                .filter(|_| got.via.is_none() || l.kind.is_none())
+                .or(l.kind),
+            ..l.clone()
+        };
+        let omit = Omit {
+            dev: false,
+            proto: false,
+            scope: false,
+            table: true,
+        };
+        print_route(net, &shown, d, omit, &mut o);
+    } else {
+        // `connected` asks again from the chosen source: the same answer.
+        for _ in 0..if g.connected && g.from.is_none() {
+            2
+        } else {
+            1
+        } {
+            print_got(net, dst, &g, &got, uid, &mut o);
+        }
+    }
+    out.push_str(&o.finish());
+    Ok(())
+}
+
+/// `NEXT_ARG()`.
+fn need<'a>(a: &mut Args<'a>) -> CmdResult<&'a str> {
+    a.next().ok_or_else(crate::args::incomplete)
+}
+
+fn get_args(net: &Net, opts: &ShowOpts, a: &mut Args, notes: &mut String) -> CmdResult<GetArgs> {
+    let mut g = GetArgs::default();
+    let mut family = opts.family;
+    let mut oif = None;
+    let mut iif = None;
+    while let Some(w) = a.next() {
+        if w == "tos" || matches(w, "dsfield") {
+            let v = need(a)?;
+            let hex = v.strip_prefix("0x").unwrap_or(v);
+            if u8::from_str_radix(hex, 16).is_err() {
+                return Err(invarg("TOS value is invalid\n\n", v));
+            }
+        } else if matches(w, "from") {
+            let v = need(a)?;
+            if matches(v, "help") {
+                return Err(Fail::new(255, ROUTE_USAGE));
+            }
+            let (x, _) = get_prefix(v, family)?;
+            family = if x.is_ipv4() { 4 } else { 6 };
+            g.from = match x {
+                IpAddr::V4(x) => Some(x),
+                IpAddr::V6(_) => None,
+            };
+        } else if matches(w, "iif") {
+            iif = Some(need(a)?);
+        } else if matches(w, "mark") {
+            let v = need(a)?;
+            g.mark = crate::args::get_u32(v, 0).ok_or_else(|| invarg("invalid mark value", v))?;
+        } else if matches(w, "oif") || w == "dev" {
+            oif = Some(need(a)?);
+        } else if matches(w, "notify") {
+        } else if matches(w, "connected") {
+            g.connected = true;
+        } else if matches(w, "vrf") {
+            let v = need(a)?;
+            return Err(invarg("Invalid VRF\n\n", v));
+        } else if matches(w, "uid") {
+            let v = need(a)?;
+            g.uid = Some(crate::args::get_u32(v, 0).ok_or_else(|| invarg("invalid UID\n\n", v))?);
+        } else if matches(w, "fibmatch") {
+            g.fibmatch = true;
+        } else {
+            let w = if w == "to" { need(a)? } else { w };
+            if matches(w, "help") {
+                return Err(Fail::new(255, ROUTE_USAGE));
+            }
+            let (x, plen) = get_prefix(w, family)?;
+            family = if x.is_ipv4() { 4 } else { 6 };
+            if x.is_ipv4() && plen != 32 {
+                notes.push_str(&format!(
+                    "Warning: /{plen} as prefix is invalid, only /32 (or none) is supported.\n"
+                ));
+            }
+            g.dst = match x {
+                IpAddr::V4(x) => Some(x),
+                IpAddr::V6(_) => None,
+            };
+        }
+    }
+    if family == 6 {
+        return Err(Fail::new(
+            1,
+            "sluice: ip -6 route get is not supported (IPv4 is)",
+        ));
+    }
+    if g.dst.is_none() {
+        return Ok(g);
+    }
+    for (name, input) in [(iif, true), (oif, false)] {
+        let Some(name) = name else { continue };
+        let d = net.dev(name).ok_or_else(|| no_device(name))?;
+        if input {
+            g.iif = true;
+        } else {
+            g.oif = Some(d.ifindex);
+        }
+    }
+    Ok(g)
+}
+
+/// `get_prefix` as `ip route get` calls it: iproute2's complaint names the
+/// family once one is known.
+fn get_prefix(w: &str, family: u8) -> CmdResult<(IpAddr, u8)> {
+    match prefix(w, family) {
+        Some((x, plen, _)) => Ok((x, plen)),
+        None if family == 0 => Err(invalid_prefix(w)),
+        None => {
+            let f = if family == 6 { "inet6" } else { "inet" };
+            Err(Fail::new(
+                1,
+                format!("Error: {f} prefix is expected rather than \"{w}\"."),
+            ))
+        }
+    }
+}
+
+/// The uid the kernel reports for the asking socket: this process's.
+fn caller_uid() -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").map_or(0, |m| m.uid())
+}
+
+/// `inet_select_addr(dev, near, scope)`: the first primary IPv4 address of
+/// `dev` within `scope`, one in `near`'s subnet if there is one; failing
+/// that, the first primary of any device (in ifindex order) within scope
+/// that is not link-scoped.
+fn select_addr(net: &Net, ifindex: u32, near: Option<Ipv4Addr>, scope: u8) -> Option<Ipv4Addr> {
+    let v4 = |x: &IfAddr| match x.addr {
+        IpAddr::V4(a) if !x.secondary => Some(a),
+        _ => None,
+    };
+    let mut first = None;
+    for x in net.l3.of(ifindex).filter(|x| x.scope <= scope) {
+        let Some(a) = v4(x) else { continue };
+        if near.is_none_or(|n| covers(x.addr, x.plen, IpAddr::V4(n))) {
+            return Some(a);
+        }
+        first = first.or(Some(a));
+    }
+    if first.is_some() {
+        return first;
+    }
+    let mut devs: Vec<u32> = net.devices.iter().map(|d| d.ifindex).collect();
+    devs.sort_unstable();
+    devs.into_iter().find_map(|i| {
+        net.l3
+            .of(i)
+            .filter(|x| x.scope != SCOPE_LINK && x.scope <= scope)
+            .find_map(v4)
+    })
+}
+
+/// The longest match for `dst` among `routes` (the first listed of equal
+/// length: the lowest metric), through `oif` when given.
+fn longest_match(routes: Vec<Listed>, dst: Ipv4Addr, oif: Option<u32>) -> Option<Listed> {
+    let mut best: Option<Listed> = None;
+    for l in routes {
+        let r = &l.route;
+        if !covers(r.dst, r.plen, IpAddr::V4(dst)) || oif.is_some_and(|o| o != r.ifindex) {
+            continue;
+        }
+        if best.as_ref().is_none_or(|b| r.plen > b.route.plen) {
+            best = Some(l);
+        }
+    }
+    best
+}
+
+fn lookup(net: &Net, dst: Ipv4Addr, g: &GetArgs) -> Option<Got> {
+    let lo = net.devices.iter().find(|d| d.kind == DevKind::Loopback);
+    let lo_index = lo.map_or(1, |d| d.ifindex);
+    if let Some(o) = g.oif {
+        net.devices.iter().find(|d| d.ifindex == o && d.up)?;
+    }
+    if dst.is_unspecified() {
+        return Some(Got {
+            kind: Some("local"),
+            via: None,
+            ifindex: lo_index,
+            src: Ipv4Addr::LOCALHOST,
+            cache: &["local"],
+            fib: None,
+        });
+    }
+    let special = dst.is_broadcast() || dst.is_multicast();
+    if !special {
+        if let Some(l) = longest_match(local_routes(net, false), dst, g.oif) {
+            let src = match l.route.src {
+                Some(IpAddr::V4(s)) => s,
+                _ => dst,
+            };
+            let (kind, ifindex, cache): (_, _, &'static [&'static str]) = match l.kind {
+                Some("local") => (Some("local"), lo_index, &["local"]),
+                _ => (Some("broadcast"), l.route.ifindex, &["local", "brd"]),
+            };
+            return Some(Got {
+                kind,
+                via: None,
+                ifindex,
+                src,
+                cache,
+                fib: Some(l),
+            });
+        }
+    }
+    let main: Vec<Listed> = all_routes(net, false)
+        .into_iter()
+        .map(|route| Listed {
+            route,
+            kind: None,
+            local_table: false,
+        })
+        .collect();
+    let (fib, ifindex, via, src) = match longest_match(main, dst, g.oif) {
+        Some(l) => {
+            let r = &l.route;
+            let src = match r.src {
+                Some(IpAddr::V4(s)) => Some(s),
+                _ => {
+                    let gw = match r.via {
+                        Some(IpAddr::V4(v)) => Some(v),
+                        _ => None,
+                    };
+                    select_addr(net, r.ifindex, gw, r.scope)
+                }
+            };
+            let (i, v) = (r.ifindex, r.via);
+            (Some(l), i, v, src)
+        }
+        None => {
+            // With an output device but no route through it, the
+            // destination is assumed to be on its link.
+            let o = g.oif?;
+            (None, o, None, select_addr(net, o, None, SCOPE_LINK))
+        }
+    };
+    let on_lo = ifindex == lo_index;
+    let (kind, via, cache): (_, _, &'static [&'static str]) = if dst.is_broadcast() {
+        (Some("broadcast"), None, &["local", "brd"])
+    } else if dst.is_multicast() {
+        // 224.0.0.1 is joined on every multicast-capable device.
+        let joined = dst == Ipv4Addr::new(224, 0, 0, 1);
+        let c: &'static [&'static str] = if joined { &["local", "mc"] } else { &["mc"] };
+        (Some("multicast"), None, c)
+    } else if on_lo {
+        (None, via, &["local"])
+    } else {
+        (None, via, &[])
+    };
+    Some(Got {
+        kind,
+        via,
+        ifindex,
+        src: src.unwrap_or(Ipv4Addr::UNSPECIFIED),
+        cache,
+        fib,
+    })
+}
+
+/// `print_route` for the kernel's answer (a cloned route).
+fn print_got(net: &Net, dst: Ipv4Addr, g: &GetArgs, got: &Got, uid: u32, o: &mut Out) {
+    o.open("");
+    if let Some(k) = got.kind {
+        o.str(To::Any, "type", &format!("{k} "), k);
+    }
+    o.str(To::Any, "dst", &format!("{dst} "), &dst.to_string());
+    if let Some(f) = g.from {
+        o.str(To::Any, "from", &format!("from {f} "), &f.to_string());
+    }
+    if let Some(v) = got.via {
+        o.str(To::Any, "gateway", &format!("via {v} "), &v.to_string());
+    }
+    let name = net
+        .devices
+        .iter()
+        .find(|d| d.ifindex == got.ifindex)
+        .map_or(String::new(), |d| d.info.name.clone());
+    o.str(To::Any, "dev", &format!("dev {name} "), &name);
+    if g.from.is_none() {
+        let s = got.src.to_string();
+        o.str(To::Any, "prefsrc", &format!("src {s} "), &s);
+    }
+    o.open_arr("flags");
+    if got.kind == Some("multicast") {
+        // RTCF_MULTICAST shares its bit with RTM_F_OFFLOAD_FAILED, which
+        // iproute2 6.1 names.
+        o.str(To::Any, "", "rt_offload_failed ", "rt_offload_failed");
+    }
+    o.close();
+    if g.mark != 0 {
+        let m = g.mark;
+        let text = if m >= 16 {
+            format!("mark {m:#x} ")
+        } else {
+            format!("mark {m} ")
+        };
+        o.uint(To::Json, "mark", "", m as u64);
+        o.text(&text);
+    }
+    o.uint(To::Any, "uid", &format!("uid {uid} "), uid as u64);
+    o.text("\n    cache ");
+    o.open_arr("cache");
+    let n = got.cache.len();
+    for (i, c) in got.cache.iter().enumerate() {
+        let text = match (i, i + 1 == n) {
+            (0, true) => format!("<{c}> "),
+            (0, false) => format!("<{c},"),
+            (_, true) => format!("{c}> "),
+            _ => format!("{c},"),
+        };
+        o.str(To::Any, "", &text, c);
+    }
+    o.close();
     o.text("\n");
     o.close();
 }
