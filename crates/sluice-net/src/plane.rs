@@ -576,8 +576,7 @@ impl Plane {
     pub fn kick(&mut self, now: Time) {
         self.netfilter_active = !self.net.netfilter.is_idle();
         self.mirred_active = self.net.actions.has_kind("mirred");
-        self.conn_actions =
-            self.net.actions.has_kind("connmark") || self.net.actions.has_kind("ctinfo");
+        self.conn_actions = self.net.actions.reads_connections();
         for dir in Dir::BOTH {
             let (egress, _) = sides(&mut self.net.devices, dir);
             let st = &mut self.dirs[dir as usize];

@@ -394,7 +394,7 @@ impl World {
         for n in &mut self.nodes {
             n.nf_active = !n.net.netfilter.is_idle();
             n.mirred_active = n.net.actions.has_kind("mirred");
-            n.conn_actions = n.net.actions.has_kind("connmark") || n.net.actions.has_kind("ctinfo");
+            n.conn_actions = n.net.actions.reads_connections();
         }
         while let Some((now, ev)) = self.queue.pop_until(until) {
             match ev {

@@ -1197,16 +1197,16 @@ fn route_get(
     let uid = g.uid.unwrap_or_else(caller_uid);
     let mut o = Out::new(opts.json, opts.pretty);
     if g.fibmatch {
+        // No FIB entry matched (0.0.0.0, an on-link guess through `oif`).
         let Some(l) = &got.fib else {
-            return Err(unreachable());
+            return Err(Fail::new(2, "RTNETLINK answers: No route to host"));
         };
         let d = net.devices.iter().find(|d| d.ifindex == l.route.ifindex);
         let d = d.ok_or_else(unreachable)?;
+        // The answer's type: a multicast destination shows the default
+        // route as `multicast default ...`.
         let shown = Listed {
-            kind: got
-                .kind
-                .filter(|_| got.via.is_none() || l.kind.is_none())
-                .or(l.kind),
+            kind: got.kind,
             ..l.clone()
         };
         let omit = Omit {

@@ -496,6 +496,12 @@ impl ActionTable {
         self.kinds.get(kind).is_some_and(|m| !m.is_empty())
     }
 
+    /// Does any action read the packet's connection (`Packet::conn`)?
+    /// Front ends look received packets' connections up only then.
+    pub fn reads_connections(&self) -> bool {
+        self.has_kind("connmark") || self.has_kind("ctinfo")
+    }
+
     /// Take what mirred actions sent since the last call, in order.
     pub fn take_mirrored(&self) -> Vec<mirred::Mirrored> {
         std::mem::take(&mut *self.outbox.lock().unwrap_or_else(|e| e.into_inner()))
