@@ -3,7 +3,7 @@
 //!
 //! Modelled on net/sched/act_api.c and include/net/act_api.h. An action is
 //! an instance of a kind (`police`, `gact`, `mirred`, `skbedit`,
-//! `connmark`, `ctinfo`) with an index that is unique per
+//! `connmark`, `ctinfo`, `simple`) with an index that is unique per
 //! kind in a network namespace. Actions are created either standalone
 //! (`tc actions add`) or inline by a filter (`... u32 match ... action drop`);
 //! a filter may also bind an existing action by naming its index, so one
@@ -47,6 +47,7 @@ pub mod ctinfo;
 pub mod gact;
 pub mod mirred;
 pub mod police;
+pub mod simple;
 pub mod skbedit;
 
 use crate::cls::Verdict;
@@ -78,6 +79,7 @@ pub enum ActionOpts {
     Skbedit(skbedit::SkbeditOpts),
     Connmark(connmark::ConnmarkOpts),
     Ctinfo(ctinfo::CtinfoOpts),
+    Simple(simple::SimpleOpts),
 }
 
 impl ActionOpts {
@@ -90,6 +92,7 @@ impl ActionOpts {
             ActionOpts::Skbedit(_) => "skbedit",
             ActionOpts::Connmark(_) => "connmark",
             ActionOpts::Ctinfo(_) => "ctinfo",
+            ActionOpts::Simple(_) => "simple",
         }
     }
 }
@@ -269,6 +272,7 @@ enum Params {
     Skbedit(skbedit::SkbeditParams),
     Connmark(connmark::ConnmarkParams),
     Ctinfo(ctinfo::CtinfoParams),
+    Simple(simple::SimpleParams),
 }
 
 #[derive(Debug)]
@@ -279,6 +283,7 @@ enum Kind {
     Skbedit(skbedit::Skbedit),
     Connmark(connmark::Connmark),
     Ctinfo(ctinfo::Ctinfo),
+    Simple(simple::Simple),
 }
 
 impl Kind {
@@ -290,6 +295,7 @@ impl Kind {
             Kind::Skbedit(k) => k,
             Kind::Connmark(k) => k,
             Kind::Ctinfo(k) => k,
+            Kind::Simple(k) => k,
         }
     }
     fn inner_mut(&mut self) -> &mut dyn Action {
@@ -300,6 +306,7 @@ impl Kind {
             Kind::Skbedit(k) => k,
             Kind::Connmark(k) => k,
             Kind::Ctinfo(k) => k,
+            Kind::Simple(k) => k,
         }
     }
 }
@@ -467,7 +474,9 @@ pub struct FlushReport {
 }
 
 /// Kinds this table knows (others answer "not found" as when the module is missing).
-pub const KNOWN_KINDS: [&str; 6] = ["connmark", "ctinfo", "gact", "mirred", "police", "skbedit"];
+pub const KNOWN_KINDS: [&str; 7] = [
+    "connmark", "ctinfo", "gact", "mirred", "police", "simple", "skbedit",
+];
 
 fn known(kind: &str) -> Option<&'static str> {
     KNOWN_KINDS.iter().copied().find(|k| *k == kind)
@@ -586,7 +595,7 @@ impl ActionTable {
             ActionOpts::Gact(o) => gact::check_policy(o)?,
             ActionOpts::Mirred(_) => {}
             ActionOpts::Skbedit(o) => skbedit::check_policy(o)?,
-            ActionOpts::Connmark(_) | ActionOpts::Ctinfo(_) => {}
+            ActionOpts::Connmark(_) | ActionOpts::Ctinfo(_) | ActionOpts::Simple(_) => {}
         }
         let kind = spec.opts.kind();
         let pending = spec.index != 0
@@ -619,9 +628,12 @@ impl ActionTable {
                 }
                 return Ok(Prepared::Bind(e.act.clone(), ctx.offload));
             }
-            // skbedit refuses an empty edit before an existing index.
-            if let ActionOpts::Skbedit(o) = &spec.opts {
-                skbedit::check_edits(o)?;
+            // skbedit refuses an empty edit, simple a missing string,
+            // before an existing index.
+            match &spec.opts {
+                ActionOpts::Skbedit(o) => skbedit::check_edits(o)?,
+                ActionOpts::Simple(o) => simple::check_data(o)?,
+                _ => {}
             }
             if !ctx.replace {
                 return Err(TcError::errno(Errno::EEXIST));
@@ -693,6 +705,7 @@ impl ActionTable {
                         Params::Skbedit(k) => Kind::Skbedit(skbedit::Skbedit::new(k)),
                         Params::Connmark(k) => Kind::Connmark(connmark::Connmark::new(k)),
                         Params::Ctinfo(k) => Kind::Ctinfo(ctinfo::Ctinfo::new(k)),
+                        Params::Simple(k) => Kind::Simple(simple::Simple::new(k)),
                     };
                     let act = Arc::new(Mutex::new(TcAction {
                         index,
@@ -864,6 +877,7 @@ fn params_kind(p: &Params) -> &'static str {
         Params::Skbedit(_) => "skbedit",
         Params::Connmark(_) => "connmark",
         Params::Ctinfo(_) => "ctinfo",
+        Params::Simple(_) => "simple",
     }
 }
 
@@ -893,6 +907,7 @@ fn validate(
             Params::Connmark(connmark::ConnmarkParams::validate(o, in_filter)?)
         }
         ActionOpts::Ctinfo(o) => Params::Ctinfo(ctinfo::CtinfoParams::validate(o, in_filter)?),
+        ActionOpts::Simple(o) => Params::Simple(simple::SimpleParams::validate(o, in_filter)?),
     })
 }
 
@@ -904,6 +919,7 @@ fn apply(kind: &mut Kind, params: Params, now: Time, est: Option<EstimatorSpec>)
         (Kind::Skbedit(k), Params::Skbedit(n)) => k.change(n),
         (Kind::Connmark(k), Params::Connmark(n)) => k.change(n),
         (Kind::Ctinfo(k), Params::Ctinfo(n)) => k.change(n),
+        (Kind::Simple(k), Params::Simple(n)) => k.change(n),
         // Replace is looked up by kind, so the kinds always agree.
         _ => {}
     }

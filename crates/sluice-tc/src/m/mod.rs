@@ -1,8 +1,8 @@
 //! Actions: the generic action-list syntax of iproute2's m_action.c and
 //! tc_util.c (`action KIND ... [cookie HEX] [hw_stats ...]`, control
 //! verdicts such as `drop` or `goto chain 5`), and one file per kind, like
-//! iproute2's m_*.c: [`police`], [`gact`], [`mirred`], [`skbedit`], [`connmark`]
-//! and [`ctinfo`].
+//! iproute2's m_*.c: [`police`], [`gact`], [`mirred`], [`skbedit`], [`connmark`],
+//! [`ctinfo`] and [`simple`].
 //!
 //! # Parser conventions
 //!
@@ -27,6 +27,7 @@ pub(crate) mod ctinfo;
 pub(crate) mod gact;
 pub(crate) mod mirred;
 pub(crate) mod police;
+pub(crate) mod simple;
 pub(crate) mod skbedit;
 
 use crate::args::{incomplete, matches, Args, CmdResult, Fail};
@@ -332,6 +333,7 @@ pub(crate) fn parse_actions(a: &mut Args) -> CmdResult<Vec<ActionSpec>> {
             (false, "skbedit") => skbedit::parse(a),
             (false, "connmark") => connmark::parse(a),
             (false, "ctinfo") => ctinfo::parse(a),
+            (false, "simple") => simple::parse(a),
             (false, k) if k != "gact" && IPROUTE2_KINDS.contains(&k) => Err(foreign(a)),
             _ => gact::parse(a),
         };
@@ -444,6 +446,7 @@ fn print_one(d: &ActionDump, bind: bool, cx: &PrintCx, out: &mut Out) {
         ActionOpts::Skbedit(_) => skbedit::print(d, cx, out),
         ActionOpts::Connmark(_) => connmark::print(d, cx, out),
         ActionOpts::Ctinfo(_) => ctinfo::print(d, cx, out),
+        ActionOpts::Simple(_) => simple::print(d, cx, out),
     }
     if cx.stats {
         out.text("\tAction statistics:");

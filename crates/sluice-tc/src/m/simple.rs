@@ -1,0 +1,155 @@
+//! simple syntax (iproute2 tc/m_simple.c): `simple [sdata STRING]
+//! [CONTROL] [index N]`, the control action `pipe` when none is given; the
+//! string at most 31 bytes. Printed as m_simple.c prints it: `Simple
+//! <STRING>` with no control action. In JSON, iproute2 6.1 writes those
+//! lines raw into the JSON text (they are `fprintf`s); sluice keeps the JSON
+//! well-formed and gives the index line's numbers as keys.
+
+use super::{next_arg, parse_action_control_dflt, soft, verdict, PrintCx};
+use crate::args::{matches, Args, CmdResult, Fail};
+use crate::out::Out;
+use sluice_core::act::simple::{SimpleOpts, SIMP_MAX_DATA};
+use sluice_core::act::{ActionDump, ActionOpts, ActionSpec};
+
+const USAGE: &str = "Usage:... simple [sdata STRING] [index INDEX] [CONTROL]
+\tSTRING being an arbitrary string
+\tINDEX := optional index value used
+\tCONTROL := reclassify|pipe|drop|continue|ok";
+
+/// `TC_ACT_PIPE`, the default control action.
+const TC_ACT_PIPE: i32 = 3;
+
+/// `parse_simple`, with the current word at `simple`.
+pub(crate) fn parse(a: &mut Args) -> CmdResult<ActionSpec> {
+    let mut sdata = None;
+    let mut ok = 0;
+    while let Some(w) = a.peek() {
+        if matches(w, "simple") {
+            next_arg(a)?;
+        } else if matches(w, "sdata") {
+            sdata = Some(next_arg(a)?.to_string());
+            ok += 1;
+            a.next();
+        } else if matches(w, "help") {
+            return Err(Fail::new(255, USAGE));
+        } else {
+            break;
+        }
+    }
+    let action = verdict(parse_action_control_dflt(a, false, TC_ACT_PIPE)?)?;
+    let mut index = 0;
+    if a.peek().is_some_and(|w| matches(w, "index")) {
+        let v = next_arg(a)?;
+        index = super::get_u32(v, 10)
+            .ok_or_else(|| soft(format!("simple: Illegal \"index\" ({v})")))?;
+        ok += 1;
+        a.next();
+    }
+    if ok == 0 {
+        return Err(soft(USAGE));
+    }
+    if let Some(s) = sdata.as_deref().filter(|s| s.len() > SIMP_MAX_DATA - 1) {
+        return Err(soft(format!(
+            "simple: Illegal string len {} <{s}>",
+            s.len()
+        )));
+    }
+    Ok(ActionSpec {
+        index,
+        opts: ActionOpts::Simple(SimpleOpts { action, sdata }),
+        cookie: None,
+    })
+}
+
+/// `print_simple`.
+pub(crate) fn print(d: &ActionDump, cx: &PrintCx, out: &mut Out) {
+    let ActionOpts::Simple(o) = &d.opts else {
+        return;
+    };
+    let s = o.sdata.as_deref().unwrap_or("");
+    out.text(&format!("Simple <{s}>\n"));
+    super::print_index_tail(d, cx, "\t index ", out);
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::f::testutil::{dev, tc};
+
+    const ADD: &str = "filter add dev DEV parent ffff: protocol ip prio 1 u32 match u32 0 0";
+
+    fn ingress() -> crate::net::Net {
+        let mut n = dev();
+        assert_eq!(tc(&mut n, "qdisc add dev DEV ingress").code, 0);
+        n
+    }
+
+    #[test]
+    fn parse_errors_as_iproute2_6_1_and_the_kernels_refusal() {
+        let tail = "bad action parsing\nparse_action: bad value (3:simple)!\nIllegal \"action\"\n";
+        let incomplete = "Command line is not complete. Try option \"help\"\n";
+        let long = "0123456789012345678901234567890123";
+        for (opts, code, err) in [
+            ("simple", 255, incomplete.to_string()),
+            ("simple sdata", 255, incomplete.to_string()),
+            (
+                &format!("simple sdata {long}") as &str,
+                1,
+                format!("simple: Illegal string len 34 <{long}>\n{tail}"),
+            ),
+            (
+                "simple index x",
+                1,
+                format!("simple: Illegal \"index\" (x)\n{tail}"),
+            ),
+            ("simple help", 255, format!("{}\n", super::USAGE)),
+            (
+                "simple sdata hi foo",
+                255,
+                "Bad action type foo\nUsage: ... gact".into(),
+            ),
+            // Parsed, then refused by act_simple: no string to create with.
+            (
+                "simple index 4",
+                2,
+                "RTNETLINK answers: Invalid argument\nWe have an error talking to the kernel\n"
+                    .into(),
+            ),
+        ] {
+            let mut n = ingress();
+            let o = tc(&mut n, &format!("{ADD} action {opts}"));
+            assert_eq!(o.code, code, "{opts}: {}", o.stderr);
+            assert!(o.stderr.starts_with(&err), "{opts}: {}", o.stderr);
+        }
+    }
+
+    #[test]
+    fn printed_as_iproute2_6_1_prints_it() {
+        // iproute2 6.1's print_simple, fed the kernel's dump of these.
+        let mut n = ingress();
+        let o = tc(
+            &mut n,
+            &format!("{ADD} action simple sdata hello index 4 action simple sdata hi drop index 7"),
+        );
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        let out = tc(&mut n, "filter show dev DEV parent ffff:").stdout;
+        assert!(
+            out.ends_with(
+                "\taction order 1: Simple <hello>\n\t index 4 ref 1 bind 1\n\n\
+                 \taction order 2: Simple <hi>\n\t index 7 ref 1 bind 1\n\n"
+            ),
+            "{out}"
+        );
+        // A standalone one needs its string (`tc actions` exits 255 on a
+        // kernel error); bound by index, it does not.
+        assert_eq!(tc(&mut n, "actions add action simple index 9").code, 255);
+        assert_eq!(
+            tc(&mut n, "actions add action simple sdata x index 9").code,
+            0
+        );
+        let o = tc(&mut n, &format!("{ADD} action simple index 9"));
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        assert!(tc(&mut n, "actions get action simple index 9")
+            .stdout
+            .contains("Simple <x>\n\t index 9 ref 2 bind 1\n"));
+    }
+}
