@@ -116,6 +116,13 @@ pub(crate) mod testutil {
         net
     }
 
+    /// [`dev`] with an ingress qdisc on DEV, where action tests add filters.
+    pub(crate) fn ingress() -> Net {
+        let mut n = dev();
+        assert_eq!(tc(&mut n, "qdisc add dev DEV ingress").code, 0);
+        n
+    }
+
     /// `tc WORDS...`, split at spaces.
     pub(crate) fn tc(net: &mut Net, line: &str) -> Outcome {
         tc_words(net, &words(line))

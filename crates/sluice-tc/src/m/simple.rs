@@ -73,15 +73,9 @@ pub(crate) fn print(d: &ActionDump, cx: &PrintCx, out: &mut Out) {
 
 #[cfg(test)]
 mod tests {
-    use crate::f::testutil::{dev, tc};
+    use crate::f::testutil::{ingress, tc};
 
     const ADD: &str = "filter add dev DEV parent ffff: protocol ip prio 1 u32 match u32 0 0";
-
-    fn ingress() -> crate::net::Net {
-        let mut n = dev();
-        assert_eq!(tc(&mut n, "qdisc add dev DEV ingress").code, 0);
-        n
-    }
 
     #[test]
     fn parse_errors_as_iproute2_6_1_and_the_kernels_refusal() {
