@@ -1218,11 +1218,12 @@ fn route_get(
         print_route(net, &shown, d, omit, &mut o);
     } else {
         // `connected` asks again from the chosen source: the same answer.
-        for _ in 0..if g.connected && g.from.is_none() {
+        let answers = if g.connected && g.from.is_none() {
             2
         } else {
             1
-        } {
+        };
+        for _ in 0..answers {
             print_got(net, dst, &g, &got, uid, &mut o);
         }
     }
