@@ -389,43 +389,20 @@ fn flower_filters_classify_simulated_tcp_into_htb_classes() {
     assert!((0.75..0.85).contains(&share_a), "flow a's share {share_a}");
 }
 
-/// Ingress shaping by connection, the way home gateways do it: iptables
-/// stores a mark in each connection as its first packets come in
-/// (`CONNMARK --set-mark` by destination port), and on d's ingress every
-/// later packet gets its connection's mark back (`restore`: `connmark`, or
-/// ctinfo's `cpmark`) before mirred sends it to ifb0, where fw filters put
-/// mark 1 into a 4 Mbit/s class and mark 2 into a 1 Mbit/s one, neither
-/// borrowing. The two downloads then run at those rates (of frames; the
-/// payload is 1448/1514 of it). Were the marks not restored, both would
-/// share the 100 kbit/s default class.
-fn downloads_split_by_connection_mark(restore: &str) -> (f64, f64) {
+/// Two bulk downloads from s to d (flow `a` to port 5001, `b` to 5002)
+/// over a 10 Mbit/s link, d running `d_tc` (TOML-quoted here), with its
+/// `tc -s` statistics.
+fn two_downloads_into(d_tc: &[String]) -> RunResult {
     let flow = |name: &str, port: u16| {
         format!(
             "[[workload]]\ntype = \"tcp\"\nfrom = \"s\"\nto = \"d\"\nname = \"{name}\"\n\
              port = {port}\nsndbuf = \"4MiB\"\nrcvbuf = \"4MiB\"\n"
         )
     };
-    let d_tc = [
-        "iptables -t mangle -A PREROUTING -p tcp --dport 5001 -j CONNMARK --set-mark 1",
-        "iptables -t mangle -A PREROUTING -p tcp --dport 5002 -j CONNMARK --set-mark 2",
-        "ip link add ifb0 type ifb",
-        "ip link set dev ifb0 up",
-        "tc qdisc add dev ifb0 root handle 1: htb default 30",
-        "tc class add dev ifb0 parent 1: classid 1:10 htb rate 4mbit",
-        "tc class add dev ifb0 parent 1: classid 1:20 htb rate 1mbit",
-        "tc class add dev ifb0 parent 1: classid 1:30 htb rate 100kbit",
-        "tc filter add dev ifb0 parent 1: protocol ip handle 1 fw flowid 1:10",
-        "tc filter add dev ifb0 parent 1: protocol ip handle 2 fw flowid 1:20",
-        "tc qdisc add dev eth0 handle ffff: ingress",
-        &format!(
-            "tc filter add dev eth0 parent ffff: protocol ip matchall action {restore} \
-             action mirred egress redirect dev ifb0"
-        ),
-    ];
     let d_tc: Vec<String> = d_tc.iter().map(|l| format!("{l:?}")).collect();
     let sc = Scenario::parse(&format!(
         r#"
-        name = "connmark"
+        name = "ingress"
         duration = "20s"
         seed = 1
         [[node]]
@@ -448,7 +425,53 @@ fn downloads_split_by_connection_mark(restore: &str) -> (f64, f64) {
         flow("b", 5002)
     ))
     .unwrap();
-    let r = one_run(&sc);
+    run(
+        build(&sc, &sc.vars_for(None, &no_overrides())).unwrap(),
+        "default",
+        true,
+    )
+}
+
+/// d's ingress filter: `restore`, then off to ifb0 (which `ifb0_tc` sets up).
+fn ingress_through_ifb0(iptables: &[&str], ifb0_tc: &[&str], restore: &str) -> Vec<String> {
+    let mut v: Vec<String> = iptables.iter().map(|l| l.to_string()).collect();
+    v.push("ip link add ifb0 type ifb".into());
+    v.push("ip link set dev ifb0 up".into());
+    v.extend(ifb0_tc.iter().map(|l| l.to_string()));
+    v.push("tc qdisc add dev eth0 handle ffff: ingress".into());
+    v.push(format!(
+        "tc filter add dev eth0 parent ffff: protocol ip matchall action {restore} \
+         action mirred egress redirect dev ifb0"
+    ));
+    v
+}
+
+/// Ingress shaping by connection, the way home gateways do it: iptables
+/// stores a mark in each connection as its first packets come in
+/// (`CONNMARK --set-mark` by destination port), and on d's ingress every
+/// later packet gets its connection's mark back (`restore`: `connmark`, or
+/// ctinfo's `cpmark`) before mirred sends it to ifb0, where fw filters put
+/// mark 1 into a 4 Mbit/s class and mark 2 into a 1 Mbit/s one, neither
+/// borrowing. The two downloads then run at those rates (of frames; the
+/// payload is 1448/1514 of it). Were the marks not restored, both would
+/// share the 100 kbit/s default class.
+fn downloads_split_by_connection_mark(restore: &str) -> (f64, f64) {
+    let d_tc = ingress_through_ifb0(
+        &[
+            "iptables -t mangle -A PREROUTING -p tcp --dport 5001 -j CONNMARK --set-mark 1",
+            "iptables -t mangle -A PREROUTING -p tcp --dport 5002 -j CONNMARK --set-mark 2",
+        ],
+        &[
+            "tc qdisc add dev ifb0 root handle 1: htb default 30",
+            "tc class add dev ifb0 parent 1: classid 1:10 htb rate 4mbit",
+            "tc class add dev ifb0 parent 1: classid 1:20 htb rate 1mbit",
+            "tc class add dev ifb0 parent 1: classid 1:30 htb rate 100kbit",
+            "tc filter add dev ifb0 parent 1: protocol ip handle 1 fw flowid 1:10",
+            "tc filter add dev ifb0 parent 1: protocol ip handle 2 fw flowid 1:20",
+        ],
+        restore,
+    );
+    let r = two_downloads_into(&d_tc);
     let g = |name: &str| {
         r.flows
             .iter()
@@ -470,4 +493,45 @@ fn connmark_restores_connection_marks_for_ingress_shaping() {
     // Without a restoring action both share the 100 kbit/s class.
     let (a, b) = downloads_split_by_connection_mark("pipe");
     assert!(a + b < 0.1, "{a} + {b}");
+}
+
+/// sqm's layer_cake recipe: an iptables rule stores a DSCP (EF, 46) and a
+/// "valid" flag in the connection mark of the download to port 5001; on
+/// d's ingress ctinfo writes it back into every packet of that connection
+/// before mirred hands them to ifb0's cake `diffserv4`, which files them by
+/// DSCP: flow a's packets in the Voice tin, flow b's (no stored DSCP) in
+/// Best Effort. Without the restoring action both would be Best Effort.
+#[test]
+fn ctinfo_restores_a_stored_dscp_into_cakes_voice_tin() {
+    let tins = |restore: &str| -> Vec<u64> {
+        let d_tc = ingress_through_ifb0(
+            &["iptables -t mangle -A PREROUTING -p tcp --dport 5001 -j CONNMARK --set-mark 0xb9000000"],
+            &["tc qdisc add dev ifb0 root cake bandwidth 8mbit diffserv4"],
+            restore,
+        );
+        let r = two_downloads_into(&d_tc);
+        let stats = r.tc_stats.expect("tc -s");
+        // cake's per-tin table: `  pkts  BULK BESTEFFORT VIDEO VOICE`, ifb0's
+        // being the one after its heading.
+        let at = stats.find("dev ifb0").expect("ifb0 in the statistics");
+        let line = stats[at..]
+            .lines()
+            .find(|l| l.trim_start().starts_with("pkts"))
+            .expect("pkts row");
+        line.split_whitespace()
+            .skip(1)
+            .map(|n| n.parse().unwrap())
+            .collect()
+    };
+    let restored = tins("ctinfo dscp 0xfc000000 0x01000000");
+    let plain = tins("pipe");
+    assert_eq!(restored.len(), 4, "{restored:?}");
+    // Voice holds flow a and only it (Bulk and Video nothing). Cake lets
+    // the Voice tin send at priority up to its threshold, a quarter of the
+    // bandwidth, so against a busy Best Effort flow a gets about that.
+    let total: u64 = restored.iter().sum();
+    let voice = restored[3] as f64 / total as f64;
+    assert!((0.2..0.35).contains(&voice), "{restored:?}");
+    assert_eq!((restored[0], restored[2]), (0, 0), "{restored:?}");
+    assert_eq!((plain[0], plain[2], plain[3]), (0, 0, 0), "{plain:?}");
 }
