@@ -1040,6 +1040,7 @@ fn filter_input(kind: &str, elem: &str) -> String {
                     "gact" => gact_input(&t, i + 3),
                     "skbedit" => skbedit_input(&t, i + 2),
                     "connmark" | "ctinfo" => conn_action_input(&t, i + 2),
+                    "csum" => csum_input(&t, i + 2),
                     k => panic!("action {k}"),
                 };
                 s.push(a);
@@ -1147,6 +1148,24 @@ fn conn_action_input(t: &[&str], at: usize) -> (String, usize) {
         t[at + 1..end].join(" "),
         t[end + 1]
     );
+    (s, i)
+}
+
+/// `csum (iph, tcp) action CONTROL index I ref R bind B`, from `t[at]` =
+/// "csum": the input words and the index after.
+fn csum_input(t: &[&str], at: usize) -> (String, usize) {
+    let end = at + t[at..].iter().position(|w| *w == "action").expect("action");
+    let targets = t[at + 1..end].join(" ").replace(['(', ')', ','], "");
+    let index = end + t[end..].iter().position(|w| *w == "index").expect("index");
+    let s = format!(
+        "action csum {targets} {} index {}",
+        t[end + 1..index].join(" "),
+        t[index + 1]
+    );
+    let mut i = index + 2;
+    while i < t.len() && (t[i] == "ref" || t[i] == "bind") {
+        i += 2;
+    }
     (s, i)
 }
 
@@ -1328,6 +1347,16 @@ proptest! {
 }
 
 #[test]
+fn csum_actions_round_trip() {
+    filter_trip(&[
+        "filter add dev DEV parent ffff: protocol ip prio 1 u32 match u32 0 0 \
+         action csum iph tcp action csum icmp igmp udp udplite sctp goto chain 2 index 9",
+        "filter add dev DEV parent ffff: protocol all prio 2 matchall \
+         action csum i and u or s + t drop",
+    ]);
+}
+
+#[test]
 fn connmark_and_ctinfo_actions_round_trip() {
     filter_trip(&[
         "filter add dev DEV parent ffff: protocol ip prio 1 u32 match u32 0 0 \
@@ -1437,6 +1466,7 @@ const KINDS: &[&str] = &[
     "skbedit",
     "connmark",
     "ctinfo",
+    "csum",
 ];
 const WORDS: &[&str] = &[
     "bandwidth",

@@ -3,7 +3,7 @@
 //!
 //! Modelled on net/sched/act_api.c and include/net/act_api.h. An action is
 //! an instance of a kind (`police`, `gact`, `mirred`, `skbedit`,
-//! `connmark`, `ctinfo`, `simple`) with an index that is unique per
+//! `connmark`, `ctinfo`, `simple`, `csum`) with an index that is unique per
 //! kind in a network namespace. Actions are created either standalone
 //! (`tc actions add`) or inline by a filter (`... u32 match ... action drop`);
 //! a filter may also bind an existing action by naming its index, so one
@@ -43,6 +43,7 @@
 //! replaced actions changed when a later one fails).
 
 pub mod connmark;
+pub mod csum;
 pub mod ctinfo;
 pub mod gact;
 pub mod mirred;
@@ -80,6 +81,7 @@ pub enum ActionOpts {
     Connmark(connmark::ConnmarkOpts),
     Ctinfo(ctinfo::CtinfoOpts),
     Simple(simple::SimpleOpts),
+    Csum(csum::CsumOpts),
 }
 
 impl ActionOpts {
@@ -93,6 +95,7 @@ impl ActionOpts {
             ActionOpts::Connmark(_) => "connmark",
             ActionOpts::Ctinfo(_) => "ctinfo",
             ActionOpts::Simple(_) => "simple",
+            ActionOpts::Csum(_) => "csum",
         }
     }
 }
@@ -273,6 +276,7 @@ enum Params {
     Connmark(connmark::ConnmarkParams),
     Ctinfo(ctinfo::CtinfoParams),
     Simple(simple::SimpleParams),
+    Csum(csum::CsumParams),
 }
 
 #[derive(Debug)]
@@ -284,6 +288,7 @@ enum Kind {
     Connmark(connmark::Connmark),
     Ctinfo(ctinfo::Ctinfo),
     Simple(simple::Simple),
+    Csum(csum::Csum),
 }
 
 impl Kind {
@@ -296,6 +301,7 @@ impl Kind {
             Kind::Connmark(k) => k,
             Kind::Ctinfo(k) => k,
             Kind::Simple(k) => k,
+            Kind::Csum(k) => k,
         }
     }
     fn inner_mut(&mut self) -> &mut dyn Action {
@@ -307,6 +313,7 @@ impl Kind {
             Kind::Connmark(k) => k,
             Kind::Ctinfo(k) => k,
             Kind::Simple(k) => k,
+            Kind::Csum(k) => k,
         }
     }
 }
@@ -474,8 +481,8 @@ pub struct FlushReport {
 }
 
 /// Kinds this table knows (others answer "not found" as when the module is missing).
-pub const KNOWN_KINDS: [&str; 7] = [
-    "connmark", "ctinfo", "gact", "mirred", "police", "simple", "skbedit",
+pub const KNOWN_KINDS: [&str; 8] = [
+    "connmark", "csum", "ctinfo", "gact", "mirred", "police", "simple", "skbedit",
 ];
 
 fn known(kind: &str) -> Option<&'static str> {
@@ -595,7 +602,10 @@ impl ActionTable {
             ActionOpts::Gact(o) => gact::check_policy(o)?,
             ActionOpts::Mirred(_) => {}
             ActionOpts::Skbedit(o) => skbedit::check_policy(o)?,
-            ActionOpts::Connmark(_) | ActionOpts::Ctinfo(_) | ActionOpts::Simple(_) => {}
+            ActionOpts::Connmark(_)
+            | ActionOpts::Ctinfo(_)
+            | ActionOpts::Simple(_)
+            | ActionOpts::Csum(_) => {}
         }
         let kind = spec.opts.kind();
         let pending = spec.index != 0
@@ -706,6 +716,7 @@ impl ActionTable {
                         Params::Connmark(k) => Kind::Connmark(connmark::Connmark::new(k)),
                         Params::Ctinfo(k) => Kind::Ctinfo(ctinfo::Ctinfo::new(k)),
                         Params::Simple(k) => Kind::Simple(simple::Simple::new(k)),
+                        Params::Csum(k) => Kind::Csum(csum::Csum::new(k)),
                     };
                     let act = Arc::new(Mutex::new(TcAction {
                         index,
@@ -878,6 +889,7 @@ fn params_kind(p: &Params) -> &'static str {
         Params::Connmark(_) => "connmark",
         Params::Ctinfo(_) => "ctinfo",
         Params::Simple(_) => "simple",
+        Params::Csum(_) => "csum",
     }
 }
 
@@ -908,6 +920,7 @@ fn validate(
         }
         ActionOpts::Ctinfo(o) => Params::Ctinfo(ctinfo::CtinfoParams::validate(o, in_filter)?),
         ActionOpts::Simple(o) => Params::Simple(simple::SimpleParams::validate(o, in_filter)?),
+        ActionOpts::Csum(o) => Params::Csum(csum::CsumParams::validate(o, in_filter)?),
     })
 }
 
@@ -920,6 +933,7 @@ fn apply(kind: &mut Kind, params: Params, now: Time, est: Option<EstimatorSpec>)
         (Kind::Connmark(k), Params::Connmark(n)) => k.change(n),
         (Kind::Ctinfo(k), Params::Ctinfo(n)) => k.change(n),
         (Kind::Simple(k), Params::Simple(n)) => k.change(n),
+        (Kind::Csum(k), Params::Csum(n)) => k.change(n),
         // Replace is looked up by kind, so the kinds always agree.
         _ => {}
     }

@@ -2,7 +2,7 @@
 //! tc_util.c (`action KIND ... [cookie HEX] [hw_stats ...]`, control
 //! verdicts such as `drop` or `goto chain 5`), and one file per kind, like
 //! iproute2's m_*.c: [`police`], [`gact`], [`mirred`], [`skbedit`], [`connmark`],
-//! [`ctinfo`] and [`simple`].
+//! [`ctinfo`], [`simple`] and [`csum`].
 //!
 //! # Parser conventions
 //!
@@ -23,6 +23,7 @@
 //! reads as gact and fails with "Bad action type bogus" and gact's usage.
 
 pub(crate) mod connmark;
+pub(crate) mod csum;
 pub(crate) mod ctinfo;
 pub(crate) mod gact;
 pub(crate) mod mirred;
@@ -334,6 +335,7 @@ pub(crate) fn parse_actions(a: &mut Args) -> CmdResult<Vec<ActionSpec>> {
             (false, "connmark") => connmark::parse(a),
             (false, "ctinfo") => ctinfo::parse(a),
             (false, "simple") => simple::parse(a),
+            (false, "csum") => csum::parse(a),
             (false, k) if k != "gact" && IPROUTE2_KINDS.contains(&k) => Err(foreign(a)),
             _ => gact::parse(a),
         };
@@ -447,6 +449,7 @@ fn print_one(d: &ActionDump, bind: bool, cx: &PrintCx, out: &mut Out) {
         ActionOpts::Connmark(_) => connmark::print(d, cx, out),
         ActionOpts::Ctinfo(_) => ctinfo::print(d, cx, out),
         ActionOpts::Simple(_) => simple::print(d, cx, out),
+        ActionOpts::Csum(_) => csum::print(d, cx, out),
     }
     if cx.stats {
         out.text("\tAction statistics:");
