@@ -16,7 +16,7 @@ pub mod proxy_body;
 pub mod sim_bodies;
 pub mod tc_bodies;
 
-pub use sim_bodies::{packet_parser, scenario_parser};
 pub use iptables_body::iptables_parser;
 pub use proxy_body::proxy_api;
+pub use sim_bodies::{packet_parser, scenario_parser};
 pub use tc_bodies::{ip_parser, tc_parser};

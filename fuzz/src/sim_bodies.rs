@@ -1,7 +1,7 @@
 //! Fuzz bodies that need sluice-sim: the simulator's packet parsers and its
 //! scenario files.
 
-use crate::tc_bodies::classify_packet;
+use crate::tc_bodies::{classify_packet, rewrite_packet};
 use sluice_core::packet::{Packet, ETH_P_IP};
 use sluice_core::time::Time;
 use sluice_sim::ip::{ipv4_info, parse_icmp_echo, parse_udp};
@@ -21,6 +21,7 @@ pub fn packet_parser(data: &[u8]) {
     }
     let _ = Segment::parse_ipv4(data);
     classify_packet(data);
+    rewrite_packet(data);
 }
 
 /// Virtual time a fuzzed scenario runs for, whatever its `duration` says.

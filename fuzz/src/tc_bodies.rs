@@ -7,7 +7,7 @@
 //! So it names only `sluice_tc` and `sluice_core`, never `crate::`.
 
 use sluice_core::handle::Handle;
-use sluice_core::packet::{Packet, ETH_P_IP};
+use sluice_core::packet::{ConnMark, Packet, ETH_P_IP, ETH_P_IPV6};
 use sluice_core::qdisc::{Cx, Dequeue};
 use sluice_core::time::Time;
 use sluice_tc::net::Net;
@@ -153,6 +153,31 @@ pub fn classify_packet(data: &[u8]) {
     }
     let _ = dev.root.enqueue(pkt, &mut cx);
     drain(&mut net, "DEV", Time::ZERO);
+}
+
+/// The rewriting half of `packet_parser`: `data` as an IPv4 and as an
+/// IPv6 packet through a csum action recomputing every checksum it knows
+/// (and ctinfo, which rewrites the DS field), on DEV's ingress. Must never
+/// panic.
+pub fn rewrite_packet(data: &[u8]) {
+    let mut net = veth();
+    for c in [
+        "qdisc add dev DEV ingress",
+        "filter add dev DEV parent ffff: protocol all matchall action csum iph icmp igmp tcp udp udplite sctp pipe action ctinfo dscp 0xfc000000",
+    ] {
+        let o = run_tc(&mut net, &words(c));
+        assert_eq!(o.code, 0, "{c}: {}", o.stderr);
+    }
+    let dev = net.dev_mut("DEV").expect("DEV exists");
+    for protocol in [ETH_P_IP, ETH_P_IPV6] {
+        let len = (data.len() as u32).saturating_add(14);
+        let mut pkt = Packet::new(data.to_vec(), len, protocol);
+        pkt.conn = Some(ConnMark {
+            mark: 0xb800_0000,
+            attached: true,
+        });
+        let _ = dev.receive(pkt, Time::ZERO);
+    }
 }
 
 /// A minimal IPv4 header (no checksum) with `proto`'s first 20 bytes
