@@ -1665,6 +1665,16 @@ fn fuzz_bodies_survive_a_fixed_corpus() {
         let run = std::panic::catch_unwind(|| tc_bodies::tc_parser(input.as_bytes()));
         assert!(run.is_ok(), "tc_parser panicked on:\n{input}");
     }
+    // Random bytes, as IPv4 and IPv6, through csum and ctinfo.
+    for _ in 0..300 {
+        let n = (r.next() % 96) as usize;
+        let mut bytes: Vec<u8> = (0..n).map(|_| r.next() as u8).collect();
+        if let Some(b) = bytes.first_mut() {
+            *b = [0x45, 0x46, 0x60, 0x4f][(r.next() % 4) as usize];
+        }
+        let run = std::panic::catch_unwind(|| tc_bodies::rewrite_packet(&bytes));
+        assert!(run.is_ok(), "rewrite_packet panicked on {bytes:02x?}");
+    }
     // Known-good configurations first, then a random command against them.
     for (i, seed) in tc_bodies::SEED_003.iter().enumerate() {
         let more = random_tc_line(&mut r);
