@@ -160,17 +160,18 @@ fn transport(
         return Ok(());
     }
     pkt.csum_partial = None;
-    let d = &mut pkt.data[..ipl];
+    let d = &mut pkt.data;
     let (seg, l4len) = (ihl, ipl - ihl);
     let field = seg + at;
     match proto {
         PROTO_ICMP | PROTO_IGMP => {
             d[field..field + 2].fill(0);
-            let c = !fold(sum(&d[seg..], 0));
+            let c = !fold(sum(&d[seg..ipl], 0));
             d[field..field + 2].copy_from_slice(&c.to_be_bytes());
         }
         PROTO_SCTP => {
-            // Over everything from the SCTP header to the packet's end.
+            // Over everything from the SCTP header to the packet's end
+            // (the skb's, not the IP length's).
             d[field..field + 4].fill(0);
             let c = crc32c(&d[seg..]);
             d[field..field + 4].copy_from_slice(&c.to_le_bytes());
@@ -203,7 +204,7 @@ fn transport(
         _ => {
             // TCP, ICMPv6: over the whole segment and the pseudo-header.
             d[field..field + 2].fill(0);
-            let c = !fold(sum(&d[seg..], addrs + proto as u64 + l4len as u64));
+            let c = !fold(sum(&d[seg..ipl], addrs + proto as u64 + l4len as u64));
             d[field..field + 2].copy_from_slice(&c.to_be_bytes());
         }
     }
