@@ -1244,8 +1244,7 @@ fn get_args(net: &Net, opts: &ShowOpts, a: &mut Args, notes: &mut String) -> Cmd
     while let Some(w) = a.next() {
         if w == "tos" || matches(w, "dsfield") {
             let v = need(a)?;
-            let hex = v.strip_prefix("0x").unwrap_or(v);
-            if u8::from_str_radix(hex, 16).is_err() {
+            if dsfield(v).is_none() {
                 return Err(invarg("TOS value is invalid\n\n", v));
             }
         } else if matches(w, "from") {
@@ -1314,6 +1313,41 @@ fn get_args(net: &Net, opts: &ShowOpts, a: &mut Args, notes: &mut String) -> Cmd
         }
     }
     Ok(g)
+}
+
+/// `rtnl_dsfield_a2n`: a name from iproute2's `rt_dsfield` table (as
+/// shipped; exact case), else a hexadecimal number up to 0xff.
+fn dsfield(w: &str) -> Option<u8> {
+    const NAMES: [(&str, u8); 21] = [
+        ("default", 0x00),
+        ("AF11", 0x28),
+        ("AF12", 0x30),
+        ("AF13", 0x38),
+        ("AF21", 0x48),
+        ("AF22", 0x50),
+        ("AF23", 0x58),
+        ("AF31", 0x68),
+        ("AF32", 0x70),
+        ("AF33", 0x78),
+        ("AF41", 0x88),
+        ("AF42", 0x90),
+        ("AF43", 0x98),
+        ("CS1", 0x20),
+        ("CS2", 0x40),
+        ("CS3", 0x60),
+        ("CS4", 0x80),
+        ("CS5", 0xa0),
+        ("CS6", 0xc0),
+        ("CS7", 0xe0),
+        ("EF", 0xb8),
+    ];
+    if let Some((_, v)) = NAMES.iter().find(|(n, _)| *n == w) {
+        return Some(*v);
+    }
+    match sluice_core::units::strtoul(w, 16) {
+        Some((v, "")) => u8::try_from(v).ok(),
+        _ => None,
+    }
 }
 
 /// `get_prefix` as `ip route get` calls it: iproute2's complaint names the
