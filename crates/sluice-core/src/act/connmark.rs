@@ -113,11 +113,8 @@ impl Action for Connmark {
         ActionOpts::Connmark(self.p.0.clone())
     }
 
-    fn goto_chains(&self) -> Vec<u32> {
-        match self.p.0.action {
-            Verdict::GotoChain(n) => vec![n],
-            _ => Vec::new(),
-        }
+    fn control(&self) -> Verdict {
+        self.p.0.action
     }
 }
 

@@ -176,11 +176,8 @@ impl Action for Ctinfo {
         })
     }
 
-    fn goto_chains(&self) -> Vec<u32> {
-        match self.p.action {
-            Verdict::GotoChain(n) => vec![n],
-            _ => Vec::new(),
-        }
+    fn control(&self) -> Verdict {
+        self.p.action
     }
 }
 

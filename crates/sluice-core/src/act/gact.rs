@@ -161,11 +161,8 @@ impl Action for Gact {
         })
     }
 
-    fn goto_chains(&self) -> Vec<u32> {
-        match self.action {
-            Verdict::GotoChain(n) => vec![n],
-            _ => Vec::new(),
-        }
+    fn control(&self) -> Verdict {
+        self.action
     }
 }
 

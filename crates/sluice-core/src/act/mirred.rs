@@ -223,11 +223,8 @@ impl Action for Mirred {
         })
     }
 
-    fn goto_chains(&self) -> Vec<u32> {
-        match self.p.action {
-            Verdict::GotoChain(c) => vec![c],
-            _ => vec![],
-        }
+    fn control(&self) -> Verdict {
+        self.p.action
     }
 }
 

@@ -262,8 +262,9 @@ pub trait Action: Send + std::fmt::Debug {
     fn estimator(&self) -> Option<(RateEstimator, u64, u64)> {
         None
     }
-    /// Chains this action's verdicts may jump to (`goto chain N`).
-    fn goto_chains(&self) -> Vec<u32>;
+    /// The configured verdict that may be `goto chain N` (police: the
+    /// exceed action), whose chain a filter's chain then references.
+    fn control(&self) -> Verdict;
 }
 
 /// Validated parameters of one kind, ready to create or change an action.
@@ -1042,7 +1043,10 @@ impl Exts {
     pub fn goto_chains(&self) -> Vec<u32> {
         self.actions
             .iter()
-            .flat_map(|a| lock(a).kind.inner().goto_chains())
+            .filter_map(|a| match lock(a).kind.inner().control() {
+                Verdict::GotoChain(n) => Some(n),
+                _ => None,
+            })
             .collect()
     }
 }

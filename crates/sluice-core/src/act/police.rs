@@ -388,11 +388,8 @@ impl Action for Police {
         self.est.map(|e| (e, self.est_bytes, self.est_packets))
     }
 
-    fn goto_chains(&self) -> Vec<u32> {
-        match self.params.exceed {
-            Verdict::GotoChain(n) => vec![n],
-            _ => Vec::new(),
-        }
+    fn control(&self) -> Verdict {
+        self.params.exceed
     }
 }
 

@@ -88,11 +88,8 @@ impl Action for Simple {
         ActionOpts::Simple(self.0 .0.clone())
     }
 
-    fn goto_chains(&self) -> Vec<u32> {
-        match self.0 .0.action {
-            Verdict::GotoChain(n) => vec![n],
-            _ => Vec::new(),
-        }
+    fn control(&self) -> Verdict {
+        self.0 .0.action
     }
 }
 

@@ -188,11 +188,8 @@ impl Action for Skbedit {
         ActionOpts::Skbedit(self.p.o.clone())
     }
 
-    fn goto_chains(&self) -> Vec<u32> {
-        match self.p.o.action {
-            Verdict::GotoChain(n) => vec![n],
-            _ => Vec::new(),
-        }
+    fn control(&self) -> Verdict {
+        self.p.o.action
     }
 }
 
