@@ -3,8 +3,8 @@
 //!
 //! Modelled on net/sched/act_api.c and include/net/act_api.h. An action is
 //! an instance of a kind (`police`, `gact`, `mirred`, `skbedit`,
-//! `connmark`, `ctinfo`, `simple`, `csum`) with an index that is unique per
-//! kind in a network namespace. Actions are created either standalone
+//! `connmark`, `ctinfo`, `simple`, `csum`, `pedit`) with an index that is
+//! unique per kind in a network namespace. Actions are created either standalone
 //! (`tc actions add`) or inline by a filter (`... u32 match ... action drop`);
 //! a filter may also bind an existing action by naming its index, so one
 //! policer can be shared by several filters.
@@ -47,6 +47,7 @@ pub mod csum;
 pub mod ctinfo;
 pub mod gact;
 pub mod mirred;
+pub mod pedit;
 pub mod police;
 pub mod simple;
 pub mod skbedit;
@@ -82,6 +83,7 @@ pub enum ActionOpts {
     Ctinfo(ctinfo::CtinfoOpts),
     Simple(simple::SimpleOpts),
     Csum(csum::CsumOpts),
+    Pedit(pedit::PeditOpts),
 }
 
 impl ActionOpts {
@@ -96,6 +98,7 @@ impl ActionOpts {
             ActionOpts::Ctinfo(_) => "ctinfo",
             ActionOpts::Simple(_) => "simple",
             ActionOpts::Csum(_) => "csum",
+            ActionOpts::Pedit(_) => "pedit",
         }
     }
 }
@@ -278,6 +281,7 @@ enum Params {
     Ctinfo(ctinfo::CtinfoParams),
     Simple(simple::SimpleParams),
     Csum(csum::CsumParams),
+    Pedit(pedit::PeditParams),
 }
 
 #[derive(Debug)]
@@ -290,6 +294,7 @@ enum Kind {
     Ctinfo(ctinfo::Ctinfo),
     Simple(simple::Simple),
     Csum(csum::Csum),
+    Pedit(pedit::Pedit),
 }
 
 impl Kind {
@@ -303,6 +308,7 @@ impl Kind {
             Kind::Ctinfo(k) => k,
             Kind::Simple(k) => k,
             Kind::Csum(k) => k,
+            Kind::Pedit(k) => k,
         }
     }
     fn inner_mut(&mut self) -> &mut dyn Action {
@@ -315,6 +321,7 @@ impl Kind {
             Kind::Ctinfo(k) => k,
             Kind::Simple(k) => k,
             Kind::Csum(k) => k,
+            Kind::Pedit(k) => k,
         }
     }
 }
@@ -482,8 +489,8 @@ pub struct FlushReport {
 }
 
 /// Kinds this table knows (others answer "not found" as when the module is missing).
-pub const KNOWN_KINDS: [&str; 8] = [
-    "connmark", "csum", "ctinfo", "gact", "mirred", "police", "simple", "skbedit",
+pub const KNOWN_KINDS: [&str; 9] = [
+    "connmark", "csum", "ctinfo", "gact", "mirred", "pedit", "police", "simple", "skbedit",
 ];
 
 fn known(kind: &str) -> Option<&'static str> {
@@ -606,7 +613,8 @@ impl ActionTable {
             ActionOpts::Connmark(_)
             | ActionOpts::Ctinfo(_)
             | ActionOpts::Simple(_)
-            | ActionOpts::Csum(_) => {}
+            | ActionOpts::Csum(_)
+            | ActionOpts::Pedit(_) => {}
         }
         let kind = spec.opts.kind();
         let pending = spec.index != 0
@@ -718,6 +726,7 @@ impl ActionTable {
                         Params::Ctinfo(k) => Kind::Ctinfo(ctinfo::Ctinfo::new(k)),
                         Params::Simple(k) => Kind::Simple(simple::Simple::new(k)),
                         Params::Csum(k) => Kind::Csum(csum::Csum::new(k)),
+                        Params::Pedit(k) => Kind::Pedit(pedit::Pedit::new(k)),
                     };
                     let act = Arc::new(Mutex::new(TcAction {
                         index,
@@ -891,6 +900,7 @@ fn params_kind(p: &Params) -> &'static str {
         Params::Ctinfo(_) => "ctinfo",
         Params::Simple(_) => "simple",
         Params::Csum(_) => "csum",
+        Params::Pedit(_) => "pedit",
     }
 }
 
@@ -922,6 +932,7 @@ fn validate(
         ActionOpts::Ctinfo(o) => Params::Ctinfo(ctinfo::CtinfoParams::validate(o, in_filter)?),
         ActionOpts::Simple(o) => Params::Simple(simple::SimpleParams::validate(o, in_filter)?),
         ActionOpts::Csum(o) => Params::Csum(csum::CsumParams::validate(o, in_filter)?),
+        ActionOpts::Pedit(o) => Params::Pedit(pedit::PeditParams::validate(o, in_filter)?),
     })
 }
 
@@ -935,6 +946,7 @@ fn apply(kind: &mut Kind, params: Params, now: Time, est: Option<EstimatorSpec>)
         (Kind::Ctinfo(k), Params::Ctinfo(n)) => k.change(n),
         (Kind::Simple(k), Params::Simple(n)) => k.change(n),
         (Kind::Csum(k), Params::Csum(n)) => k.change(n),
+        (Kind::Pedit(k), Params::Pedit(n)) => k.change(n),
         // Replace is looked up by kind, so the kinds always agree.
         _ => {}
     }

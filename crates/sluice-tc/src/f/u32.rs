@@ -265,7 +265,7 @@ fn get_addr_ipv4(s: &str) -> Option<[u8; 4]> {
 
 /// `get_prefix_1`: `ADDR[/PLEN]` (a mask in dotted form too); `any`/`all`
 /// are `/0`. The address as bytes and the prefix length.
-pub(super) fn get_prefix(s: &str, v6: bool) -> Option<(Vec<u8>, u32)> {
+pub(crate) fn get_prefix(s: &str, v6: bool) -> Option<(Vec<u8>, u32)> {
     let (addr, plen) = match s.split_once('/') {
         Some((a, p)) => (a, Some(p)),
         None => (s, None),

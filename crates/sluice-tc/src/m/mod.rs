@@ -2,7 +2,7 @@
 //! tc_util.c (`action KIND ... [cookie HEX] [hw_stats ...]`, control
 //! verdicts such as `drop` or `goto chain 5`), and one file per kind, like
 //! iproute2's m_*.c: [`police`], [`gact`], [`mirred`], [`skbedit`], [`connmark`],
-//! [`ctinfo`], [`simple`] and [`csum`].
+//! [`ctinfo`], [`simple`], [`csum`] and [`pedit`].
 //!
 //! # Parser conventions
 //!
@@ -18,7 +18,7 @@
 //! word is [`Args::peek`], `argc` is the number of words left including it,
 //! and [`next_arg`] is `NEXT_ARG()`.
 //!
-//! Kinds other than those four are unknown to sluice. iproute2
+//! Kinds other than these are unknown to sluice. iproute2
 //! falls back to gact for kinds it cannot load, and so do we: `action bogus`
 //! reads as gact and fails with "Bad action type bogus" and gact's usage.
 
@@ -27,6 +27,7 @@ pub(crate) mod csum;
 pub(crate) mod ctinfo;
 pub(crate) mod gact;
 pub(crate) mod mirred;
+pub(crate) mod pedit;
 pub(crate) mod police;
 pub(crate) mod simple;
 pub(crate) mod skbedit;
@@ -336,6 +337,7 @@ pub(crate) fn parse_actions(a: &mut Args) -> CmdResult<Vec<ActionSpec>> {
             (false, "ctinfo") => ctinfo::parse(a),
             (false, "simple") => simple::parse(a),
             (false, "csum") => csum::parse(a),
+            (false, "pedit") => pedit::parse(a),
             (false, k) if k != "gact" && IPROUTE2_KINDS.contains(&k) => Err(foreign(a)),
             _ => gact::parse(a),
         };
@@ -450,6 +452,7 @@ fn print_one(d: &ActionDump, bind: bool, cx: &PrintCx, out: &mut Out) {
         ActionOpts::Ctinfo(_) => ctinfo::print(d, cx, out),
         ActionOpts::Simple(_) => simple::print(d, cx, out),
         ActionOpts::Csum(_) => csum::print(d, cx, out),
+        ActionOpts::Pedit(_) => pedit::print(d, cx, out),
     }
     if cx.stats {
         out.text("\tAction statistics:");
