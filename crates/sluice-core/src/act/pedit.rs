@@ -35,11 +35,13 @@
 //! works (it adds 0xff under a one-byte mask).
 //!
 //! Where the headers are: sluice's packets begin at the network header, so
-//! network offsets are offsets into [`Packet::data`]; the transport header
-//! follows an IPv4 header of IHL·4 bytes, or an IPv6 header's 40 (where the
-//! kernel's receive path puts it for a forwarded packet). A packet's words
-//! lie within its length from the network header — for IP the length its
-//! header gives.
+//! network offsets are offsets into [`Packet::data`]. A `tcp` or `udp` key
+//! starts after an IPv4 header of IHL·4 bytes (whatever its protocol), or
+//! at the TCP or UDP header an IPv6 packet's extension headers lead to
+//! (`ipv6_find_hdr`); in any other packet — or an IPv6 one without that
+//! header, or a later fragment — the key fails. A packet's words lie
+//! within its length from the network header (for IP, the length its
+//! header gives).
 //!
 //! Deviations: sluice's packets carry no Ethernet header (its devices have
 //! no MAC addresses), so a key on it — or a raw offset before the network
@@ -145,13 +147,16 @@ impl PeditParams {
             return Err(TcError::errno(Errno::EINVAL));
         }
         if let Some(ex) = &o.keys_ex {
-            if ex.len() > o.keys.len() {
-                return Err(TcError::inval(
-                    "act_pedit: Can't parse more extended keys than requested",
-                ));
-            }
-            if ex.iter().any(|k| k.htype > htype::MAX || k.cmd > cmd::MAX) {
-                return Err(TcError::errno(Errno::EINVAL));
+            for (i, k) in ex.iter().enumerate() {
+                if i == o.keys.len() {
+                    return Err(TcError::inval(
+                        "act_pedit: Can't parse more extended keys than requested",
+                    ));
+                }
+                // The attribute policy's range check, which sets no message.
+                if k.htype > htype::MAX || k.cmd > cmd::MAX {
+                    return Err(TcError::errno(Errno::ERANGE));
+                }
             }
             if ex.len() < o.keys.len() {
                 return Err(TcError::inval(
@@ -183,22 +188,58 @@ pub struct Pedit {
 /// Why a key stopped the edit (the kernel's `goto bad`).
 struct Bad;
 
-/// How far a packet's words reach from the network header, and where its
-/// transport header starts (if it has one).
-fn bounds(pkt: &Packet) -> (i64, Option<i64>) {
+/// How far a packet's words reach from the network header.
+fn extent(pkt: &Packet) -> i64 {
     let d = &pkt.data;
     let carried = d.len() as i64;
+    let claimed = match pkt.protocol {
+        ETH_P_IP if d.len() >= 20 => u16::from_be_bytes([d[2], d[3]]) as i64,
+        ETH_P_IPV6 if d.len() >= 40 => 40 + u16::from_be_bytes([d[4], d[5]]) as i64,
+        _ => 0,
+    };
+    claimed.max(carried)
+}
+
+const PROTO_TCP: u8 = 6;
+const PROTO_UDP: u8 = 17;
+
+/// `pedit_l4_skb_offset`: where the TCP or UDP header (`proto`) of a key
+/// starts, if the packet has one there.
+fn l4_offset(pkt: &Packet, proto: u8) -> Option<i64> {
+    let d = &pkt.data;
     match pkt.protocol {
-        ETH_P_IP if d.len() >= 20 && d[0] >> 4 == 4 => {
-            let total = u16::from_be_bytes([d[2], d[3]]) as i64;
-            (total.max(carried), Some(4 * (d[0] & 0x0f) as i64))
-        }
-        ETH_P_IPV6 if d.len() >= 40 && d[0] >> 4 == 6 => {
-            let payload = u16::from_be_bytes([d[4], d[5]]) as i64;
-            ((40 + payload).max(carried), Some(40))
-        }
-        _ => (carried, None),
+        ETH_P_IP if d.len() >= 20 => Some(4 * (d[0] & 0x0f) as i64),
+        ETH_P_IPV6 => ipv6_find_hdr(d, proto).map(|o| o as i64),
+        _ => None,
     }
+}
+
+/// `ipv6_find_hdr` for a protocol: the offset of the header `target` that
+/// the extension headers (hop-by-hop, routing, fragment, authentication,
+/// destination options) lead to; none past a later fragment, another
+/// protocol, or the end of the headers.
+fn ipv6_find_hdr(d: &[u8], target: u8) -> Option<usize> {
+    if d.len() < 40 || d[0] >> 4 != 6 {
+        return None;
+    }
+    let (mut next, mut at) = (d[6], 40usize);
+    while next != target {
+        let hp = d.get(at..at + 2)?;
+        let len = match next {
+            0 | 43 | 60 => 8 * (hp[1] as usize + 1),
+            51 => 4 * (hp[1] as usize + 2),
+            44 => {
+                let frag = d.get(at + 2..at + 4)?;
+                if u16::from_be_bytes([frag[0], frag[1]]) & !7 != 0 {
+                    return None;
+                }
+                8
+            }
+            _ => return None,
+        };
+        (next, at) = (hp[0], at + len);
+    }
+    Some(at)
 }
 
 impl Pedit {
@@ -213,16 +254,16 @@ impl Pedit {
     /// Apply every key in order; stops at the first that cannot apply.
     fn edit(&self, pkt: &mut Packet) -> Result<(), Bad> {
         let o = &self.p.0;
-        let (extent, transport) = bounds(pkt);
+        let extent = extent(pkt);
         for (i, k) in o.keys.iter().enumerate() {
             let ex = o.keys_ex.as_ref().map_or(PeditKeyEx::default(), |e| e[i]);
-            let base: Option<i64> = match ex.htype {
-                htype::ETH => None,
-                htype::TCP | htype::UDP => Some(transport.unwrap_or(0)),
-                _ => Some(0),
+            let base = match ex.htype {
+                // The Ethernet header is not carried: nothing to edit there.
+                htype::ETH => continue,
+                htype::TCP => l4_offset(pkt, PROTO_TCP).ok_or(Bad)?,
+                htype::UDP => l4_offset(pkt, PROTO_UDP).ok_or(Bad)?,
+                _ => 0,
             };
-            // The Ethernet header is not carried: nothing to edit there.
-            let Some(base) = base else { continue };
             let mut offset = k.off as i32 as i64;
             if k.offmask != 0 {
                 let at = base + k.at as i32 as i64;
@@ -379,7 +420,7 @@ mod tests {
 
     #[test]
     fn add_carries_towards_higher_addresses_as_on_a_little_endian_kernel() {
-        // `udp dport add 1` over port 0x00ff: the kernel adds in memory
+        // `tcp dport add 1` over port 0x00ff: the kernel adds in memory
         // order, so 0x00ff + 1 carries out of the low byte into nothing
         // (the byte after it) — 0x0000 — rather than giving 0x0100.
         let key = PeditKey {
@@ -420,6 +461,41 @@ mod tests {
             assert_eq!(u16::from_be_bytes([p.data[t + 2], p.data[t + 3]]), 8080);
             assert_eq!(u16::from_be_bytes([p.data[t], p.data[t + 1]]), 1000);
         }
+    }
+
+    #[test]
+    fn ipv6_transport_keys_find_their_header_past_extension_headers() {
+        // IPv6, a hop-by-hop header (8 bytes), then UDP from port 1000 to 53.
+        let mut d = vec![0u8; 40 + 8 + 8];
+        d[0] = 0x60;
+        d[4..6].copy_from_slice(&16u16.to_be_bytes());
+        d[6] = 0; // hop-by-hop
+        d[40] = PROTO_UDP;
+        d[48..50].copy_from_slice(&1000u16.to_be_bytes());
+        d[50..52].copy_from_slice(&53u16.to_be_bytes());
+        let udp = PeditKey {
+            off: 0,
+            mask: 0xffff_0000,
+            val: 5353,
+            ..Default::default()
+        };
+        let mut a = action(vec![udp], Some(vec![ex(htype::UDP, cmd::SET)]));
+        let mut p = Packet::new(d.clone(), 70, ETH_P_IPV6);
+        a.act(&mut p, Time(0));
+        assert_eq!(u16::from_be_bytes([p.data[50], p.data[51]]), 5353);
+        assert_eq!(a.overlimits(), 0);
+        // A TCP key finds no TCP header; nor does any key in a later
+        // fragment, or in a packet that is not IP.
+        let mut t = action(vec![udp], Some(vec![ex(htype::TCP, cmd::SET)]));
+        let mut p = Packet::new(d.clone(), 70, ETH_P_IPV6);
+        t.act(&mut p, Time(0));
+        assert_eq!((t.overlimits(), &p.data[..]), (1, &d[..]));
+        let mut frag = d.clone();
+        frag[6] = 44;
+        frag[42..44].copy_from_slice(&0x0008u16.to_be_bytes());
+        a.act(&mut Packet::new(frag, 70, ETH_P_IPV6), Time(0));
+        a.act(&mut Packet::new(d, 70, 0x0806), Time(0));
+        assert_eq!(a.overlimits(), 2);
     }
 
     #[test]

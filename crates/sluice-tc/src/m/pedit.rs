@@ -626,3 +626,206 @@ pub(crate) fn print(d: &ActionDump, cx: &PrintCx, out: &mut Out) {
     out.close();
     out.nl();
 }
+
+#[cfg(test)]
+mod tests {
+    use super::USAGE;
+    use crate::f::testutil::tc;
+    use crate::net::Net;
+
+    /// What iproute2 6.1 printed for `tc actions add action pedit ARGS`
+    /// (every one exits 255): the parser's lines, the usage when it printed
+    /// it, and m_action.c's lines naming `left` words from `pedit` on.
+    fn failed(lines: &str, usage: bool, left: usize) -> String {
+        let usage = if usage {
+            format!("{USAGE}\n")
+        } else {
+            String::new()
+        };
+        format!(
+            "{lines}\n{usage}bad action parsing\nparse_action: bad value ({left}:pedit)!\nIllegal \"action\"\n"
+        )
+    }
+
+    #[test]
+    fn parse_errors_as_iproute2_6_1() {
+        let incomplete = "Command line is not complete. Try option \"help\"\n".to_string();
+        let construct = |msg: &str, at: &str, left| {
+            let pre = if msg.is_empty() {
+                String::new()
+            } else {
+                format!("{msg}\n")
+            };
+            failed(&format!("{pre}Bad pedit construct ({at})"), true, left)
+        };
+        let layered = |msg: &str, at: &str, left| {
+            let pre = if msg.is_empty() {
+                String::new()
+            } else {
+                format!("{msg}\n")
+            };
+            failed(
+                &format!("{pre}bad pedit parsing\nBad pedit construct ({at})"),
+                true,
+                left,
+            )
+        };
+        for (args, err) in [
+            ("munge", incomplete.clone()),
+            ("ex", incomplete.clone()),
+            ("munge offset 0 u32", incomplete.clone()),
+            ("munge offset 0 u32 set", incomplete.clone()),
+            ("munge offset 0 u32 at 1 0xf 2", incomplete.clone()),
+            ("munge ip", incomplete.clone()),
+            (
+                "munge offset 2 u32 set 1",
+                construct(
+                    "pack_key32: 32 bit offsets must begin in 32bit boundaries",
+                    "(null)",
+                    7,
+                ),
+            ),
+            (
+                "munge offset 3 u16 set 1",
+                construct("pack_key16 bad index value 3", "(null)", 7),
+            ),
+            (
+                "munge offset 0 u8 set 0x100",
+                construct("pack_key8 bad value (val 100 mask 0", "(null)", 7),
+            ),
+            (
+                "munge offset 0 u16 set 0x10000",
+                construct("pack_key16 bad value", "(null)", 7),
+            ),
+            // Where tc's cursor stopped is the word it names.
+            ("munge offset x u32 set 1", construct("", "x", 7)),
+            ("munge offset 0 u64 set 1", construct("", "0", 7)),
+            ("munge offset 0 u32 bogus", construct("", "bogus", 6)),
+            ("munge offset 0 u32 set x", construct("", "set", 7)),
+            ("munge offset 0 u32 at x", construct("", "0", 7)),
+            ("munge ip bogus set 1", layered("", "ip", 6)),
+            (
+                "munge ip ttl decrement",
+                layered(
+                    "Non extended mode. only 'set' command is supported",
+                    "ip",
+                    5,
+                ),
+            ),
+            (
+                "munge ip ttl add 1",
+                layered(
+                    "Non extended mode. only 'set' command is supported",
+                    "ip",
+                    6,
+                ),
+            ),
+            ("munge tcp sport set 1", layered("", "tcp", 6)),
+            (
+                "munge foo bar set 1",
+                layered(
+                    "Unknown action  hence option \"bar\" is unparsable",
+                    "foo",
+                    6,
+                ),
+            ),
+            ("munge ip ttl", layered("", "ip", 4)),
+            (
+                "ex munge ip tos decrement",
+                layered("decrement command is not supported for this field", "ip", 6),
+            ),
+            (
+                "ex munge eth dst set zz:00:00:00:00:00",
+                layered("\"zz\" is invalid lladdr.", "eth", 7),
+            ),
+            ("ex munge eth dst set 00:11:22:33:44", layered("", "eth", 7)),
+            (
+                "ex munge eth dst preserve",
+                layered(
+                    "retain is not supported for fields longer the 32 bits",
+                    "eth",
+                    6,
+                ),
+            ),
+            ("ex munge ip dport set 1", layered("", "ip", 7)),
+            ("ex munge icmp type set 1", layered("", "icmp", 7)),
+            ("munge ip src set 300.1.1.1", layered("", "ip", 6)),
+            ("munge ip ttl set 1 retain", incomplete.clone()),
+            ("munge ip ttl set 1 retain x", layered("", "ip", 8)),
+            (
+                "munge ip ttl set 1 index x",
+                failed("Pedit: Illegal \"index\"", false, 8),
+            ),
+            (
+                "munge ip ttl set 1 pedit ex",
+                failed(
+                    &format!("'ex' must be before first 'munge'\n{USAGE}"),
+                    false,
+                    8,
+                ),
+            ),
+            ("help", format!("{USAGE}\n")),
+        ] {
+            let mut n = Net::new();
+            let o = tc(&mut n, &format!("actions add action pedit {args}"));
+            assert_eq!((o.code, o.stderr.as_str()), (255, err.as_str()), "{args}");
+            assert!(tc(&mut n, "actions ls action pedit").stdout.is_empty());
+        }
+    }
+
+    /// The pedit part of iproute2 6.1's print of these actions, as its
+    /// printer showed kernel-style dumps of them (docs/research/pedit.md §3).
+    #[test]
+    fn printed_as_iproute2_6_1_prints_it() {
+        let mut n = Net::new();
+        let add = "actions add action pedit ex munge eth src set 11:22:33:44:55:66 \
+            munge ip ttl set 0xff munge tcp flags clear munge offset 15 u8 add 40 retain 0xf0 \
+            munge udp dport add 1 pipe index 2";
+        assert_eq!(tc(&mut n, add).code, 0);
+        let o = tc(&mut n, "actions ls action pedit").stdout;
+        let want = "\taction order 0:  pedit action pipe keys 6\n \t index 2 ref 1 bind 0\n\
+            \t key #0  at eth+4: val 00001122 mask ffff0000\n\
+            \t key #1  at eth+8: val 33445566 mask 00000000\n\
+            \t key #2  at ipv4+8: val ff000000 mask 00ffffff\n\
+            \t key #3  at tcp+12: val 00000000 mask ff00ffff\n\
+            \t key #4  at 12: add 00000020 mask ffffff0f\n\
+            \t key #5  at udp+0: add 00000001 mask ffff0000\n\tnot_in_hw\n";
+        assert!(o.starts_with(&format!("total acts 1\n\n{want}")), "{o}");
+        let j = tc(&mut n, "-j actions ls action pedit").stdout;
+        let want = r#"{"order":0,"kind":"pedit","control_action":{"type":"pipe"},"nkeys":6,"index":2,"ref":1,"bind":0,"keys":[{"htype":"eth","offset":4,"cmd":"set","val":"1122","mask":"ffff0000"},{"htype":"eth","offset":8,"cmd":"set","val":"33445566","mask":"0"},{"htype":"ipv4","offset":8,"cmd":"set","val":"ff000000","mask":"ffffff"},{"htype":"tcp","offset":12,"cmd":"set","val":"0","mask":"ff00ffff"},{"htype":"network","offset":12,"cmd":"add","val":"20","mask":"ffffff0f"},{"htype":"udp","offset":0,"cmd":"add","val":"1","mask":"ffff0000"}],"not_in_hw":true"#;
+        assert!(j.contains(want), "{j}");
+        // Raw keys: negative offsets signed, `at` not shown; with -s the
+        // statistics after the keys.
+        let add = "actions add action pedit munge offset 12 u16 at 12 ffff 1 set 0xaaaa \
+            munge offset -14 u16 set 0 munge offset -12 u32 set 0x100 continue index 3";
+        assert_eq!(tc(&mut n, add).code, 0);
+        let o = tc(&mut n, "-s actions get action pedit index 3").stdout;
+        let want = "\taction order 1:  pedit action continue keys 3\n \t index 3 ref 1 bind 0\n\
+            \t key #0  at 12: val aaaa0000 mask 0000ffff\n\
+            \t key #1  at -16: val 00000000 mask ffff0000\n\
+            \t key #2  at -12: val 00000100 mask 00000000\n\
+            \tAction statistics:\n\tSent 0 bytes 0 pkt (dropped 0, overlimits 0 requeues 0) \n";
+        assert!(o.contains(want), "{o}");
+    }
+
+    #[test]
+    fn printed_in_a_filter_as_iproute2_6_1_prints_it() {
+        let mut n = crate::f::testutil::ingress();
+        let add = "filter add dev DEV parent ffff: protocol ip matchall \
+            action pedit ex munge eth src set 11:22:33:44:55:66 munge ip ttl set 0xff pipe \
+            action pedit munge ip ttl set 10";
+        let o = tc(&mut n, add);
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        let out = tc(&mut n, "filter show dev DEV parent ffff:").stdout;
+        let want = "\taction order 1:  pedit action pipe keys 3\n \t index 1 ref 1 bind 1\n\
+            \t key #0  at eth+4: val 00001122 mask ffff0000\n\
+            \t key #1  at eth+8: val 33445566 mask 00000000\n\
+            \t key #2  at ipv4+8: val ff000000 mask 00ffffff\n\n\
+            \taction order 2:  pedit action pass keys 1\n \t index 2 ref 1 bind 1\n\
+            \t key #0  at 8: val 0a000000 mask 00ffffff\n\n";
+        assert!(out.ends_with(want), "{out}");
+        let j = tc(&mut n, "-j filter show dev DEV parent ffff:").stdout;
+        let want = r#""actions":[{"order":1,"kind":"pedit","control_action":{"type":"pipe"},"nkeys":3,"index":1,"ref":1,"bind":1,"keys":[{"htype":"eth","offset":4,"cmd":"set","val":"1122","mask":"ffff0000"},{"htype":"eth","offset":8,"cmd":"set","val":"33445566","mask":"0"},{"htype":"ipv4","offset":8,"cmd":"set","val":"ff000000","mask":"ffffff"}]},{"order":2,"kind":"pedit","control_action":{"type":"pass"},"nkeys":1,"index":2,"ref":1,"bind":1,"keys":[{"htype":"network","offset":8,"cmd":"set","val":"a000000","mask":"ffffff"}]}]"#;
+        assert!(j.contains(want), "{j}");
+    }
+}
