@@ -1041,6 +1041,7 @@ fn filter_input(kind: &str, elem: &str) -> String {
                     "skbedit" => skbedit_input(&t, i + 2),
                     "connmark" | "ctinfo" => conn_action_input(&t, i + 2),
                     "csum" => csum_input(&t, i + 2),
+                    "pedit" => pedit_input(&t, i + 2),
                     k => panic!("action {k}"),
                 };
                 s.push(a);
@@ -1167,6 +1168,37 @@ fn csum_input(t: &[&str], at: usize) -> (String, usize) {
         i += 2;
     }
     (s, i)
+}
+
+/// `pedit action CONTROL keys N index I ref R bind B key #K at OFF: val V
+/// mask M ...`, from `t[at]` = "pedit": the input words and the index
+/// after. Only untyped `set` keys whose `val` lies outside their `mask`
+/// read back (as `munge offset OFF u32 set V retain ~M`): typed keys and
+/// `at` parts are not printed in a form tc reads.
+fn pedit_input(t: &[&str], at: usize) -> (String, usize) {
+    let keys = at + t[at..].iter().position(|w| *w == "keys").expect("keys");
+    let control = t[at + 2..keys].join(" ");
+    let index = keys + t[keys..].iter().position(|w| *w == "index").expect("index");
+    let mut s = vec!["action pedit".to_string()];
+    let mut i = index + 2;
+    while i < t.len() && (t[i] == "ref" || t[i] == "bind") {
+        i += 2;
+    }
+    while t.get(i) == Some(&"key") {
+        // key #K at OFF: val V mask M
+        let off = t[i + 3].trim_end_matches(':');
+        assert_eq!(t[i + 4], "val", "only untyped set keys read back");
+        let val = u32::from_str_radix(t[i + 5], 16).unwrap();
+        let mask = u32::from_str_radix(t[i + 7], 16).unwrap();
+        assert_eq!(val & mask, 0, "a val inside the mask does not read back");
+        s.push(format!(
+            "munge offset {off} u32 set {val:#x} retain {:#x}",
+            !mask
+        ));
+        i += 8;
+    }
+    s.push(format!("{control} index {}", t[index + 1]));
+    (s.join(" "), i)
 }
 
 /// The elements of `-d filter show dev DEV` that carry options, each with
@@ -1357,6 +1389,18 @@ fn csum_actions_round_trip() {
 }
 
 #[test]
+fn pedit_actions_round_trip() {
+    filter_trip(&[
+        "filter add dev DEV parent ffff: protocol ip prio 1 u32 match u32 0 0 \
+         action pedit munge ip ttl set 10 munge ip tos set 0x28 retain 0xfc \
+         munge offset 13 u8 clear munge offset -14 u16 set 0x86dd pipe index 4",
+        "filter add dev DEV parent ffff: protocol all prio 2 matchall \
+         action pedit munge ip src set 10.1.2.3 munge offset 6 u16 preserve goto chain 2 \
+         action pedit munge ip dport set 8080 drop",
+    ]);
+}
+
+#[test]
 fn connmark_and_ctinfo_actions_round_trip() {
     filter_trip(&[
         "filter add dev DEV parent ffff: protocol ip prio 1 u32 match u32 0 0 \
@@ -1467,8 +1511,15 @@ const KINDS: &[&str] = &[
     "connmark",
     "ctinfo",
     "csum",
+    "pedit",
 ];
 const WORDS: &[&str] = &[
+    "munge",
+    "ex",
+    "retain",
+    "invert",
+    "decrement",
+    "ttl",
     "bandwidth",
     "allot",
     "weight",
