@@ -1137,10 +1137,11 @@ fn print_route(net: &Net, l: &Listed, d: &Device, omit: Omit, o: &mut Out) {
 /// What `ip route get` asks for (`iproute_get`'s options).
 #[derive(Default)]
 struct GetArgs {
-    dst: Option<Ipv4Addr>,
-    from: Option<Ipv4Addr>,
+    dst: Option<IpAddr>,
+    from: Option<IpAddr>,
     oif: Option<u32>,
-    iif: bool,
+    /// The input device (`iif`), by index.
+    iif: Option<u32>,
     mark: u32,
     uid: Option<u32>,
     fibmatch: bool,
@@ -1183,13 +1184,15 @@ fn route_get(
     notes: &mut String,
 ) -> CmdResult {
     let g = get_args(net, &opts, a, notes)?;
-    let Some(dst) = g.dst else {
-        return Err(Fail::new(1, "need at least a destination address"));
+    let dst = match g.dst {
+        None => return Err(Fail::new(1, "need at least a destination address")),
+        Some(IpAddr::V6(d)) => return route_get6(net, opts, &g, d, out),
+        Some(IpAddr::V4(d)) => d,
     };
-    if g.from.is_some_and(|f| !net.l3.is_local(IpAddr::V4(f))) {
+    if g.from.is_some_and(|f| !net.l3.is_local(f)) {
         return Err(unreachable());
     }
-    if g.iif {
+    if g.iif.is_some() {
         // An input route needs forwarding, off in a new namespace.
         return Err(Fail::new(2, "RTNETLINK answers: Invalid argument"));
     }
@@ -1231,6 +1234,188 @@ fn route_get(
     Ok(())
 }
 
+/// `ip -6 route get`: `ip6_route_output`'s choice, as iproute2 prints the
+/// answer. The local table first (the addresses' `local` routes and each
+/// device's `multicast ff00::/8`), then the main one, the longest match
+/// through `oif` when given (no on-link guess, unlike IPv4); a local
+/// destination goes out of `lo`. The source is the route's `src`, else
+/// the RFC 6724 pick of [`select_addr6`] for the route's device. `from`
+/// is printed as given (the kernel does not check it), `iif` answers the
+/// input route (no source), and `mark`/`uid` are not echoed, as the
+/// kernel's IPv6 answer has none.
+fn route_get6(
+    net: &Net,
+    opts: ShowOpts,
+    g: &GetArgs,
+    dst: Ipv6Addr,
+    out: &mut String,
+) -> CmdResult {
+    let d = IpAddr::V6(dst);
+    let fib = (!dst.is_unspecified())
+        .then(|| {
+            longest_match(local_routes(net, true), d, g.oif).or_else(|| {
+                let main = all_routes(net, true).into_iter().map(|route| Listed {
+                    route,
+                    kind: None,
+                    local_table: false,
+                });
+                longest_match(main.collect(), d, g.oif)
+            })
+        })
+        .flatten()
+        .ok_or_else(unreachable)?;
+    let dev_of = |i: u32| net.devices.iter().find(|x| x.ifindex == i);
+    let route_dev = dev_of(fib.route.ifindex).ok_or_else(unreachable)?;
+    let mut o = Out::new(opts.json, opts.pretty);
+    if g.fibmatch {
+        let omit = Omit {
+            dev: false,
+            proto: false,
+            scope: false,
+            table: false,
+        };
+        print_route(net, &fib, route_dev, omit, &mut o);
+        out.push_str(&o.finish());
+        return Ok(());
+    }
+    let dev = match fib.kind {
+        Some("local") => net.devices.iter().find(|x| x.kind == DevKind::Loopback),
+        _ => Some(route_dev),
+    }
+    .map_or("", |x| x.info.name.as_str());
+    let src = match (g.iif, fib.route.src) {
+        (Some(_), _) => None,
+        (None, Some(IpAddr::V6(s))) => Some(s),
+        _ => select_addr6(net, fib.route.ifindex, dst),
+    };
+    let answers = if g.connected && g.from.is_none() {
+        2
+    } else {
+        1
+    };
+    for _ in 0..answers {
+        o.open("");
+        if let Some(k) = fib.kind {
+            o.str(To::Any, "type", &format!("{k} "), k);
+        }
+        o.str(To::Any, "dst", &format!("{dst} "), &dst.to_string());
+        let from = g.from.map_or("::".to_string(), |f| f.to_string());
+        o.str(To::Any, "from", &format!("from {from} "), &from);
+        if let Some(v) = fib.route.via {
+            o.str(To::Any, "gateway", &format!("via {v} "), &v.to_string());
+        }
+        o.str(To::Any, "dev", &format!("dev {dev} "), dev);
+        if fib.local_table {
+            o.str(To::Any, "table", "table local ", "local");
+        }
+        if fib.route.proto != PROTO_BOOT {
+            let p = proto_name(fib.route.proto);
+            o.str(To::Any, "protocol", &format!("proto {p} "), &p);
+        }
+        if let Some(s) = src {
+            o.str(To::Any, "prefsrc", &format!("src {s} "), &s.to_string());
+        }
+        let m = fib.route.metric;
+        o.uint(To::Any, "metric", &format!("metric {m} "), m as u64);
+        o.open_arr("flags");
+        o.close();
+        if let Some(i) = g.iif.and_then(dev_of) {
+            let n = &i.info.name;
+            o.str(To::Any, "iif", &format!("iif {n} "), n);
+        }
+        o.str(To::Any, "pref", "pref medium", "medium");
+        o.text("\n");
+        o.close();
+    }
+    out.push_str(&o.finish());
+    Ok(())
+}
+
+/// The scope an IPv6 address has as a source or destination
+/// (`__ipv6_addr_src_scope`): a multicast address's own, 2 (link) for
+/// link-local addresses and `::1`, 5 for site-local, 14 (global) for the rest.
+fn scope6(a: Ipv6Addr) -> i32 {
+    let s = a.segments();
+    if a.is_multicast() {
+        (s[0] & 0x0f) as i32
+    } else if s[0] & 0xffc0 == 0xfe80 || a == Ipv6Addr::LOCALHOST {
+        2
+    } else if s[0] & 0xffc0 == 0xfec0 {
+        5
+    } else {
+        14
+    }
+}
+
+/// The label of the kernel's default address-selection policy table
+/// (RFC 6724's, `addrlabel.c`): the longest prefix that covers `a`.
+fn label6(a: Ipv6Addr) -> u8 {
+    const TABLE: [(u128, u8, u8); 10] = [
+        (0x0000_0000_0000_0000_0000_0000_0000_0001, 128, 0),
+        (0x0000_0000_0000_0000_0000_ffff_0000_0000, 96, 4),
+        (0, 96, 3),
+        (0x2001_0010 << 96, 28, 7),
+        (0x2001_0000 << 96, 32, 6),
+        (0x2002 << 112, 16, 2),
+        (0x3ffe << 112, 16, 12),
+        (0xfec0 << 112, 10, 11),
+        (0xfc00 << 112, 7, 5),
+        (0, 0, 1),
+    ];
+    let x = u128::from(a);
+    let covers = |p: u128, len: u8| len == 0 || (x ^ p) >> (128 - len as u32) == 0;
+    TABLE
+        .iter()
+        .find(|(p, len, _)| covers(*p, *len))
+        .map_or(1, |t| t.2)
+}
+
+/// A candidate source's standing under RFC 6724's rules, compared in order.
+type Rank6 = (bool, i32, bool, bool, bool, u32);
+
+/// `ipv6_dev_get_saddr`: the source for `dst` sent out of `ifindex`. The
+/// candidates are the addresses of that device (for a multicast or
+/// link-scoped destination) or of every device, in device and list
+/// order, less tentative ones; RFC 6724's rules rank them in turn — the
+/// destination itself, enough but the narrowest scope, the outgoing
+/// device, the same policy label, both ORCHID or neither, the longest
+/// common prefix (up to the address's prefix length) — and the first
+/// candidate of the best rank wins. (Deprecated, home, temporary and
+/// optimistic addresses are not modelled, so their rules tie.)
+fn select_addr6(net: &Net, ifindex: u32, dst: Ipv6Addr) -> Option<Ipv6Addr> {
+    let dscope = scope6(dst);
+    let only_oif = dst.is_multicast() || dscope <= 2;
+    let orchid = |a: Ipv6Addr| u128::from(a) >> 100 == 0x2001_0010 >> 4;
+    let mut best: Option<(Rank6, Ipv6Addr)> = None;
+    for d in net
+        .devices
+        .iter()
+        .filter(|d| !only_oif || d.ifindex == ifindex)
+    {
+        for x in net.l3.of(d.ifindex).filter(|x| !x.tentative(net.now)) {
+            let IpAddr::V6(a) = x.addr else { continue };
+            if a.is_unspecified() || a.is_multicast() {
+                continue;
+            }
+            let sc = scope6(a);
+            let scope = if sc >= dscope { -sc } else { sc - 128 };
+            let common = (u128::from(a) ^ u128::from(dst)).leading_zeros();
+            let rank = (
+                a == dst,
+                scope,
+                d.ifindex == ifindex,
+                label6(a) == label6(dst),
+                orchid(a) == orchid(dst),
+                common.min(x.plen as u32),
+            );
+            if best.is_none_or(|(b, _)| rank > b) {
+                best = Some((rank, a));
+            }
+        }
+    }
+    best.map(|(_, a)| a)
+}
+
 /// `NEXT_ARG()`.
 fn need<'a>(a: &mut Args<'a>) -> CmdResult<&'a str> {
     a.next().ok_or_else(crate::args::incomplete)
@@ -1254,10 +1439,7 @@ fn get_args(net: &Net, opts: &ShowOpts, a: &mut Args, notes: &mut String) -> Cmd
             }
             let (x, _) = get_prefix(v, family)?;
             family = if x.is_ipv4() { 4 } else { 6 };
-            g.from = match x {
-                IpAddr::V4(x) => Some(x),
-                IpAddr::V6(_) => None,
-            };
+            g.from = Some(x);
         } else if matches(w, "iif") {
             iif = Some(need(a)?);
         } else if matches(w, "mark") {
@@ -1283,22 +1465,14 @@ fn get_args(net: &Net, opts: &ShowOpts, a: &mut Args, notes: &mut String) -> Cmd
             }
             let (x, plen) = get_prefix(w, family)?;
             family = if x.is_ipv4() { 4 } else { 6 };
-            if x.is_ipv4() && plen != 32 {
+            let full = if x.is_ipv4() { 32 } else { 128 };
+            if plen != full {
                 notes.push_str(&format!(
-                    "Warning: /{plen} as prefix is invalid, only /32 (or none) is supported.\n"
+                    "Warning: /{plen} as prefix is invalid, only /{full} (or none) is supported.\n"
                 ));
             }
-            g.dst = match x {
-                IpAddr::V4(x) => Some(x),
-                IpAddr::V6(_) => None,
-            };
+            g.dst = Some(x);
         }
-    }
-    if family == 6 {
-        return Err(Fail::new(
-            1,
-            "sluice: ip -6 route get is not supported (IPv4 is)",
-        ));
     }
     if g.dst.is_none() {
         return Ok(g);
@@ -1307,7 +1481,7 @@ fn get_args(net: &Net, opts: &ShowOpts, a: &mut Args, notes: &mut String) -> Cmd
         let Some(name) = name else { continue };
         let d = net.dev(name).ok_or_else(|| no_device(name))?;
         if input {
-            g.iif = true;
+            g.iif = Some(d.ifindex);
         } else {
             g.oif = Some(d.ifindex);
         }
@@ -1404,11 +1578,11 @@ fn select_addr(net: &Net, ifindex: u32, near: Option<Ipv4Addr>, scope: u8) -> Op
 
 /// The longest match for `dst` among `routes` (the first listed of equal
 /// length: the lowest metric), through `oif` when given.
-fn longest_match(routes: Vec<Listed>, dst: Ipv4Addr, oif: Option<u32>) -> Option<Listed> {
+fn longest_match(routes: Vec<Listed>, dst: IpAddr, oif: Option<u32>) -> Option<Listed> {
     let mut best: Option<Listed> = None;
     for l in routes {
         let r = &l.route;
-        if !covers(r.dst, r.plen, IpAddr::V4(dst)) || oif.is_some_and(|o| o != r.ifindex) {
+        if !covers(r.dst, r.plen, dst) || oif.is_some_and(|o| o != r.ifindex) {
             continue;
         }
         if best.as_ref().is_none_or(|b| r.plen > b.route.plen) {
@@ -1436,7 +1610,7 @@ fn lookup(net: &Net, dst: Ipv4Addr, g: &GetArgs) -> Option<Got> {
     }
     let special = dst.is_broadcast() || dst.is_multicast();
     if !special {
-        if let Some(l) = longest_match(local_routes(net, false), dst, g.oif) {
+        if let Some(l) = longest_match(local_routes(net, false), IpAddr::V4(dst), g.oif) {
             let src = match l.route.src {
                 Some(IpAddr::V4(s)) => s,
                 _ => dst,
@@ -1463,7 +1637,7 @@ fn lookup(net: &Net, dst: Ipv4Addr, g: &GetArgs) -> Option<Got> {
             local_table: false,
         })
         .collect();
-    let (fib, ifindex, via, src) = match longest_match(main, dst, g.oif) {
+    let (fib, ifindex, via, src) = match longest_match(main, IpAddr::V4(dst), g.oif) {
         Some(l) => {
             let r = &l.route;
             let src = match r.src {

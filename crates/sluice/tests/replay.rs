@@ -427,7 +427,7 @@ fn pedit_rewrites_headers_and_csum_repairs_their_checksums() {
         let out = read_pcap(&out);
         assert_eq!(out.len(), 200);
         for (_, f) in &out {
-            let natted = seq_of(f) % 2 == 0;
+            let natted = seq_of(f).is_multiple_of(2);
             let (dst, port, ttl) = if natted {
                 ([192, 168, 1, 7], 8080, 63)
             } else {

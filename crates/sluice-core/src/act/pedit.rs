@@ -167,7 +167,7 @@ impl PeditParams {
         check_ctrlact(o.action, in_filter)?;
         let mut o = o.clone();
         for k in &mut o.keys {
-            if k.offmask == 0 && k.off % 4 != 0 {
+            if k.offmask == 0 && !k.off.is_multiple_of(4) {
                 return Err(TcError::inval(
                     "act_pedit: Offsets must be on 32bit boundaries",
                 ));

@@ -96,7 +96,7 @@ impl Sel {
         if self.keys.len() >= MAX_OFFS {
             return Err(fail(""));
         }
-        if t.off % 4 != 0 {
+        if !t.off.is_multiple_of(4) {
             return Err(fail("offsets MUST be in 32 bit boundaries"));
         }
         if self.extended {
