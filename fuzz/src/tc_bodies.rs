@@ -157,14 +157,14 @@ pub fn classify_packet(data: &[u8]) {
 
 /// The rewriting half of `packet_parser`: `data` as an IPv4 and as an
 /// IPv6 packet through pedit (transport keys, variable offsets, `add`,
-/// offsets before the header), a csum action recomputing every checksum it
-/// knows and ctinfo, which rewrites the DS field, on DEV's ingress. Must
-/// never panic.
+/// offsets before the header), nat both ways (any address), a csum action
+/// recomputing every checksum it knows and ctinfo, which rewrites the DS
+/// field, on DEV's ingress. Must never panic.
 pub fn rewrite_packet(data: &[u8]) {
     let mut net = veth();
     for c in [
         "qdisc add dev DEV ingress",
-        "filter add dev DEV parent ffff: protocol all matchall action pedit ex munge tcp dport add 1 munge udp sport set 7 munge ip ttl decrement munge offset 0 u32 at 0 f0 2 set 1 munge offset -4 u8 invert munge offset 0 u8 at 1 3 0 set 1 pipe action csum iph icmp igmp tcp udp udplite sctp pipe action ctinfo dscp 0xfc000000",
+        "filter add dev DEV parent ffff: protocol all matchall action pedit ex munge tcp dport add 1 munge udp sport set 7 munge ip ttl decrement munge offset 0 u32 at 0 f0 2 set 1 munge offset -4 u8 invert munge offset 0 u8 at 1 3 0 set 1 pipe action nat ingress 0.0.0.0/1 10.9.8.7 pipe action nat egress 128.0.0.0/1 172.16.0.1 pipe action csum iph icmp igmp tcp udp udplite sctp pipe action ctinfo dscp 0xfc000000",
     ] {
         let o = run_tc(&mut net, &words(c));
         assert_eq!(o.code, 0, "{c}: {}", o.stderr);

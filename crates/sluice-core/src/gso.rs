@@ -314,6 +314,25 @@ pub fn sum(bytes: &[u8], init: u64) -> u64 {
     acc + u32::from_be_bytes(tail) as u64
 }
 
+/// A checksum field updated for bytes `from` becoming `to` (16-bit words,
+/// equal lengths), as RFC 1624 (eqn. 3) and the kernel's `csum_replace2/4`
+/// do it: `~(~check + ~from + to)`. With `partial` the field holds an
+/// uncomplemented pseudo-header sum (`CHECKSUM_PARTIAL`), updated as
+/// `inet_proto_csum_replace4` does: `check + ~from + to`.
+pub fn csum_replace(check: u16, from: &[u8], to: &[u8], partial: bool) -> u16 {
+    let gone: u64 = from
+        .chunks(2)
+        .map(|w| !u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)]) as u64)
+        .sum();
+    let start = if partial { check } else { !check };
+    let folded = fold(sum(to, start as u64 + gone));
+    if partial {
+        folded
+    } else {
+        !folded
+    }
+}
+
 /// Fold a sum to 16 bits (end-around carry).
 pub fn fold(mut acc: u64) -> u16 {
     while acc >> 16 != 0 {

@@ -240,15 +240,11 @@ impl Skb {
         let d = &mut self.data;
         match self.protocol {
             ETH_P_IP if d.len() >= 20 && d[0] >> 4 == 4 => {
-                let old = u16::from_be_bytes([d[0], d[1]]);
+                let old = [d[0], d[1]];
                 d[1] = (d[1] & mask) | value;
-                let new = u16::from_be_bytes([d[0], d[1]]);
                 let check = u16::from_be_bytes([d[10], d[11]]);
-                let mut sum = u32::from(!check) + u32::from(!old) + u32::from(new);
-                while sum >> 16 != 0 {
-                    sum = (sum & 0xffff) + (sum >> 16);
-                }
-                d[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+                let check = crate::gso::csum_replace(check, &old, &d[0..2], false);
+                d[10..12].copy_from_slice(&check.to_be_bytes());
                 true
             }
             ETH_P_IPV6 if d.len() >= 2 && d[0] >> 4 == 6 => {
@@ -260,6 +256,19 @@ impl Skb {
             }
             _ => false,
         }
+    }
+
+    /// How many bytes the packet has from its network header on: the
+    /// length its IPv4 or IPv6 header gives, or what is carried if more (a
+    /// simulated packet may carry its headers only).
+    pub fn network_len(&self) -> usize {
+        let d = &self.data;
+        let claimed = match self.protocol {
+            ETH_P_IP if d.len() >= 20 => u16::from_be_bytes([d[2], d[3]]) as usize,
+            ETH_P_IPV6 if d.len() >= 40 => 40 + u16::from_be_bytes([d[4], d[5]]) as usize,
+            _ => 0,
+        };
+        claimed.max(d.len())
     }
 
     /// Read `N` bytes at `off` of the network header, if present (`skb_header_pointer`).

@@ -1042,6 +1042,7 @@ fn filter_input(kind: &str, elem: &str) -> String {
                     "connmark" | "ctinfo" => conn_action_input(&t, i + 2),
                     "csum" => csum_input(&t, i + 2),
                     "pedit" => pedit_input(&t, i + 2),
+                    "nat" => nat_input(&t, i + 2),
                     k => panic!("action {k}"),
                 };
                 s.push(a);
@@ -1163,6 +1164,20 @@ fn csum_input(t: &[&str], at: usize) -> (String, usize) {
         t[end + 1..index].join(" "),
         t[index + 1]
     );
+    let mut i = index + 2;
+    while i < t.len() && (t[i] == "ref" || t[i] == "bind") {
+        i += 2;
+    }
+    (s, i)
+}
+
+/// `nat DIRECTION OLD/LEN NEW CONTROL index I ref R bind B`, from `t[at]`
+/// = "nat": the input words and the index after. (iproute2 6.1 prints
+/// every prefix of 8 bits or more as /32, so only /32 reads back as given.)
+fn nat_input(t: &[&str], at: usize) -> (String, usize) {
+    let index = at + t[at..].iter().position(|w| *w == "index").expect("index");
+    assert!(t[at + 2].ends_with("/32"), "only /32 prefixes read back");
+    let s = format!("action {} index {}", t[at..index].join(" "), t[index + 1]);
     let mut i = index + 2;
     while i < t.len() && (t[i] == "ref" || t[i] == "bind") {
         i += 2;
@@ -1389,6 +1404,16 @@ fn csum_actions_round_trip() {
 }
 
 #[test]
+fn nat_actions_round_trip() {
+    filter_trip(&[
+        "filter add dev DEV parent ffff: protocol ip prio 1 u32 match u32 0 0 \
+         action nat ingress 192.168.1.1 200.200.200.1 action nat egress 10.0.0.7/32 1.2.3.4 pipe index 9",
+        "filter add dev DEV parent ffff: protocol all prio 2 matchall \
+         action nat e any 10.10.10.1 goto chain 4",
+    ]);
+}
+
+#[test]
 fn pedit_actions_round_trip() {
     filter_trip(&[
         "filter add dev DEV parent ffff: protocol ip prio 1 u32 match u32 0 0 \
@@ -1512,8 +1537,10 @@ const KINDS: &[&str] = &[
     "ctinfo",
     "csum",
     "pedit",
+    "nat",
 ];
 const WORDS: &[&str] = &[
+    "egress",
     "munge",
     "ex",
     "retain",

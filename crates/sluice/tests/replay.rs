@@ -446,3 +446,42 @@ fn pedit_rewrites_headers_and_csum_repairs_their_checksums() {
         }
     }
 }
+
+#[test]
+fn nat_translates_addresses_and_keeps_checksums_valid() {
+    let d = Dir::new("nat");
+    let input: Vec<(Duration, Vec<u8>)> = (0..50u16)
+        .map(|i| {
+            (
+                Duration::from_micros(1000 * i as u64),
+                checked_frame(i, 5001),
+            )
+        })
+        .collect();
+    write_pcap(&d.path("in.pcap"), &input);
+    // Source 10.0.0.1 -> 172.16.0.1 (the /24's host bits kept), destination
+    // 10.0.0.2 -> 192.168.9.9: stateless NAT both ways, as a gateway would.
+    let script = "tc qdisc add dev eth0 root handle 1: prio
+tc filter add dev eth0 parent 1: protocol ip prio 1 matchall \\
+    action nat egress 10.0.0.0/24 172.16.0.0 pipe action nat ingress 10.0.0.2 192.168.9.9
+";
+    std::fs::write(d.path("nat.tc"), script).unwrap();
+    let r = replay(&[
+        "--tc",
+        d.path("nat.tc").to_str().unwrap(),
+        "--rate",
+        "100mbit",
+        d.path("in.pcap").to_str().unwrap(),
+        d.path("out.pcap").to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let out = read_pcap(&d.path("out.pcap"));
+    assert_eq!(out.len(), 50);
+    for (_, f) in &out {
+        assert_eq!(
+            (&f[26..30], &f[30..34]),
+            (&[172, 16, 0, 1][..], &[192, 168, 9, 9][..])
+        );
+        assert!(ip_sum_ok(f) && udp_sum_ok(f), "{}", seq_of(f));
+    }
+}

@@ -3,7 +3,7 @@
 //!
 //! Modelled on net/sched/act_api.c and include/net/act_api.h. An action is
 //! an instance of a kind (`police`, `gact`, `mirred`, `skbedit`,
-//! `connmark`, `ctinfo`, `simple`, `csum`, `pedit`) with an index that is
+//! `connmark`, `ctinfo`, `simple`, `csum`, `pedit`, `nat`) with an index that is
 //! unique per kind in a network namespace. Actions are created either standalone
 //! (`tc actions add`) or inline by a filter (`... u32 match ... action drop`);
 //! a filter may also bind an existing action by naming its index, so one
@@ -47,6 +47,7 @@ pub mod csum;
 pub mod ctinfo;
 pub mod gact;
 pub mod mirred;
+pub mod nat;
 pub mod pedit;
 pub mod police;
 pub mod simple;
@@ -84,6 +85,7 @@ pub enum ActionOpts {
     Simple(simple::SimpleOpts),
     Csum(csum::CsumOpts),
     Pedit(pedit::PeditOpts),
+    Nat(nat::NatOpts),
 }
 
 impl ActionOpts {
@@ -99,6 +101,7 @@ impl ActionOpts {
             ActionOpts::Simple(_) => "simple",
             ActionOpts::Csum(_) => "csum",
             ActionOpts::Pedit(_) => "pedit",
+            ActionOpts::Nat(_) => "nat",
         }
     }
 }
@@ -282,6 +285,7 @@ enum Params {
     Simple(simple::SimpleParams),
     Csum(csum::CsumParams),
     Pedit(pedit::PeditParams),
+    Nat(nat::NatParams),
 }
 
 #[derive(Debug)]
@@ -295,6 +299,7 @@ enum Kind {
     Simple(simple::Simple),
     Csum(csum::Csum),
     Pedit(pedit::Pedit),
+    Nat(nat::Nat),
 }
 
 impl Kind {
@@ -309,6 +314,7 @@ impl Kind {
             Kind::Simple(k) => k,
             Kind::Csum(k) => k,
             Kind::Pedit(k) => k,
+            Kind::Nat(k) => k,
         }
     }
     fn inner_mut(&mut self) -> &mut dyn Action {
@@ -322,6 +328,7 @@ impl Kind {
             Kind::Simple(k) => k,
             Kind::Csum(k) => k,
             Kind::Pedit(k) => k,
+            Kind::Nat(k) => k,
         }
     }
 }
@@ -489,8 +496,8 @@ pub struct FlushReport {
 }
 
 /// Kinds this table knows (others answer "not found" as when the module is missing).
-pub const KNOWN_KINDS: [&str; 9] = [
-    "connmark", "csum", "ctinfo", "gact", "mirred", "pedit", "police", "simple", "skbedit",
+pub const KNOWN_KINDS: [&str; 10] = [
+    "connmark", "csum", "ctinfo", "gact", "mirred", "nat", "pedit", "police", "simple", "skbedit",
 ];
 
 fn known(kind: &str) -> Option<&'static str> {
@@ -614,7 +621,8 @@ impl ActionTable {
             | ActionOpts::Ctinfo(_)
             | ActionOpts::Simple(_)
             | ActionOpts::Csum(_)
-            | ActionOpts::Pedit(_) => {}
+            | ActionOpts::Pedit(_)
+            | ActionOpts::Nat(_) => {}
         }
         let kind = spec.opts.kind();
         let pending = spec.index != 0
@@ -727,6 +735,7 @@ impl ActionTable {
                         Params::Simple(k) => Kind::Simple(simple::Simple::new(k)),
                         Params::Csum(k) => Kind::Csum(csum::Csum::new(k)),
                         Params::Pedit(k) => Kind::Pedit(pedit::Pedit::new(k)),
+                        Params::Nat(k) => Kind::Nat(nat::Nat::new(k)),
                     };
                     let act = Arc::new(Mutex::new(TcAction {
                         index,
@@ -901,6 +910,7 @@ fn params_kind(p: &Params) -> &'static str {
         Params::Simple(_) => "simple",
         Params::Csum(_) => "csum",
         Params::Pedit(_) => "pedit",
+        Params::Nat(_) => "nat",
     }
 }
 
@@ -933,6 +943,7 @@ fn validate(
         ActionOpts::Simple(o) => Params::Simple(simple::SimpleParams::validate(o, in_filter)?),
         ActionOpts::Csum(o) => Params::Csum(csum::CsumParams::validate(o, in_filter)?),
         ActionOpts::Pedit(o) => Params::Pedit(pedit::PeditParams::validate(o, in_filter)?),
+        ActionOpts::Nat(o) => Params::Nat(nat::NatParams::validate(o, in_filter)?),
     })
 }
 
@@ -947,6 +958,7 @@ fn apply(kind: &mut Kind, params: Params, now: Time, est: Option<EstimatorSpec>)
         (Kind::Simple(k), Params::Simple(n)) => k.change(n),
         (Kind::Csum(k), Params::Csum(n)) => k.change(n),
         (Kind::Pedit(k), Params::Pedit(n)) => k.change(n),
+        (Kind::Nat(k), Params::Nat(n)) => k.change(n),
         // Replace is looked up by kind, so the kinds always agree.
         _ => {}
     }

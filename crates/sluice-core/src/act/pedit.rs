@@ -188,18 +188,6 @@ pub struct Pedit {
 /// Why a key stopped the edit (the kernel's `goto bad`).
 struct Bad;
 
-/// How far a packet's words reach from the network header.
-fn extent(pkt: &Packet) -> i64 {
-    let d = &pkt.data;
-    let carried = d.len() as i64;
-    let claimed = match pkt.protocol {
-        ETH_P_IP if d.len() >= 20 => u16::from_be_bytes([d[2], d[3]]) as i64,
-        ETH_P_IPV6 if d.len() >= 40 => 40 + u16::from_be_bytes([d[4], d[5]]) as i64,
-        _ => 0,
-    };
-    claimed.max(carried)
-}
-
 const PROTO_TCP: u8 = 6;
 const PROTO_UDP: u8 = 17;
 
@@ -254,7 +242,7 @@ impl Pedit {
     /// Apply every key in order; stops at the first that cannot apply.
     fn edit(&self, pkt: &mut Packet) -> Result<(), Bad> {
         let o = &self.p.0;
-        let extent = extent(pkt);
+        let extent = pkt.network_len() as i64;
         for (i, k) in o.keys.iter().enumerate() {
             let ex = o.keys_ex.as_ref().map_or(PeditKeyEx::default(), |e| e[i]);
             let base = match ex.htype {

@@ -275,7 +275,8 @@ pub(crate) fn get_prefix(s: &str, v6: bool) -> Option<(Vec<u8>, u32)> {
         "any" | "all" => {
             return plen.is_none().then(|| (vec![0; bits as usize / 8], 0));
         }
-        "default" => vec![0; bits as usize / 8],
+        // `default` takes no prefix length either (its bit length is "unset").
+        "default" => return plen.is_none().then(|| (vec![0; bits as usize / 8], 0)),
         _ if v6 => addr.parse::<Ipv6Addr>().ok()?.octets().to_vec(),
         _ => get_addr_ipv4(addr)?.to_vec(),
     };

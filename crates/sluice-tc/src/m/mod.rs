@@ -2,7 +2,7 @@
 //! tc_util.c (`action KIND ... [cookie HEX] [hw_stats ...]`, control
 //! verdicts such as `drop` or `goto chain 5`), and one file per kind, like
 //! iproute2's m_*.c: [`police`], [`gact`], [`mirred`], [`skbedit`], [`connmark`],
-//! [`ctinfo`], [`simple`], [`csum`] and [`pedit`].
+//! [`ctinfo`], [`simple`], [`csum`], [`pedit`] and [`nat`].
 //!
 //! # Parser conventions
 //!
@@ -27,6 +27,7 @@ pub(crate) mod csum;
 pub(crate) mod ctinfo;
 pub(crate) mod gact;
 pub(crate) mod mirred;
+pub(crate) mod nat;
 pub(crate) mod pedit;
 pub(crate) mod police;
 pub(crate) mod simple;
@@ -338,6 +339,7 @@ pub(crate) fn parse_actions(a: &mut Args) -> CmdResult<Vec<ActionSpec>> {
             (false, "simple") => simple::parse(a),
             (false, "csum") => csum::parse(a),
             (false, "pedit") => pedit::parse(a),
+            (false, "nat") => nat::parse(a),
             (false, k) if k != "gact" && IPROUTE2_KINDS.contains(&k) => Err(foreign(a)),
             _ => gact::parse(a),
         };
@@ -453,6 +455,7 @@ fn print_one(d: &ActionDump, bind: bool, cx: &PrintCx, out: &mut Out) {
         ActionOpts::Simple(_) => simple::print(d, cx, out),
         ActionOpts::Csum(_) => csum::print(d, cx, out),
         ActionOpts::Pedit(_) => pedit::print(d, cx, out),
+        ActionOpts::Nat(_) => nat::print(d, cx, out),
     }
     if cx.stats {
         out.text("\tAction statistics:");
