@@ -575,6 +575,26 @@ impl Device {
         }
     }
 
+    /// Run a packet about to be enqueued into the root qdisc through the
+    /// clsact qdisc's egress filters (`sch_handle_egress`): the packet to
+    /// enqueue, or why not — dropped, or taken by an action (a mirred
+    /// redirect, which is not a loss).
+    pub fn egress_hook(
+        &mut self,
+        mut pkt: crate::packet::Packet,
+        now: crate::time::Time,
+    ) -> Result<crate::packet::Packet, DropReason> {
+        use crate::qdisc::ingress::IngressVerdict;
+        let Some(ing) = self.ingress.as_mut() else {
+            return Ok(pkt);
+        };
+        match ing.qdisc.egress_hook(&mut pkt, now) {
+            None | Some(IngressVerdict::Pass) => Ok(pkt),
+            Some(IngressVerdict::Drop) => Err(DropReason::Action),
+            Some(IngressVerdict::Consumed | IngressVerdict::Redirect) => Err(DropReason::Stolen),
+        }
+    }
+
     /// `tc filter add|change|replace` on the block at `parent`
     /// (`tc_new_tfilter`). `actions` is the namespace's action table;
     /// `dev_exists` answers whether an interface name exists (u32 `indev`).

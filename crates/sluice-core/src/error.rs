@@ -28,6 +28,7 @@ pub enum Errno {
     ENOTSUPP,
     EAGAIN,
     ENOSYS,
+    EPROTONOSUPPORT,
 }
 
 impl Errno {
@@ -51,6 +52,7 @@ impl Errno {
             Errno::ENOTSUPP => "Unknown error 524",
             Errno::EAGAIN => "Resource temporarily unavailable",
             Errno::ENOSYS => "Function not implemented",
+            Errno::EPROTONOSUPPORT => "Protocol not supported",
         }
     }
 }

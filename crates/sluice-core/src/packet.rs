@@ -81,11 +81,38 @@ pub struct Skb {
     /// and `ctinfo` actions read it; `None` when the front end tracks no
     /// connection for it (see [`ConnMark`]).
     pub conn: Option<ConnMark>,
+    /// The VLAN tag carried beside the packet (`skb->vlan_proto` and
+    /// `skb->vlan_tci` when a tag is present: the "accelerated" tag, the
+    /// outermost on the wire, not counted in `len`), as the vlan action
+    /// pushes it. While there is one, filters see its TPID as the packet's
+    /// protocol ([`Packet::tc_protocol`]).
+    pub vlan: Option<VlanTag>,
+    /// Tags in the packet itself between the link-layer and network
+    /// headers, outermost first (a tag pushed over another moves the older
+    /// one here; each counts 4 bytes in `len`). `protocol` stays the
+    /// network protocol, as sluice's other readers of it expect; the
+    /// kernel's `skb->protocol` would be the first one's TPID.
+    pub vlan_inband: Vec<VlanTag>,
     /// Scratch space of the qdisc holding the packet (the kernel's
     /// `qdisc_skb_cb(skb)->data`): sfb keeps the packet's two bin hashes
     /// here between enqueue and dequeue. Meaningless outside a qdisc.
     pub cb: [u32; 2],
 }
+
+/// An 802.1Q or 802.1ad tag: its TPID (`0x8100`, `0x88a8`) and its TCI
+/// (priority in the top 3 bits, then DEI, then the 12-bit VLAN id).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct VlanTag {
+    /// The tag protocol identifier.
+    pub proto: u16,
+    /// The tag control information.
+    pub tci: u16,
+}
+
+/// `ETH_P_8021Q`.
+pub const ETH_P_8021Q: u16 = 0x8100;
+/// `ETH_P_8021AD`.
+pub const ETH_P_8021AD: u16 = 0x88a8;
 
 /// What tc actions see of a packet's connection: the entry netfilter
 /// attached to the skb (`skb->_nfct`: egress, after the POSTROUTING hook),
@@ -255,6 +282,16 @@ impl Skb {
                 true
             }
             _ => false,
+        }
+    }
+
+    /// The protocol tc's filters compare with theirs (`skb_protocol(skb,
+    /// false)`): a VLAN tag's TPID while the packet carries one, else its
+    /// network protocol.
+    pub fn tc_protocol(&self) -> u16 {
+        match (self.vlan, self.vlan_inband.first()) {
+            (Some(t), _) | (None, Some(&t)) => t.proto,
+            _ => self.protocol,
         }
     }
 

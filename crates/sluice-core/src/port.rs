@@ -148,19 +148,23 @@ impl Port {
     }
 
     /// The wire time of a packet: a GSO packet's `len` is its segments'
-    /// lengths summed, and each segment pays the framing `overhead`.
+    /// lengths summed, and each segment pays the framing `overhead` (and
+    /// the 4 bytes of a VLAN tag carried beside it, which the device
+    /// writes into the frame).
     fn serialization(&self, pkt: &Packet) -> Duration {
         if self.cfg.rate_bps == 0 {
             return Duration::ZERO;
         }
-        let bits = (pkt.len as u64 + self.cfg.overhead as u64 * pkt.segs() as u64) * 8;
+        let per_segment = self.cfg.overhead as u64 + if pkt.vlan.is_some() { 4 } else { 0 };
+        let bits = (pkt.len as u64 + per_segment * pkt.segs() as u64) * 8;
         Duration((bits as u128 * 1_000_000_000 / self.cfg.rate_bps as u128) as u64)
     }
 
     /// Hand a packet to the device for transmission at `now` (`dev_queue_xmit`).
     pub fn send(&mut self, dev: &mut Device, pkt: Packet, now: Time) -> Result<(), DropReason> {
         let mut cx = Cx::new(now);
-        let mut pkt = pkt;
+        // clsact's egress filters come first (`sch_handle_egress`).
+        let mut pkt = dev.egress_hook(pkt, now)?;
         pkt.tstamp = now;
         if dev.root.kind() == "noqueue" {
             if !self.ring_has_room(pkt.len) {

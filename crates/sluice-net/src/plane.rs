@@ -255,6 +255,11 @@ pub struct Plane {
     /// device that is neither side (`lo`, an ifb device: the link's own
     /// namespace has no stack of its own).
     mirred_drops: u64,
+    /// Packets that reached a side with a VLAN tag (a `vlan` action pushed
+    /// it): the side's TUN device cannot carry the tag, and the kernel
+    /// would not take it up its stack without a VLAN device
+    /// (`PACKET_OTHERHOST`; a priority-only tag, VLAN id 0, is no obstacle).
+    vlan_drops: u64,
 }
 
 /// An ifb device's transmit side: a port of unlimited rate (the device's
@@ -322,6 +327,7 @@ impl Plane {
             ifbs: Vec::new(),
             to_side: Vec::new(),
             mirred_drops: 0,
+            vlan_drops: 0,
         }
     }
 
@@ -407,6 +413,10 @@ impl Plane {
 
     /// Hand a packet to the stack of device `dev`: a side's, else nowhere.
     fn up_the_stack(&mut self, dev: usize, pkt: Packet) {
+        if pkt.vlan.is_some_and(|t| t.tci & 0x0fff != 0) || !pkt.vlan_inband.is_empty() {
+            self.vlan_drops += 1;
+            return;
+        }
         match dir_into(dev) {
             Some(dir) => self.to_side.push((dir, pkt)),
             None => self.mirred_drops += 1,
@@ -604,6 +614,11 @@ impl Plane {
     /// Packets mirred sent where the plane could not carry them.
     pub fn mirred_drops(&self) -> u64 {
         self.mirred_drops
+    }
+
+    /// Packets that reached a side with a VLAN tag.
+    pub fn vlan_drops(&self) -> u64 {
+        self.vlan_drops
     }
 
     /// The port (wire) of one direction.

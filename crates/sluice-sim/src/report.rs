@@ -282,11 +282,11 @@ pub fn table(scenario: &str, runs: &[RunResult]) -> String {
             l.ingress,
             l.wire,
             l.unroutable,
-            if l.netfilter > 0 {
-                format!(" netfilter {}", l.netfilter)
-            } else {
-                String::new()
-            }
+            [("netfilter", l.netfilter), ("vlan", l.vlan)]
+                .iter()
+                .filter(|(_, n)| *n > 0)
+                .map(|(k, n)| format!(" {k} {n}"))
+                .collect::<String>()
         ));
     }
     out

@@ -136,6 +136,12 @@ pub struct LossCounters {
     /// to a device that is gone, down or cannot carry it.
     #[serde(skip_serializing_if = "is_zero")]
     pub mirred: u64,
+    /// Arrived with a VLAN tag (one a `vlan` action pushed) at a node that
+    /// has no VLAN device: not for this host (`PACKET_OTHERHOST`), as the
+    /// kernel's `vlan_do_receive` decides after ingress (a tag with VLAN id
+    /// 0, priority only, is no obstacle).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub vlan: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -483,6 +489,10 @@ impl World {
     /// A received packet past ingress: for this node (PREROUTING, INPUT,
     /// the host), or forwarded by a router.
     fn up_the_stack(&mut self, node: usize, dev: usize, mut pkt: Packet, now: Time) {
+        if pkt.vlan.is_some_and(|t| t.tci & 0x0fff != 0) || !pkt.vlan_inband.is_empty() {
+            self.losses.vlan += 1;
+            return;
+        }
         let Some(info) = ipv4_info(&pkt) else { return };
         // The priority the IP stack derives from the TOS (`ip_forward`).
         pkt.priority = tos_to_priority(info.tos);

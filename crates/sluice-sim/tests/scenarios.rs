@@ -535,3 +535,40 @@ fn ctinfo_restores_a_stored_dscp_into_cakes_voice_tin() {
     assert_eq!((restored[0], restored[2]), (0, 0), "{restored:?}");
     assert_eq!((plain[0], plain[2], plain[3]), (0, 0, 0), "{plain:?}");
 }
+
+#[test]
+fn a_vlan_tag_keeps_packets_from_a_host_without_vlans_until_popped() {
+    // s tags everything it sends (VLAN 10) at its clsact egress; the router
+    // r has no VLAN device, so the tagged packets are not for it and the
+    // download never starts — unless r's ingress pops the tag, or the tag
+    // carries a priority only (VLAN id 0).
+    let w = "[[workload]]\ntype = \"tcp\"\nfrom = \"s\"\nto = \"d\"\nname = \"f\"";
+    let run_with = |push: &str, r_tc: &[&str]| {
+        let mut sc = path("10mbit", "10ms", "pfifo limit 100", 0.0, w, 1);
+        sc.nodes[0].tc.push("tc qdisc add dev eth0 clsact".into());
+        sc.nodes[0].tc.push(format!(
+            "tc filter add dev eth0 egress matchall action vlan push {push}"
+        ));
+        sc.nodes[1].tc.extend(r_tc.iter().map(|l| l.to_string()));
+        one_run(&sc)
+    };
+    let tagged = run_with("id 10", &[]);
+    assert!(tagged.losses.vlan > 0, "{:?}", tagged.losses);
+    assert!(tagged.total_goodput_mbps() < 0.01);
+    let popped = run_with(
+        "id 10 priority 5",
+        &[
+            "tc qdisc add dev eth0 ingress",
+            "tc filter add dev eth0 parent ffff: protocol 802.1Q matchall action vlan pop",
+        ],
+    );
+    assert_eq!(popped.losses.vlan, 0);
+    assert!(
+        popped.total_goodput_mbps() > 9.0,
+        "{}",
+        popped.total_goodput_mbps()
+    );
+    let priority_only = run_with("id 0 priority 6", &[]);
+    assert_eq!(priority_only.losses.vlan, 0);
+    assert!(priority_only.total_goodput_mbps() > 9.0);
+}

@@ -110,7 +110,7 @@ const LL_PROTO: &[(u16, &str)] = &[
 ];
 
 /// `ll_proto_a2n`: a name (any case) or a 16-bit number.
-fn proto_a2n(s: &str) -> Option<u16> {
+pub(crate) fn proto_a2n(s: &str) -> Option<u16> {
     LL_PROTO
         .iter()
         .find(|(_, n)| n.eq_ignore_ascii_case(s))
@@ -119,7 +119,7 @@ fn proto_a2n(s: &str) -> Option<u16> {
 }
 
 /// `ll_proto_n2a`.
-fn proto_n2a(id: u16) -> String {
+pub(crate) fn proto_n2a(id: u16) -> String {
     LL_PROTO
         .iter()
         .find(|(p, _)| *p == id)

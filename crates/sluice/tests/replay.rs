@@ -485,3 +485,29 @@ tc filter add dev eth0 parent 1: protocol ip prio 1 matchall \\
         assert!(ip_sum_ok(f) && udp_sum_ok(f), "{}", seq_of(f));
     }
 }
+
+#[test]
+fn clsact_egress_filters_run_before_the_root_qdisc() {
+    let d = Dir::new("clsact");
+    let mut input = cbr(100, 4_000_000, 5001, 0);
+    input.extend(cbr(100, 4_000_000, 6001, 100));
+    input.sort_by_key(|(t, _)| *t);
+    write_pcap(&d.path("in.pcap"), &input);
+    let script = "tc qdisc add dev eth0 clsact
+tc filter add dev eth0 egress protocol ip u32 match ip dport 5001 0xffff action drop
+";
+    std::fs::write(d.path("egress.tc"), script).unwrap();
+    let r = replay(&[
+        "--tc",
+        d.path("egress.tc").to_str().unwrap(),
+        "--rate",
+        "100mbit",
+        d.path("in.pcap").to_str().unwrap(),
+        d.path("out.pcap").to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let out = read_pcap(&d.path("out.pcap"));
+    assert_eq!(out.len(), 100);
+    assert!(out.iter().all(|(_, f)| dport_of(f) == 6001));
+    assert_eq!(summary(&r.stdout), (200, 100, 100));
+}

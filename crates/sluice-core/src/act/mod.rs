@@ -3,7 +3,7 @@
 //!
 //! Modelled on net/sched/act_api.c and include/net/act_api.h. An action is
 //! an instance of a kind (`police`, `gact`, `mirred`, `skbedit`,
-//! `connmark`, `ctinfo`, `simple`, `csum`, `pedit`, `nat`) with an index that is
+//! `connmark`, `ctinfo`, `simple`, `csum`, `pedit`, `nat`, `vlan`) with an index that is
 //! unique per kind in a network namespace. Actions are created either standalone
 //! (`tc actions add`) or inline by a filter (`... u32 match ... action drop`);
 //! a filter may also bind an existing action by naming its index, so one
@@ -52,6 +52,7 @@ pub mod pedit;
 pub mod police;
 pub mod simple;
 pub mod skbedit;
+pub mod vlan;
 
 use crate::cls::Verdict;
 use crate::error::{Errno, TcError, TcResult};
@@ -86,6 +87,7 @@ pub enum ActionOpts {
     Csum(csum::CsumOpts),
     Pedit(pedit::PeditOpts),
     Nat(nat::NatOpts),
+    Vlan(vlan::VlanOpts),
 }
 
 impl ActionOpts {
@@ -102,6 +104,7 @@ impl ActionOpts {
             ActionOpts::Csum(_) => "csum",
             ActionOpts::Pedit(_) => "pedit",
             ActionOpts::Nat(_) => "nat",
+            ActionOpts::Vlan(_) => "vlan",
         }
     }
 }
@@ -286,6 +289,7 @@ enum Params {
     Csum(csum::CsumParams),
     Pedit(pedit::PeditParams),
     Nat(nat::NatParams),
+    Vlan(vlan::VlanParams),
 }
 
 #[derive(Debug)]
@@ -300,6 +304,7 @@ enum Kind {
     Csum(csum::Csum),
     Pedit(pedit::Pedit),
     Nat(nat::Nat),
+    Vlan(vlan::Vlan),
 }
 
 impl Kind {
@@ -315,6 +320,7 @@ impl Kind {
             Kind::Csum(k) => k,
             Kind::Pedit(k) => k,
             Kind::Nat(k) => k,
+            Kind::Vlan(k) => k,
         }
     }
     fn inner_mut(&mut self) -> &mut dyn Action {
@@ -329,6 +335,7 @@ impl Kind {
             Kind::Csum(k) => k,
             Kind::Pedit(k) => k,
             Kind::Nat(k) => k,
+            Kind::Vlan(k) => k,
         }
     }
 }
@@ -496,8 +503,9 @@ pub struct FlushReport {
 }
 
 /// Kinds this table knows (others answer "not found" as when the module is missing).
-pub const KNOWN_KINDS: [&str; 10] = [
+pub const KNOWN_KINDS: [&str; 11] = [
     "connmark", "csum", "ctinfo", "gact", "mirred", "nat", "pedit", "police", "simple", "skbedit",
+    "vlan",
 ];
 
 fn known(kind: &str) -> Option<&'static str> {
@@ -622,7 +630,8 @@ impl ActionTable {
             | ActionOpts::Simple(_)
             | ActionOpts::Csum(_)
             | ActionOpts::Pedit(_)
-            | ActionOpts::Nat(_) => {}
+            | ActionOpts::Nat(_)
+            | ActionOpts::Vlan(_) => {}
         }
         let kind = spec.opts.kind();
         let pending = spec.index != 0
@@ -656,10 +665,13 @@ impl ActionTable {
                 return Ok(Prepared::Bind(e.act.clone(), ctx.offload));
             }
             // skbedit refuses an empty edit, simple a missing string,
-            // before an existing index.
+            // vlan bad parameters, before an existing index.
             match &spec.opts {
                 ActionOpts::Skbedit(o) => skbedit::check_edits(o)?,
                 ActionOpts::Simple(o) => simple::check_data(o)?,
+                ActionOpts::Vlan(o) => {
+                    vlan::check(o)?;
+                }
                 _ => {}
             }
             if !ctx.replace {
@@ -736,6 +748,7 @@ impl ActionTable {
                         Params::Csum(k) => Kind::Csum(csum::Csum::new(k)),
                         Params::Pedit(k) => Kind::Pedit(pedit::Pedit::new(k)),
                         Params::Nat(k) => Kind::Nat(nat::Nat::new(k)),
+                        Params::Vlan(k) => Kind::Vlan(vlan::Vlan::new(k)),
                     };
                     let act = Arc::new(Mutex::new(TcAction {
                         index,
@@ -911,6 +924,7 @@ fn params_kind(p: &Params) -> &'static str {
         Params::Csum(_) => "csum",
         Params::Pedit(_) => "pedit",
         Params::Nat(_) => "nat",
+        Params::Vlan(_) => "vlan",
     }
 }
 
@@ -944,6 +958,7 @@ fn validate(
         ActionOpts::Csum(o) => Params::Csum(csum::CsumParams::validate(o, in_filter)?),
         ActionOpts::Pedit(o) => Params::Pedit(pedit::PeditParams::validate(o, in_filter)?),
         ActionOpts::Nat(o) => Params::Nat(nat::NatParams::validate(o, in_filter)?),
+        ActionOpts::Vlan(o) => Params::Vlan(vlan::VlanParams::validate(o, in_filter)?),
     })
 }
 
@@ -959,6 +974,7 @@ fn apply(kind: &mut Kind, params: Params, now: Time, est: Option<EstimatorSpec>)
         (Kind::Csum(k), Params::Csum(n)) => k.change(n),
         (Kind::Pedit(k), Params::Pedit(n)) => k.change(n),
         (Kind::Nat(k), Params::Nat(n)) => k.change(n),
+        (Kind::Vlan(k), Params::Vlan(n)) => k.change(n),
         // Replace is looked up by kind, so the kinds always agree.
         _ => {}
     }

@@ -437,8 +437,11 @@ impl Block {
         let mut chain = 0u32;
         let mut restarts = 0u32;
         'restart: loop {
+            // Read again after a restart: an action may have pushed or
+            // popped a VLAN tag.
+            let protocol = pkt.tc_protocol();
             for tp in self.protos.iter_mut().filter(|tp| tp.chain == chain) {
-                if tp.protocol != ETH_P_ALL && tp.protocol != pkt.protocol {
+                if tp.protocol != ETH_P_ALL && tp.protocol != protocol {
                     continue;
                 }
                 let Some(res) = tp.cls.classify(pkt, now) else {

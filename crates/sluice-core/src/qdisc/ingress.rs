@@ -250,6 +250,10 @@ impl Qdisc for Ingress {
         }
     }
 
+    fn egress_hook(&mut self, pkt: &mut Packet, now: Time) -> Option<IngressVerdict> {
+        Some(self.run(Hook::Egress, pkt, now))
+    }
+
     fn dequeue(&mut self, _cx: &mut Cx) -> Dequeue {
         self.passed
             .pop_front()

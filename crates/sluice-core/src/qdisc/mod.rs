@@ -485,6 +485,12 @@ pub trait Qdisc: Send + std::fmt::Debug {
     /// Told the qdisc's own handle when it is wrapped in a node (classful
     /// qdiscs name their classes `major:minor`).
     fn set_handle(&mut self, _handle: Handle) {}
+    /// clsact's egress hook (`sch_handle_egress`): run a packet about to be
+    /// enqueued into the device's root qdisc through the egress filters.
+    /// `None` for every other qdisc (and so: carry on).
+    fn egress_hook(&mut self, _pkt: &mut Packet, _now: Time) -> Option<ingress::IngressVerdict> {
+        None
+    }
     /// A warning the last configuration change produced (the kernel's
     /// extended ack on success, e.g. HTB's "quantum of class ... is big"),
     /// taken so it is reported once.

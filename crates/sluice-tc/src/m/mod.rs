@@ -2,7 +2,7 @@
 //! tc_util.c (`action KIND ... [cookie HEX] [hw_stats ...]`, control
 //! verdicts such as `drop` or `goto chain 5`), and one file per kind, like
 //! iproute2's m_*.c: [`police`], [`gact`], [`mirred`], [`skbedit`], [`connmark`],
-//! [`ctinfo`], [`simple`], [`csum`], [`pedit`] and [`nat`].
+//! [`ctinfo`], [`simple`], [`csum`], [`pedit`], [`nat`] and [`vlan`].
 //!
 //! # Parser conventions
 //!
@@ -32,6 +32,7 @@ pub(crate) mod pedit;
 pub(crate) mod police;
 pub(crate) mod simple;
 pub(crate) mod skbedit;
+pub(crate) mod vlan;
 
 use crate::args::{incomplete, matches, Args, CmdResult, Fail};
 use crate::out::{Out, To};
@@ -65,6 +66,58 @@ pub(crate) fn argc(a: &Args) -> usize {
 }
 
 pub(crate) use crate::args::get_u32;
+
+/// `ll_addr_a2n` into a 6-byte buffer: the bytes (zero-filled) and how
+/// many parts were read — four for an IPv4-style dotted address, else
+/// colon-separated parts read as `sscanf("%x")` (6 parts and more count
+/// one past the sixth). The error is the line tc prints.
+pub(crate) fn ll_addr(arg: &str) -> Result<([u8; 6], usize), String> {
+    let bad = |w: &str| format!("\"{w}\" is invalid lladdr.");
+    let mut mac = [0u8; 6];
+    if arg.contains('.') {
+        let (b, _) = Some(arg)
+            .filter(|a| !a.contains('/'))
+            .and_then(|a| crate::f::u32::get_prefix(a, false))
+            .ok_or_else(|| bad(arg))?;
+        mac[..4].copy_from_slice(&b[..4]);
+        return Ok((mac, 4));
+    }
+    let parts: Vec<&str> = arg.split(':').collect();
+    for (i, part) in parts.iter().take(6).enumerate() {
+        let v = scan_hex(part)
+            .filter(|v| (0..=255).contains(v))
+            .ok_or_else(|| bad(part))?;
+        mac[i] = v as u8;
+    }
+    Ok((mac, parts.len().min(7)))
+}
+
+/// `sscanf(s, "%x")`: blanks, a sign, `0x`, then hex digits up to the
+/// first other character (at least one).
+fn scan_hex(s: &str) -> Option<i64> {
+    let s = s.trim_start();
+    let (neg, s) = match s.as_bytes().first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let digits = |s: &str| s.bytes().take_while(u8::is_ascii_hexdigit).count();
+    let s = match s.get(..2) {
+        Some("0x" | "0X") if digits(&s[2..]) > 0 => &s[2..],
+        _ => s,
+    };
+    let n = digits(s);
+    if n == 0 {
+        return None;
+    }
+    let mut v: i64 = 0;
+    for b in s[..n].bytes() {
+        v = v
+            .saturating_mul(16)
+            .saturating_add((b as char).to_digit(16)? as i64);
+    }
+    Some(if neg { -v } else { v })
+}
 
 /// iproute2 `get_u64(val, arg, base)`.
 pub(crate) fn get_u64(arg: &str, base: u32) -> Option<u64> {
@@ -340,6 +393,7 @@ pub(crate) fn parse_actions(a: &mut Args) -> CmdResult<Vec<ActionSpec>> {
             (false, "csum") => csum::parse(a),
             (false, "pedit") => pedit::parse(a),
             (false, "nat") => nat::parse(a),
+            (false, "vlan") => vlan::parse(a),
             (false, k) if k != "gact" && IPROUTE2_KINDS.contains(&k) => Err(foreign(a)),
             _ => gact::parse(a),
         };
@@ -456,6 +510,7 @@ fn print_one(d: &ActionDump, bind: bool, cx: &PrintCx, out: &mut Out) {
         ActionOpts::Csum(_) => csum::print(d, cx, out),
         ActionOpts::Pedit(_) => pedit::print(d, cx, out),
         ActionOpts::Nat(_) => nat::print(d, cx, out),
+        ActionOpts::Vlan(_) => vlan::print(d, cx, out),
     }
     if cx.stats {
         out.text("\tAction statistics:");

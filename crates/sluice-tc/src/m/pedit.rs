@@ -221,53 +221,6 @@ fn join(a: Fail, b: Fail) -> Fail {
     fail(both.trim_end_matches('\n'))
 }
 
-/// `ll_addr_a2n` for six bytes: colon-separated parts read as `sscanf("%x")`.
-fn mac_addr(arg: &str) -> CmdResult<[u8; 6]> {
-    if arg.contains('.') {
-        // An IPv4-style address gives four bytes, never six.
-        return Err(fail(""));
-    }
-    let parts: Vec<&str> = arg.split(':').collect();
-    let mut mac = [0u8; 6];
-    for (i, part) in parts.iter().take(6).enumerate() {
-        let v = scan_hex(part)
-            .filter(|v| (0..=255).contains(v))
-            .ok_or_else(|| fail(&format!("\"{part}\" is invalid lladdr.")))?;
-        mac[i] = v as u8;
-    }
-    if parts.len() != 6 {
-        return Err(fail(""));
-    }
-    Ok(mac)
-}
-
-/// `sscanf(s, "%x")`: blanks, a sign, `0x`, then hex digits up to the
-/// first other character (at least one).
-fn scan_hex(s: &str) -> Option<i64> {
-    let s = s.trim_start();
-    let (neg, s) = match s.as_bytes().first() {
-        Some(b'-') => (true, &s[1..]),
-        Some(b'+') => (false, &s[1..]),
-        _ => (false, s),
-    };
-    let digits = |s: &str| s.bytes().take_while(u8::is_ascii_hexdigit).count();
-    let s = match s.get(..2) {
-        Some("0x" | "0X") if digits(&s[2..]) > 0 => &s[2..],
-        _ => s,
-    };
-    let n = digits(s);
-    if n == 0 {
-        return None;
-    }
-    let mut v: i64 = 0;
-    for b in s[..n].bytes() {
-        v = v
-            .saturating_mul(16)
-            .saturating_add((b as char).to_digit(16)? as i64);
-    }
-    Some(if neg { -v } else { v })
-}
-
 /// `parse_val` for `set`/`add` and `retain`: the value as the 16 bytes tc
 /// keeps it in (`__u32 val[4]` on a little-endian machine).
 fn parse_val(w: &str, ty: Ty) -> CmdResult<[u32; 4]> {
@@ -285,7 +238,11 @@ fn parse_val(w: &str, ty: Ty) -> CmdResult<[u32; 4]> {
             }
         }
         Ty::Mac => {
-            let m = mac_addr(w)?;
+            // tc wants all six bytes.
+            let (m, n) = super::ll_addr(w).map_err(|e| fail(&e))?;
+            if n != 6 {
+                return Err(fail(""));
+            }
             v[0] = u32::from_le_bytes([m[0], m[1], m[2], m[3]]);
             v[1] = u32::from_le_bytes([m[4], m[5], 0, 0]);
         }
