@@ -1043,6 +1043,7 @@ fn filter_input(kind: &str, elem: &str) -> String {
                     "csum" => csum_input(&t, i + 2),
                     "pedit" => pedit_input(&t, i + 2),
                     "nat" => nat_input(&t, i + 2),
+                    "vlan" => vlan_input(&t, i + 2),
                     k => panic!("action {k}"),
                 };
                 s.push(a);
@@ -1164,6 +1165,18 @@ fn csum_input(t: &[&str], at: usize) -> (String, usize) {
         t[end + 1..index].join(" "),
         t[index + 1]
     );
+    let mut i = index + 2;
+    while i < t.len() && (t[i] == "ref" || t[i] == "bind") {
+        i += 2;
+    }
+    (s, i)
+}
+
+/// `vlan VERB [id N protocol P [priority Q]] [dst_mac M src_mac M] CONTROL
+/// index I ref R bind B`, from `t[at]` = "vlan": it reads back as printed.
+fn vlan_input(t: &[&str], at: usize) -> (String, usize) {
+    let index = at + t[at..].iter().position(|w| *w == "index").expect("index");
+    let s = format!("action {} index {}", t[at..index].join(" "), t[index + 1]);
     let mut i = index + 2;
     while i < t.len() && (t[i] == "ref" || t[i] == "bind") {
         i += 2;
@@ -1404,6 +1417,18 @@ fn csum_actions_round_trip() {
 }
 
 #[test]
+fn vlan_actions_round_trip() {
+    filter_trip(&[
+        "filter add dev DEV parent ffff: protocol all prio 1 u32 match u32 0 0 \
+         action vlan push id 100 priority 3 action vlan modify id 7 protocol 802.1ad reclassify \
+         action vlan pop continue index 9",
+        "filter add dev DEV parent ffff: protocol 802.1Q prio 2 matchall \
+         action vlan push_eth dst_mac 02:00:00:00:00:01 src_mac aa:bb:cc:dd:ee:ff pass \
+         action vlan pop_eth goto chain 3",
+    ]);
+}
+
+#[test]
 fn nat_actions_round_trip() {
     filter_trip(&[
         "filter add dev DEV parent ffff: protocol ip prio 1 u32 match u32 0 0 \
@@ -1538,9 +1563,13 @@ const KINDS: &[&str] = &[
     "csum",
     "pedit",
     "nat",
+    "vlan",
 ];
 const WORDS: &[&str] = &[
     "egress",
+    "push",
+    "pop",
+    "modify",
     "munge",
     "ex",
     "retain",
