@@ -1063,7 +1063,7 @@ fn route_show(net: &mut Net, opts: ShowOpts, a: &mut Args, out: &mut String) -> 
 }
 
 /// The fields `ip route show` leaves out because its filter fixes them.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 struct Omit {
     dev: bool,
     proto: bool,
@@ -1148,6 +1148,18 @@ struct GetArgs {
     connected: bool,
 }
 
+impl GetArgs {
+    /// How many answers `ip route get` prints: `connected` asks again from
+    /// the chosen source (unless one was given), and gets the same answer.
+    fn answers(&self) -> usize {
+        if self.connected && self.from.is_none() {
+            2
+        } else {
+            1
+        }
+    }
+}
+
 /// One answer of the lookup: the kernel's reply to RTM_GETROUTE.
 struct Got {
     /// `local`, `broadcast` or `multicast`; `None` for unicast.
@@ -1213,20 +1225,12 @@ fn route_get(
             ..l.clone()
         };
         let omit = Omit {
-            dev: false,
-            proto: false,
-            scope: false,
             table: true,
+            ..Omit::default()
         };
         print_route(net, &shown, d, omit, &mut o);
     } else {
-        // `connected` asks again from the chosen source: the same answer.
-        let answers = if g.connected && g.from.is_none() {
-            2
-        } else {
-            1
-        };
-        for _ in 0..answers {
+        for _ in 0..g.answers() {
             print_got(net, dst, &g, &got, uid, &mut o);
         }
     }
@@ -1268,13 +1272,7 @@ fn route_get6(
     let route_dev = dev_of(fib.route.ifindex).ok_or_else(unreachable)?;
     let mut o = Out::new(opts.json, opts.pretty);
     if g.fibmatch {
-        let omit = Omit {
-            dev: false,
-            proto: false,
-            scope: false,
-            table: false,
-        };
-        print_route(net, &fib, route_dev, omit, &mut o);
+        print_route(net, &fib, route_dev, Omit::default(), &mut o);
         out.push_str(&o.finish());
         return Ok(());
     }
@@ -1288,12 +1286,7 @@ fn route_get6(
         (None, Some(IpAddr::V6(s))) => Some(s),
         _ => select_addr6(net, fib.route.ifindex, dst),
     };
-    let answers = if g.connected && g.from.is_none() {
-        2
-    } else {
-        1
-    };
-    for _ in 0..answers {
+    for _ in 0..g.answers() {
         o.open("");
         if let Some(k) = fib.kind {
             o.str(To::Any, "type", &format!("{k} "), k);

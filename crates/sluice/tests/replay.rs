@@ -95,6 +95,20 @@ fn replay(args: &[&str]) -> Run {
     }
 }
 
+/// `sluice replay --tc SCRIPT --rate RATE in.pcap OUT` in `d`, the script
+/// written there first.
+fn replay_script(d: &Dir, script: &str, rate: &str, out: &str) -> Run {
+    std::fs::write(d.path("script.tc"), script).unwrap();
+    replay(&[
+        "--tc",
+        d.path("script.tc").to_str().unwrap(),
+        "--rate",
+        rate,
+        d.path("in.pcap").to_str().unwrap(),
+        d.path(out).to_str().unwrap(),
+    ])
+}
+
 /// The summary line's packets in, out, dropped.
 fn summary(stdout: &str) -> (u64, u64, u64) {
     let line = stdout
@@ -413,18 +427,10 @@ fn pedit_rewrites_headers_and_csum_repairs_their_checksums() {
     munge ip ttl decrement pipe";
     for (name, csum) in [("fixed", " action csum ip4h udp\n"), ("stale", "\n")] {
         let script = format!("tc qdisc add dev eth0 root handle 1: prio\n{nat}{csum}");
-        std::fs::write(d.path("nat.tc"), script).unwrap();
-        let out = d.path(&format!("{name}.pcap"));
-        let r = replay(&[
-            "--tc",
-            d.path("nat.tc").to_str().unwrap(),
-            "--rate",
-            "100mbit",
-            d.path("in.pcap").to_str().unwrap(),
-            out.to_str().unwrap(),
-        ]);
+        let out = format!("{name}.pcap");
+        let r = replay_script(&d, &script, "100mbit", &out);
         assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
-        let out = read_pcap(&out);
+        let out = read_pcap(&d.path(&out));
         assert_eq!(out.len(), 200);
         for (_, f) in &out {
             let natted = seq_of(f).is_multiple_of(2);
@@ -465,15 +471,7 @@ fn nat_translates_addresses_and_keeps_checksums_valid() {
 tc filter add dev eth0 parent 1: protocol ip prio 1 matchall \\
     action nat egress 10.0.0.0/24 172.16.0.0 pipe action nat ingress 10.0.0.2 192.168.9.9
 ";
-    std::fs::write(d.path("nat.tc"), script).unwrap();
-    let r = replay(&[
-        "--tc",
-        d.path("nat.tc").to_str().unwrap(),
-        "--rate",
-        "100mbit",
-        d.path("in.pcap").to_str().unwrap(),
-        d.path("out.pcap").to_str().unwrap(),
-    ]);
+    let r = replay_script(&d, script, "100mbit", "out.pcap");
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
     let out = read_pcap(&d.path("out.pcap"));
     assert_eq!(out.len(), 50);
@@ -496,15 +494,7 @@ fn clsact_egress_filters_run_before_the_root_qdisc() {
     let script = "tc qdisc add dev eth0 clsact
 tc filter add dev eth0 egress protocol ip u32 match ip dport 5001 0xffff action drop
 ";
-    std::fs::write(d.path("egress.tc"), script).unwrap();
-    let r = replay(&[
-        "--tc",
-        d.path("egress.tc").to_str().unwrap(),
-        "--rate",
-        "100mbit",
-        d.path("in.pcap").to_str().unwrap(),
-        d.path("out.pcap").to_str().unwrap(),
-    ]);
+    let r = replay_script(&d, script, "100mbit", "out.pcap");
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
     let out = read_pcap(&d.path("out.pcap"));
     assert_eq!(out.len(), 100);

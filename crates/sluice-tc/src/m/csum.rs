@@ -75,13 +75,8 @@ pub(crate) fn parse(a: &mut Args) -> CmdResult<ActionSpec> {
         return Err(soft("Illegal csum construct, empty <UPDATE> list"));
     }
     let action = verdict(parse_action_control_dflt(a, false, TC_ACT_OK)?)?;
-    let mut index = 0;
-    if a.peek().is_some_and(|w| matches(w, "index")) {
-        let v = next_arg(a)?;
-        index =
-            super::get_u32(v, 10).ok_or_else(|| soft(format!("Illegal \"index\" ({v}) <csum>")))?;
-        a.next();
-    }
+    let index = super::parse_index(a, |v| format!("Illegal \"index\" ({v}) <csum>"))?;
+    let index = index.unwrap_or(0);
     Ok(ActionSpec {
         index,
         opts: ActionOpts::Csum(CsumOpts {

@@ -67,6 +67,21 @@ pub(crate) fn argc(a: &Args) -> usize {
 
 pub(crate) use crate::args::get_u32;
 
+/// `index N` after an action's options (base 10), if there: the index,
+/// or the soft failure with the line `illegal` makes of the value.
+pub(crate) fn parse_index(
+    a: &mut Args,
+    illegal: impl FnOnce(&str) -> String,
+) -> CmdResult<Option<u32>> {
+    if !a.peek().is_some_and(|w| matches(w, "index")) {
+        return Ok(None);
+    }
+    let v = next_arg(a)?;
+    let index = get_u32(v, 10).ok_or_else(|| soft(illegal(v)))?;
+    a.next();
+    Ok(Some(index))
+}
+
 /// `ll_addr_a2n` into a 6-byte buffer: the bytes (zero-filled) and how
 /// many parts were read — four for an IPv4-style dotted address, else
 /// colon-separated parts read as `sscanf("%x")` (6 parts and more count

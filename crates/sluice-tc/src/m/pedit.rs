@@ -499,12 +499,7 @@ pub(crate) fn parse(a: &mut Args) -> CmdResult<ActionSpec> {
         }
     }
     let action = verdict(parse_action_control_dflt(a, false, TC_ACT_OK)?)?;
-    let mut index = 0;
-    if a.peek().is_some_and(|w| matches(w, "index")) {
-        let v = next_arg(a)?;
-        index = super::get_u32(v, 10).ok_or_else(|| fail("Pedit: Illegal \"index\""))?;
-        a.next();
-    }
+    let index = super::parse_index(a, |_| "Pedit: Illegal \"index\"".into())?.unwrap_or(0);
     Ok(ActionSpec {
         index,
         opts: ActionOpts::Pedit(PeditOpts {

@@ -37,14 +37,9 @@ pub(crate) fn parse(a: &mut Args) -> CmdResult<ActionSpec> {
         }
     }
     let action = verdict(parse_action_control_dflt(a, false, TC_ACT_PIPE)?)?;
-    let mut index = 0;
-    if a.peek().is_some_and(|w| matches(w, "index")) {
-        let v = next_arg(a)?;
-        index = super::get_u32(v, 10)
-            .ok_or_else(|| soft(format!("simple: Illegal \"index\" ({v})")))?;
-        ok += 1;
-        a.next();
-    }
+    let index = super::parse_index(a, |v| format!("simple: Illegal \"index\" ({v})"))?;
+    ok += index.is_some() as u32;
+    let index = index.unwrap_or(0);
     if ok == 0 {
         return Err(soft(USAGE));
     }

@@ -82,13 +82,9 @@ pub(crate) fn parse(a: &mut Args) -> CmdResult<ActionSpec> {
         a.next();
     }
     o.action = verdict(parse_action_control_dflt(a, false, TC_ACT_PIPE)?)?;
-    let mut index = 0;
-    if a.peek().is_some_and(|w| matches(w, "index")) {
-        let v = next_arg(a)?;
-        index = super::get_u32(v, 10).ok_or_else(|| soft("skbedit: Illegal \"index\""))?;
-        a.next();
-        ok += 1;
-    }
+    let index = super::parse_index(a, |_| "skbedit: Illegal \"index\"".into())?;
+    ok += index.is_some() as u32;
+    let index = index.unwrap_or(0);
     if ok == 0 {
         return Err(soft(USAGE));
     }

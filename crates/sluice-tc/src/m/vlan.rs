@@ -120,12 +120,7 @@ pub(crate) fn parse(a: &mut Args) -> CmdResult<ActionSpec> {
         a.next();
     }
     o.action = verdict(parse_action_control_dflt(a, false, TC_ACT_PIPE)?)?;
-    let mut index = 0;
-    if a.peek().is_some_and(|w| matches(w, "index")) {
-        let v = next_arg(a)?;
-        index = super::get_u32(v, 10).ok_or_else(|| soft("vlan: Illegal \"index\""))?;
-        a.next();
-    }
+    let index = super::parse_index(a, |_| "vlan: Illegal \"index\"".into())?.unwrap_or(0);
     let name = verb_name(o.v_action);
     if push_attrs(o.v_action) && o.id.is_none() {
         return Err(with_usage(&format!("id needs to be set for {name}")));
