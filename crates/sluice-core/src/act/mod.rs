@@ -37,8 +37,9 @@
 //! Offload flags are kept only as far as binding checks them: an action a
 //! filter creates inherits the filter's `skip_hw`/`skip_sw`, and binding an
 //! action whose flags disagree is refused as the kernel refuses it.
-//! Deviations: hardware offload, flags given to `tc actions` itself,
-//! `hw_stats` and terse dumps are not modelled. Changes validate
+//! Deviations: hardware offload (`skip_sw`/`skip_hw` on an action), flags
+//! given to `tc actions` itself, `hw_stats` and terse dumps are not
+//! modelled; of an action's own flags only `no_percpu` is kept (and dumped). Changes validate
 //! every action of a list before committing any (the kernel can leave earlier
 //! replaced actions changed when a later one fails).
 
@@ -121,6 +122,10 @@ pub struct ActionSpec {
     /// `TCA_ACT_COOKIE`: opaque user data, at most 16 bytes.
     #[serde(default)]
     pub cookie: Option<Vec<u8>>,
+    /// `TCA_ACT_FLAGS_NO_PERCPU_STATS` (`no_percpu`): kept from creation
+    /// and dumped; sluice's counters are not per CPU either way.
+    #[serde(default)]
+    pub no_percpu: bool,
 }
 
 /// A rate estimator requested with a filter (`estimator INTERVAL EWMA`,
@@ -236,6 +241,9 @@ pub struct ActionDump {
     /// Has `TCA_ACT_USED_HW_STATS` been filled in (see [`TcAction`])?
     #[serde(default)]
     pub used_hw_stats: bool,
+    /// Created with `no_percpu` (dumped in `TCA_ACT_FLAGS`).
+    #[serde(default)]
+    pub no_percpu: bool,
 }
 
 impl ActionDump {
@@ -354,6 +362,8 @@ pub struct TcAction {
     packets: u64,
     tm: ActionTm,
     cookie: Option<Vec<u8>>,
+    /// `TCA_ACT_FLAGS_NO_PERCPU_STATS`, from creation.
+    no_percpu: bool,
     /// `used_hw_stats_valid`: the hardware-statistics query that `tc
     /// actions ls` makes of every action it lists (`tcf_action_update_hw_stats`,
     /// which with no offloading driver reports none used) fills it in, and
@@ -415,6 +425,7 @@ impl TcAction {
             cookie: self.cookie.clone(),
             estimator: k.estimator(),
             used_hw_stats: self.used_hw_stats,
+            no_percpu: self.no_percpu,
         }
     }
 }
@@ -461,6 +472,7 @@ enum Prepared {
         index: u32,
         params: Params,
         cookie: Option<Vec<u8>>,
+        no_percpu: bool,
     },
     /// Change an existing action in place.
     Replace {
@@ -587,6 +599,7 @@ impl ActionTable {
                 index: p.index,
                 opts: ActionOpts::Police(p.opts.clone()),
                 cookie: None,
+                no_percpu: false,
             };
             list.items
                 .push(self.prepare_one(&spec, ctx, in_filter, &list.items)?);
@@ -690,6 +703,7 @@ impl ActionTable {
             index: spec.index,
             params,
             cookie: spec.cookie.clone(),
+            no_percpu: spec.no_percpu,
         })
     }
 
@@ -725,6 +739,7 @@ impl ActionTable {
                     index,
                     params,
                     cookie,
+                    no_percpu,
                 } => {
                     let kind = params_kind(&params);
                     let index = if index == 0 {
@@ -758,6 +773,7 @@ impl ActionTable {
                         packets: 0,
                         tm: ActionTm::new(now),
                         cookie,
+                        no_percpu,
                         used_hw_stats: false,
                         kind: k,
                     }));
@@ -1104,6 +1120,7 @@ mod tests {
                 random: None,
             }),
             cookie: None,
+            no_percpu: false,
         }
     }
 

@@ -463,6 +463,7 @@ mod tests {
                 cookie: None,
                 estimator: Some((e, b, n)),
                 used_hw_stats: false,
+                no_percpu: false,
             }
             .rate_est(now)
             .unwrap()

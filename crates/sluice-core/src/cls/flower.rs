@@ -741,6 +741,7 @@ mod tests {
                     random: None,
                 }),
                 cookie: None,
+                no_percpu: false,
             }];
         }
         b.change_filter(&m, FilterCmd::Add, &mut net.env(q))

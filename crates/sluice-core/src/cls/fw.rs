@@ -443,6 +443,7 @@ mod tests {
                 random: None,
             }),
             cookie: None,
+            no_percpu: false,
         };
         let o = FwOpts {
             actions: vec![drop_it],

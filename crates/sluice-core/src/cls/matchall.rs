@@ -253,6 +253,7 @@ mod tests {
                 random: None,
             }),
             cookie: None,
+            no_percpu: false,
         };
         let o = MatchallOpts {
             flags: Some(TCA_CLS_FLAGS_SKIP_HW),

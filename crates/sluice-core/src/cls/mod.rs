@@ -1415,6 +1415,7 @@ mod tests {
                 random: None,
             }),
             cookie: None,
+            no_percpu: false,
         }
     }
 

@@ -2033,6 +2033,7 @@ mod tests {
                     ..Default::default()
                 }),
                 cookie: None,
+                no_percpu: false,
             }];
             add(&mut b, &mut net, q, u32_msg(1, ETH_P_ALL, 0, Some(o)));
             let mut o = u32_match(vec![], Some(h(1, 0x20)));

@@ -1379,6 +1379,7 @@ mod tests {
                     random: None,
                 }),
                 cookie: None,
+                no_percpu: false,
             })
             .into_iter()
             .collect();

@@ -2181,6 +2181,7 @@ mod tests {
                     random: None,
                 }),
                 cookie: None,
+                no_percpu: false,
             })
             .into_iter()
             .collect();

@@ -664,6 +664,7 @@ mod tests {
                 index: 0,
                 opts: ActionOpts::Police(police),
                 cookie: None,
+                no_percpu: false,
             }],
             ..Default::default()
         };

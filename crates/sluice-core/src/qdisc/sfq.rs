@@ -1432,6 +1432,7 @@ mod tests {
                     random: None,
                 }),
                 cookie: None,
+                no_percpu: false,
             })
             .into_iter()
             .collect();

@@ -60,6 +60,7 @@ pub(crate) fn parse(a: &mut Args) -> CmdResult<ActionSpec> {
         index,
         opts: ActionOpts::Connmark(ConnmarkOpts { action, zone }),
         cookie: None,
+        no_percpu: false,
     })
 }
 

@@ -84,6 +84,7 @@ pub(crate) fn parse(a: &mut Args) -> CmdResult<ActionSpec> {
             update_flags: flags,
         }),
         cookie: None,
+        no_percpu: false,
     })
 }
 

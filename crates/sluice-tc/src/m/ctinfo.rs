@@ -69,6 +69,7 @@ pub(crate) fn parse(a: &mut Args) -> CmdResult<ActionSpec> {
         index,
         opts: ActionOpts::Ctinfo(o),
         cookie: None,
+        no_percpu: false,
     })
 }
 

@@ -64,6 +64,7 @@ pub(crate) fn parse(a: &mut Args) -> CmdResult<ActionSpec> {
             random,
         }),
         cookie: None,
+        no_percpu: false,
     })
 }
 

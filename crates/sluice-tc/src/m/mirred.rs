@@ -133,6 +133,7 @@ fn parse_direction(a: &mut Args) -> CmdResult<ActionSpec> {
             action,
         }),
         cookie: None,
+        no_percpu: false,
     })
 }
 

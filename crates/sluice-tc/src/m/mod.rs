@@ -417,7 +417,7 @@ pub(crate) fn parse_actions(a: &mut Args) -> CmdResult<Vec<ActionSpec>> {
             then(f, &format!("parse_action: bad value ({left}:{word})!"))
         })?;
         spec.cookie = parse_cookie(a)?;
-        parse_action_flags(a)?;
+        spec.no_percpu = parse_action_flags(a)?;
         specs.push(spec);
     }
     if eap > 0 {
@@ -458,9 +458,10 @@ fn parse_cookie(a: &mut Args) -> CmdResult<Option<Vec<u8>>> {
     Ok(Some(bytes))
 }
 
-/// `hw_stats`, `no_percpu`, `skip_sw`, `skip_hw` after an action: accepted;
-/// sluice models neither offload nor per-cpu counters.
-fn parse_action_flags(a: &mut Args) -> CmdResult {
+/// `hw_stats`, `no_percpu`, `skip_sw`, `skip_hw` after an action: accepted
+/// (sluice models neither offload nor per-cpu counters); answers whether
+/// `no_percpu` was given, which the kernel keeps and dumps.
+fn parse_action_flags(a: &mut Args) -> CmdResult<bool> {
     if a.peek().is_some_and(|w| matches(w, "hw_stats")) {
         let v = next_arg(a)?;
         if !["immediate", "delayed", "disabled"]
@@ -474,7 +475,8 @@ fn parse_action_flags(a: &mut Args) -> CmdResult {
         }
         a.next();
     }
-    if a.peek() == Some("no_percpu") {
+    let no_percpu = a.peek() == Some("no_percpu");
+    if no_percpu {
         a.next();
     }
     for _ in 0..2 {
@@ -482,7 +484,7 @@ fn parse_action_flags(a: &mut Args) -> CmdResult {
             a.next();
         }
     }
-    Ok(())
+    Ok(no_percpu)
 }
 
 /// What printing an action needs besides the dump.
@@ -541,6 +543,9 @@ fn print_one(d: &ActionDump, bind: bool, cx: &PrintCx, out: &mut Out) {
         out.nl();
     }
     if !bind {
+        if d.no_percpu {
+            out.bool(To::Any, "no_percpu", "\tno_percpu", true);
+        }
         // TCA_ACT_IN_HW_COUNT is always dumped; sluice offloads nothing.
         out.bool(To::Any, "not_in_hw", "\tnot_in_hw", true);
         out.nl();

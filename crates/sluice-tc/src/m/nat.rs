@@ -89,6 +89,7 @@ pub(crate) fn parse(a: &mut Args) -> CmdResult<ActionSpec> {
         index,
         opts: ActionOpts::Nat(o),
         cookie: None,
+        no_percpu: false,
     })
 }
 

@@ -509,6 +509,7 @@ pub(crate) fn parse(a: &mut Args) -> CmdResult<ActionSpec> {
             keys_ex: sel.extended.then_some(sel.ex),
         }),
         cookie: None,
+        no_percpu: false,
     })
 }
 

@@ -38,6 +38,7 @@ pub(crate) fn parse_action(a: &mut Args) -> CmdResult<ActionSpec> {
         index: p.index,
         opts: ActionOpts::Police(p.opts),
         cookie: None,
+        no_percpu: false,
     })
 }
 

@@ -53,6 +53,7 @@ pub(crate) fn parse(a: &mut Args) -> CmdResult<ActionSpec> {
         index,
         opts: ActionOpts::Simple(SimpleOpts { action, sdata }),
         cookie: None,
+        no_percpu: false,
     })
 }
 

@@ -92,6 +92,7 @@ pub(crate) fn parse(a: &mut Args) -> CmdResult<ActionSpec> {
         index,
         opts: ActionOpts::Skbedit(o),
         cookie: None,
+        no_percpu: false,
     })
 }
 

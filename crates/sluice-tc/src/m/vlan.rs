@@ -142,6 +142,7 @@ pub(crate) fn parse(a: &mut Args) -> CmdResult<ActionSpec> {
         index,
         opts: ActionOpts::Vlan(o),
         cookie: None,
+        no_percpu: false,
     })
 }
 
@@ -258,6 +259,24 @@ mod tests {
         }
         let j = tc(&mut n, "-j actions get action vlan index 18").stdout;
         assert!(j.contains(r#"{"order":1,"kind":"vlan","vlan_action":"push","id":123,"protocol":"802.1Q","priority":0,"control_action":{"type":"pipe"},"index":18,"ref":1,"bind":0"#), "{j}");
+    }
+
+    /// `no_percpu` is kept from creation and listed before `not_in_hw`
+    /// (docs/research/vlan.md §3.3 C; upstream tc-testing 1a3d).
+    #[test]
+    fn the_no_percpu_flag_is_kept_and_listed() {
+        let mut n = Net::new();
+        assert_eq!(tc(&mut n, "actions add action vlan pop no_percpu").code, 0);
+        let out = tc(&mut n, "actions ls action vlan").stdout;
+        assert!(
+            out.contains("\t index 1 ref 1 bind 0\n\tno_percpu\tnot_in_hw\n"),
+            "{out}"
+        );
+        let j = tc(&mut n, "-j actions ls action vlan").stdout;
+        assert!(
+            j.contains(r#""bind":0,"no_percpu":true,"not_in_hw":true"#),
+            "{j}"
+        );
     }
 
     /// A tagged packet is the tag's protocol to filters: after a push, a
