@@ -578,8 +578,9 @@ fn probe(l: &Link, count: u16) -> Vec<f64> {
 /// unshaped link's measured just before. One echo in a hundred meeting a
 /// stall of the VM's host moves the p99 by milliseconds (seen here in
 /// phases when the whole machine ran jerkily), so a disturbed pair of runs
-/// is repeated, up to three times; netem that is really off by 0.2 ms fails
-/// all three.
+/// is repeated, up to five times (a clean-clone CI run in session 11 met
+/// stalls of 4.9, 1.7 and 0.5 ms in three in a row, and passed alone right
+/// after); netem that is really off by 0.2 ms fails all five.
 #[test]
 fn netem_delay_50ms_adds_50ms_within_0_2ms_at_the_99th_percentile() {
     require!();
@@ -587,7 +588,7 @@ fn netem_delay_50ms_adds_50ms_within_0_2ms_at_the_99th_percentile() {
     let l = Link::new("n");
     l.up(&[]);
     let mut reports = Vec::new();
-    for attempt in 1..=3 {
+    for attempt in 1..=5 {
         if attempt > 1 {
             l.ok(&["tc", "-n", &l.name, "qdisc", "del", "dev", "a0", "root"]);
         }
