@@ -40,7 +40,7 @@ use crate::gso::csum_replace;
 use crate::packet::Packet;
 use crate::time::Time;
 use serde::{Deserialize, Serialize};
-use std::net::Ipv4Addr;
+use core::net::Ipv4Addr;
 
 /// `TCA_NAT_FLAG_EGRESS`: translate the source.
 pub const FLAG_EGRESS: u32 = 1;
