@@ -1115,10 +1115,7 @@ fn gact_input(t: &[&str], at: usize) -> (String, usize) {
 fn skbedit_input(t: &[&str], at: usize) -> (String, usize) {
     let end = at + t[at..].iter().position(|w| *w == "index").expect("index");
     let s = format!("action {} index {}", t[at..end].join(" "), t[end + 1]);
-    let mut i = end + 2;
-    while i < t.len() && (t[i] == "ref" || t[i] == "bind") {
-        i += 2;
-    }
+    let i = past_refs(t, end + 2);
     (s, i)
 }
 
@@ -1165,37 +1162,38 @@ fn csum_input(t: &[&str], at: usize) -> (String, usize) {
         t[end + 1..index].join(" "),
         t[index + 1]
     );
-    let mut i = index + 2;
-    while i < t.len() && (t[i] == "ref" || t[i] == "bind") {
-        i += 2;
-    }
+    let i = past_refs(t, index + 2);
     (s, i)
 }
 
 /// `vlan VERB [id N protocol P [priority Q]] [dst_mac M src_mac M] CONTROL
 /// index I ref R bind B`, from `t[at]` = "vlan": it reads back as printed.
 fn vlan_input(t: &[&str], at: usize) -> (String, usize) {
+    action_as_printed(t, at)
+}
+
+/// An action that reads back as printed up to its index line, from
+/// `t[at]` = its kind: the input words and the index after.
+fn action_as_printed(t: &[&str], at: usize) -> (String, usize) {
     let index = at + t[at..].iter().position(|w| *w == "index").expect("index");
     let s = format!("action {} index {}", t[at..index].join(" "), t[index + 1]);
-    let mut i = index + 2;
+    (s, past_refs(t, index + 2))
+}
+
+/// The position after the `ref R bind B` words from `i` on.
+fn past_refs(t: &[&str], mut i: usize) -> usize {
     while i < t.len() && (t[i] == "ref" || t[i] == "bind") {
         i += 2;
     }
-    (s, i)
+    i
 }
 
 /// `nat DIRECTION OLD/LEN NEW CONTROL index I ref R bind B`, from `t[at]`
 /// = "nat": the input words and the index after. (iproute2 6.1 prints
 /// every prefix of 8 bits or more as /32, so only /32 reads back as given.)
 fn nat_input(t: &[&str], at: usize) -> (String, usize) {
-    let index = at + t[at..].iter().position(|w| *w == "index").expect("index");
     assert!(t[at + 2].ends_with("/32"), "only /32 prefixes read back");
-    let s = format!("action {} index {}", t[at..index].join(" "), t[index + 1]);
-    let mut i = index + 2;
-    while i < t.len() && (t[i] == "ref" || t[i] == "bind") {
-        i += 2;
-    }
-    (s, i)
+    action_as_printed(t, at)
 }
 
 /// `pedit action CONTROL keys N index I ref R bind B key #K at OFF: val V
@@ -1208,10 +1206,7 @@ fn pedit_input(t: &[&str], at: usize) -> (String, usize) {
     let control = t[at + 2..keys].join(" ");
     let index = keys + t[keys..].iter().position(|w| *w == "index").expect("index");
     let mut s = vec!["action pedit".to_string()];
-    let mut i = index + 2;
-    while i < t.len() && (t[i] == "ref" || t[i] == "bind") {
-        i += 2;
-    }
+    let mut i = past_refs(t, index + 2);
     while t.get(i) == Some(&"key") {
         // key #K at OFF: val V mask M
         let off = t[i + 3].trim_end_matches(':');

@@ -39,8 +39,8 @@ use crate::error::TcResult;
 use crate::gso::csum_replace;
 use crate::packet::Packet;
 use crate::time::Time;
-use serde::{Deserialize, Serialize};
 use core::net::Ipv4Addr;
+use serde::{Deserialize, Serialize};
 
 /// `TCA_NAT_FLAG_EGRESS`: translate the source.
 pub const FLAG_EGRESS: u32 = 1;

@@ -85,19 +85,14 @@ struct TKey {
     cmd: u16,
 }
 
-/// A `return -1` with what was printed on the way (possibly nothing).
-fn fail(msg: &str) -> Fail {
-    soft(msg)
-}
-
 impl Sel {
     /// `pack_key`.
     fn pack(&mut self, t: &TKey) -> CmdResult {
         if self.keys.len() >= MAX_OFFS {
-            return Err(fail(""));
+            return Err(soft(""));
         }
         if !t.off.is_multiple_of(4) {
-            return Err(fail("offsets MUST be in 32 bit boundaries"));
+            return Err(soft("offsets MUST be in 32 bit boundaries"));
         }
         if self.extended {
             self.ex.push(PeditKeyEx {
@@ -105,7 +100,7 @@ impl Sel {
                 cmd: t.cmd,
             });
         } else if t.htype != htype::NETWORK || t.cmd != cmd::SET {
-            return Err(fail(
+            return Err(soft(
                 "Munge parameters not supported. Use 'pedit ex munge ...'.",
             ));
         }
@@ -123,7 +118,7 @@ impl Sel {
     /// `pack_key32`.
     fn pack32(&mut self, retain: u32, t: &mut TKey) -> CmdResult {
         if t.off & 3 != 0 {
-            return Err(fail(
+            return Err(soft(
                 "pack_key32: 32 bit offsets must begin in 32bit boundaries",
             ));
         }
@@ -136,11 +131,11 @@ impl Sel {
     fn pack16(&mut self, retain: u32, t: &mut TKey) -> CmdResult {
         const KEEP: [u32; 3] = [0x0000_FFFF, 0xFF00_00FF, 0xFFFF_0000];
         if t.val > 0xFFFF || t.mask > 0xFFFF {
-            return Err(fail("pack_key16 bad value"));
+            return Err(soft("pack_key16 bad value"));
         }
         let ind = (t.off & 3) as usize;
         if ind == 3 {
-            return Err(fail("pack_key16 bad index value 3"));
+            return Err(soft("pack_key16 bad index value 3"));
         }
         let stride = 8 * (2 - ind as u32);
         t.val = (t.val & retain) << stride;
@@ -153,7 +148,7 @@ impl Sel {
     fn pack8(&mut self, retain: u32, t: &mut TKey) -> CmdResult {
         const KEEP: [u32; 4] = [0x00FF_FFFF, 0xFF00_FFFF, 0xFFFF_00FF, 0xFFFF_FF00];
         if t.val > 0xFF || t.mask > 0xFF {
-            return Err(fail(&format!(
+            return Err(soft(format!(
                 "pack_key8 bad value (val {:x} mask {:x}",
                 t.val, t.mask
             )));
@@ -188,7 +183,7 @@ impl Sel {
             t.val = word(&mac[2..6]);
             (first, self.pack32(!0, t))
         } else {
-            return Err(fail(
+            return Err(soft(
                 "pack_mac: mac offsets must begin in 32bit or 16bit boundaries",
             ));
         };
@@ -201,7 +196,7 @@ impl Sel {
     /// `pack_ipv6`: four words.
     fn pack_ipv6(&mut self, t: &mut TKey, addr: &[u8]) -> CmdResult {
         if t.off & 3 != 0 {
-            return Err(fail(
+            return Err(soft(
                 "pack_ipv6: IPv6 offsets must begin in 32bit boundaries",
             ));
         }
@@ -218,7 +213,7 @@ impl Sel {
 /// Two failures' messages, in order.
 fn join(a: Fail, b: Fail) -> Fail {
     let both = format!("{}{}", a.stderr, b.stderr);
-    fail(both.trim_end_matches('\n'))
+    soft(both.trim_end_matches('\n'))
 }
 
 /// `parse_val` for `set`/`add` and `retain`: the value as the 16 bytes tc
@@ -226,22 +221,22 @@ fn join(a: Fail, b: Fail) -> Fail {
 fn parse_val(w: &str, ty: Ty) -> CmdResult<[u32; 4]> {
     let mut v = [0u32; 4];
     match ty {
-        Ty::U32 => v[0] = super::get_u32(w, 0).ok_or_else(|| fail(""))?,
+        Ty::U32 => v[0] = super::get_u32(w, 0).ok_or_else(|| soft(""))?,
         Ty::Ipv4 => {
-            let (b, _) = get_prefix(w, false).ok_or_else(|| fail(""))?;
+            let (b, _) = get_prefix(w, false).ok_or_else(|| soft(""))?;
             v[0] = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
         }
         Ty::Ipv6 => {
-            let (b, _) = get_prefix(w, true).ok_or_else(|| fail(""))?;
+            let (b, _) = get_prefix(w, true).ok_or_else(|| soft(""))?;
             for (i, c) in b.chunks(4).enumerate() {
                 v[i] = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
             }
         }
         Ty::Mac => {
             // tc wants all six bytes.
-            let (m, n) = super::ll_addr(w).map_err(|e| fail(&e))?;
+            let (m, n) = super::ll_addr(w).map_err(soft)?;
             if n != 6 {
-                return Err(fail(""));
+                return Err(soft(""));
             }
             v[0] = u32::from_le_bytes([m[0], m[1], m[2], m[3]]);
             v[1] = u32::from_le_bytes([m[4], m[5], 0, 0]);
@@ -264,14 +259,14 @@ fn parse_cmd(
 ) -> CmdResult {
     let mut a = caller.clone();
     let a = &mut a;
-    let w = a.peek().ok_or_else(|| fail(""))?;
+    let w = a.peek().ok_or_else(|| soft(""))?;
     let o: u32 = match len {
         2 => 0xFFFF,
         4 => 0xFFFF_FFFF,
         _ => 0xFF,
     };
     let (mut v, mut m) = ([0u32; 4], 0u32);
-    let non_ext = || fail("Non extended mode. only 'set' command is supported");
+    let non_ext = || soft("Non extended mode. only 'set' command is supported");
     if matches(w, "invert") {
         v[0] = o;
         m = o;
@@ -285,7 +280,7 @@ fn parse_cmd(
         v = parse_val(next_arg(a)?, ty)?;
     } else if matches(w, "decrement") {
         if !allow_dec {
-            return Err(fail("decrement command is not supported for this field"));
+            return Err(soft("decrement command is not supported for this field"));
         }
         if !sel.extended {
             return Err(non_ext());
@@ -295,7 +290,7 @@ fn parse_cmd(
     } else if matches(w, "preserve") {
         retain = 0;
     } else if !matches(w, "clear") {
-        return Err(fail(""));
+        return Err(soft(""));
     }
     a.next();
     if a.peek().is_some_and(|w| matches(w, "retain")) {
@@ -303,7 +298,7 @@ fn parse_cmd(
         a.next();
     }
     if len > 4 && retain != !0 {
-        return Err(fail(
+        return Err(soft(
             "retain is not supported for fields longer the 32 bits",
         ));
     }
@@ -331,10 +326,10 @@ fn parse_cmd(
 fn parse_offset(caller: &mut Args, sel: &mut Sel, t: &mut TKey) -> CmdResult {
     let mut a = caller.clone();
     let a = &mut a;
-    let w = a.peek().ok_or_else(|| fail(""))?;
-    t.off = get_integer(w).ok_or_else(|| fail(""))? as u32;
+    let w = a.peek().ok_or_else(|| soft(""))?;
+    t.off = get_integer(w).ok_or_else(|| soft(""))? as u32;
     a.next();
-    let size = a.peek().ok_or_else(|| fail(""))?;
+    let size = a.peek().ok_or_else(|| soft(""))?;
     let (len, retain) = if matches(size, "u32") {
         (4, 0xFFFF_FFFF)
     } else if matches(size, "u16") {
@@ -342,12 +337,12 @@ fn parse_offset(caller: &mut Args, sel: &mut Sel, t: &mut TKey) -> CmdResult {
     } else if matches(size, "u8") {
         (1, 0xFF)
     } else {
-        return Err(fail(""));
+        return Err(soft(""));
     };
     if matches(next_arg(a)?, "at") {
-        t.at = super::get_u32(next_arg(a)?, 0).ok_or_else(|| fail(""))?;
-        t.offmask = super::get_u32(next_arg(a)?, 16).ok_or_else(|| fail(""))?;
-        t.shift = super::get_u32(next_arg(a)?, 0).ok_or_else(|| fail(""))?;
+        t.at = super::get_u32(next_arg(a)?, 0).ok_or_else(|| soft(""))?;
+        t.offmask = super::get_u32(next_arg(a)?, 16).ok_or_else(|| soft(""))?;
+        t.shift = super::get_u32(next_arg(a)?, 0).ok_or_else(|| soft(""))?;
         next_arg(a)?;
     }
     let r = parse_cmd(a, sel, t, len, Ty::U32, retain, false);
@@ -411,7 +406,7 @@ fn ex_field(kind: &str, w: &str) -> Option<Field> {
 /// A layered munge (`p->parse_peopt`), with the current word at the field.
 fn parse_layered(a: &mut Args, sel: &mut Sel, kind: &str, t: &mut TKey) -> CmdResult {
     if super::argc(a) < 2 {
-        return Err(fail(""));
+        return Err(soft(""));
     }
     let w = a.peek().unwrap_or_default();
     let field = match kind {
@@ -420,7 +415,7 @@ fn parse_layered(a: &mut Args, sel: &mut Sel, kind: &str, t: &mut TKey) -> CmdRe
         _ => None,
     };
     let Some((h, off, len, ty, retain, dec)) = field else {
-        return Err(fail(""));
+        return Err(soft(""));
     };
     t.htype = h;
     t.off = off;
@@ -442,7 +437,7 @@ fn parse_munge(caller: &mut Args, sel: &mut Sel) -> CmdResult {
     let mut t = TKey::default();
     let mut a = caller.clone();
     let a = &mut a;
-    let w = a.peek().ok_or_else(|| fail(""))?;
+    let w = a.peek().ok_or_else(|| soft(""))?;
     if matches(w, "offset") {
         next_arg(a)?;
         let r = parse_offset(a, sel, &mut t);
@@ -454,7 +449,7 @@ fn parse_munge(caller: &mut Args, sel: &mut Sel) -> CmdResult {
     next_arg(a)?;
     match kind.as_str() {
         "ip" | "ip6" | "tcp" | "udp" | "eth" | "icmp" => parse_layered(a, sel, &kind, &mut t),
-        _ => Err(fail(&format!(
+        _ => Err(soft(format!(
             "Unknown action  hence option \"{}\" is unparsable",
             a.peek().unwrap_or_default()
         ))),
@@ -474,7 +469,7 @@ pub(crate) fn parse(a: &mut Args) -> CmdResult<ActionSpec> {
             ok += 1;
             if matches(n, "ex") {
                 if ok > 1 {
-                    return Err(fail(&format!("'ex' must be before first 'munge'\n{USAGE}")));
+                    return Err(soft(format!("'ex' must be before first 'munge'\n{USAGE}")));
                 }
                 sel.extended = true;
                 next_arg(a)?;
@@ -483,7 +478,7 @@ pub(crate) fn parse(a: &mut Args) -> CmdResult<ActionSpec> {
             return Err(Fail::new(255, USAGE));
         } else if matches(w, "munge") {
             if ok == 0 {
-                return Err(fail(&format!("Bad pedit construct ({w})\n{USAGE}")));
+                return Err(soft(format!("Bad pedit construct ({w})\n{USAGE}")));
             }
             next_arg(a)?;
             if let Err(f) = parse_munge(a, &mut sel) {
