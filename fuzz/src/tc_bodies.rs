@@ -7,7 +7,9 @@
 //! So it names only `sluice_tc` and `sluice_core`, never `crate::`.
 
 use sluice_core::handle::Handle;
-use sluice_core::packet::{ConnMark, Packet, ETH_P_IP, ETH_P_IPV6};
+use sluice_core::packet::{
+    ConnMark, Packet, VlanTag, ETH_P_8021AD, ETH_P_8021Q, ETH_P_IP, ETH_P_IPV6,
+};
 use sluice_core::qdisc::{Cx, Dequeue};
 use sluice_core::time::Time;
 use sluice_tc::net::Net;
@@ -159,10 +161,16 @@ pub fn classify_packet(data: &[u8]) {
 /// IPv6 packet through pedit (transport keys, variable offsets, `add`,
 /// offsets before the header), nat both ways (any address), a csum action
 /// recomputing every checksum it knows and ctinfo, which rewrites the DS
-/// field, on DEV's ingress. Must never panic.
+/// field, on DEV's ingress; and on PEER's ingress, carrying up to three
+/// VLAN tags its first bytes describe, through flower's VLAN keys and the
+/// vlan action. Must never panic.
 pub fn rewrite_packet(data: &[u8]) {
     let mut net = veth();
     for c in [
+        "qdisc add dev PEER ingress",
+        "filter add dev PEER parent ffff: protocol 802.1ad pref 1 flower vlan_id 10 vlan_ethtype 802.1Q cvlan_id 5 cvlan_ethtype ip ip_proto udp dst_port 53 action vlan pop reclassify",
+        "filter add dev PEER parent ffff: protocol 802.1Q pref 2 flower vlan_prio 3 vlan_ethtype ipv6 ip_proto tcp action vlan modify id 7 pipe",
+        "filter add dev PEER parent ffff: protocol all pref 3 flower num_of_vlans 2 vlan_ethtype ip cvlan_id 4 action vlan push id 4 protocol 802.1ad",
         "qdisc add dev DEV ingress",
         "filter add dev DEV parent ffff: protocol all matchall action pedit ex munge tcp dport add 1 munge udp sport set 7 munge ip ttl decrement munge offset 0 u32 at 0 f0 2 set 1 munge offset -4 u8 invert munge offset 0 u8 at 1 3 0 set 1 pipe action nat ingress 0.0.0.0/1 10.9.8.7 pipe action nat egress 128.0.0.0/1 172.16.0.1 pipe action csum iph icmp igmp tcp udp udplite sctp pipe action ctinfo dscp 0xfc000000",
     ] {
@@ -178,6 +186,28 @@ pub fn rewrite_packet(data: &[u8]) {
             attached: true,
         });
         let _ = dev.receive(pkt, Time::ZERO);
+    }
+    let peer = net.dev_mut("PEER").expect("PEER exists");
+    let (head, rest) = data.split_at(data.len().min(7));
+    let ntags = head.first().map_or(0, |b| (b % 4) as usize);
+    let tags: Vec<VlanTag> = head[1.min(head.len())..]
+        .chunks_exact(2)
+        .take(ntags)
+        .map(|t| VlanTag {
+            proto: if t[0] & 0x80 != 0 {
+                ETH_P_8021AD
+            } else {
+                ETH_P_8021Q
+            },
+            tci: u16::from_be_bytes([t[0], t[1]]),
+        })
+        .collect();
+    for protocol in [ETH_P_IP, ETH_P_IPV6] {
+        let len = (rest.len() as u32).saturating_add(14);
+        let mut pkt = Packet::new(rest.to_vec(), len, protocol);
+        pkt.vlan = tags.first().copied();
+        pkt.vlan_inband = tags.iter().skip(1).copied().collect();
+        let _ = peer.receive(pkt, Time::ZERO);
     }
 }
 

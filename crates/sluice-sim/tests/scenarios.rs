@@ -541,7 +541,8 @@ fn a_vlan_tag_keeps_packets_from_a_host_without_vlans_until_popped() {
     // s tags everything it sends (VLAN 10) at its clsact egress; the router
     // r has no VLAN device, so the tagged packets are not for it and the
     // download never starts — unless r's ingress pops the tag, or the tag
-    // carries a priority only (VLAN id 0).
+    // carries a priority only (VLAN id 0); a flower filter pops the
+    // tag only if it names VLAN 10 (and, if given, its priority).
     let w = "[[workload]]\ntype = \"tcp\"\nfrom = \"s\"\nto = \"d\"\nname = \"f\"";
     let run_with = |push: &str, r_tc: &[&str]| {
         let mut sc = path("10mbit", "10ms", "pfifo limit 100", 0.0, w, 1);
@@ -567,6 +568,29 @@ fn a_vlan_tag_keeps_packets_from_a_host_without_vlans_until_popped() {
         popped.total_goodput_mbps() > 9.0,
         "{}",
         popped.total_goodput_mbps()
+    );
+    // A flower filter pops only the VLAN it names.
+    let flower = |keys: &str| {
+        run_with(
+            "id 10 priority 5",
+            &[
+                "tc qdisc add dev eth0 ingress",
+                &format!(
+                    "tc filter add dev eth0 parent ffff: protocol 802.1Q flower {keys} action vlan pop"
+                ),
+            ],
+        )
+    };
+    let other = flower("vlan_id 11");
+    assert!(other.losses.vlan > 0 && other.total_goodput_mbps() < 0.01);
+    let other_prio = flower("vlan_id 10 vlan_prio 4");
+    assert!(other_prio.losses.vlan > 0 && other_prio.total_goodput_mbps() < 0.01);
+    let named = flower("vlan_id 10 vlan_prio 5 vlan_ethtype ip ip_proto tcp");
+    assert_eq!(named.losses.vlan, 0);
+    assert!(
+        named.total_goodput_mbps() > 9.0,
+        "{}",
+        named.total_goodput_mbps()
     );
     let priority_only = run_with("id 0 priority 6", &[]);
     assert_eq!(priority_only.losses.vlan, 0);

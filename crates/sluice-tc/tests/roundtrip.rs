@@ -1013,7 +1013,8 @@ fn filter_input(kind: &str, elem: &str) -> String {
                 i += 1;
             }
             "ip_proto" | "ip_tos" | "ip_ttl" | "dst_ip" | "src_ip" | "dst_port" | "src_port"
-            | "tcp_flags" | "ip_flags" | "indev" => {
+            | "tcp_flags" | "ip_flags" | "indev" | "num_of_vlans" | "vlan_id" | "vlan_prio"
+            | "vlan_ethtype" | "cvlan_id" | "cvlan_prio" | "cvlan_ethtype" => {
                 s.push(format!("{w} {}", t[i]));
                 i += 1;
             }
@@ -1344,6 +1345,12 @@ fn flower_filters_round_trip() {
         "filter add dev DEV parent 1: protocol ipv6 pref 3 flower ip_proto icmpv6 \
          dst_ip 2001:db8::1 src_ip 2001:db8::/32 type 128 ip_flags frag/nofirstfrag",
         "filter add dev DEV parent 1: protocol ip pref 4 flower ip_proto 2f classid 1:10",
+        "filter add dev DEV parent ffff: protocol 802.1Q pref 5 flower vlan_id 100 vlan_prio 3 \
+         vlan_ethtype ip ip_proto udp dst_port 53 action vlan pop",
+        "filter add dev DEV parent ffff: protocol 802.1ad pref 6 flower vlan_id 10 \
+         vlan_ethtype 802.1Q cvlan_id 20 cvlan_prio 5 cvlan_ethtype ipv6",
+        "filter add dev DEV parent ffff: protocol all pref 7 flower num_of_vlans 2 vlan_id 1 \
+         vlan_ethtype ip cvlan_id 2",
     ]);
 }
 

@@ -23,10 +23,21 @@
 //! offload, so such a filter is refused with EOPNOTSUPP, as the kernel
 //! refuses it on a device that cannot offload.
 //!
-//! Deviations: only the keys above; Ethernet addresses, VLANs, MPLS, ARP,
-//! tunnel (`enc_*`) and conntrack keys are refused by the tc front end
-//! (sluice's packets start at the network header). `indev` is validated and
-//! dumped but always matches, as fw's.
+//! VLAN keys: the outer tag's id, priority, TPID and the type it carries
+//! (`vlan_*`), the same of the second tag (`cvlan_*`), and the number of
+//! tags (`num_of_vlans`). tc sends them as attributes whose meaning depends
+//! on the filter's protocol and on each other (`fl_set_key`): the outer tag
+//! is matched only under an 802.1Q/802.1ad protocol or a `num_of_vlans` of
+//! one or more, the second only when `vlan_ethtype` names a VLAN type or
+//! `num_of_vlans` is two or more, and the innermost EtherType given becomes
+//! the filter's EtherType (`basic.n_proto`, which decides whether IP fields
+//! are kept). The dump rebuilds the attributes from that ([`FlowerVlan`]).
+//! A packet's tags are its accelerated tag, then those in the packet.
+//!
+//! Deviations: only the keys above; Ethernet addresses, MPLS, ARP, tunnel
+//! (`enc_*`) and conntrack keys are refused by the tc front end (sluice's
+//! packets start at the network header). `indev` is validated and dumped
+//! but always matches, as fw's.
 
 use super::act::{ActionDump, ActionSpec, Exts, InitCtx};
 use super::{
@@ -36,7 +47,7 @@ use super::{
 };
 use crate::error::{Errno, TcError, TcResult};
 use crate::handle::Handle;
-use crate::packet::{Packet, ETH_P_IP, ETH_P_IPV6};
+use crate::packet::{Packet, ETH_P_8021AD, ETH_P_8021Q, ETH_P_IP, ETH_P_IPV6};
 use crate::qdisc::flow_hash::{FlowAddrs, FlowKeys};
 use crate::time::Time;
 use serde::{Deserialize, Serialize};
@@ -55,11 +66,83 @@ pub enum PortKey {
     Range(u16, u16),
 }
 
+/// flower's VLAN attributes (`TCA_FLOWER_KEY_NUM_OF_VLANS`,
+/// `TCA_FLOWER_KEY_[C]VLAN_ID/PRIO/ETH_TYPE`) as tc sends them and the
+/// kernel dumps them; what they match is [`FlowerKeys`]' `vlan` and `cvlan`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct FlowerVlan {
+    /// `num_of_vlans`: the packet has exactly this many tags.
+    pub num_of_vlans: Option<u8>,
+    /// `vlan_id`.
+    pub vlan_id: Option<u16>,
+    /// `vlan_prio`.
+    pub vlan_prio: Option<u8>,
+    /// `vlan_ethtype`: what the outer tag carries.
+    pub vlan_ethtype: Option<u16>,
+    /// `cvlan_id`.
+    pub cvlan_id: Option<u16>,
+    /// `cvlan_prio`.
+    pub cvlan_prio: Option<u8>,
+    /// `cvlan_ethtype`: what the second tag carries.
+    pub cvlan_ethtype: Option<u16>,
+}
+
+/// One tag's fields as flower matches them (`flow_dissector_key_vlan`),
+/// each fully masked when set.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(default)]
+pub struct VlanKey {
+    /// The VLAN id (12 bits).
+    pub id: Option<u16>,
+    /// The priority (3 bits).
+    pub prio: Option<u8>,
+    /// The tag's TPID.
+    pub tpid: Option<u16>,
+    /// The EtherType after the tag.
+    pub eth_type: Option<u16>,
+}
+
+impl VlanKey {
+    /// Which fields are matched (part of the filter's mask).
+    fn mask(&self) -> [bool; 4] {
+        [
+            self.id.is_some(),
+            self.prio.is_some(),
+            self.tpid.is_some(),
+            self.eth_type.is_some(),
+        ]
+    }
+
+    fn matches(&self, p: &VlanKey) -> bool {
+        let eq = |k: Option<u16>, v: Option<u16>| k.is_none_or(|k| Some(k) == v.or(Some(0)));
+        eq(self.id, p.id)
+            && eq(self.prio.map(u16::from), p.prio.map(u16::from))
+            && eq(self.tpid, p.tpid)
+            && eq(self.eth_type, p.eth_type)
+    }
+}
+
+/// `eth_type_vlan`: an 802.1Q or 802.1ad TPID.
+fn is_vlan_type(t: u16) -> bool {
+    t == ETH_P_8021Q || t == ETH_P_8021AD
+}
+
 /// The keys of a filter, each a value and a mask (`None`: not matched).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(default)]
 pub struct FlowerKeys {
-    /// `TCA_FLOWER_KEY_ETH_TYPE` (the filter's protocol; always fully masked).
+    /// `TCA_FLOWER_KEY_ETH_TYPE` as tc sends it (the filter's protocol); as
+    /// the kernel keeps it, the innermost EtherType (`basic.n_proto`),
+    /// which under a VLAN protocol comes from `vlan_ethtype` or
+    /// `cvlan_ethtype`. Always fully masked.
     pub eth_type: Option<u16>,
+    /// `num_of_vlans` (kept form).
+    pub num_of_vlans: Option<u8>,
+    /// The outer tag (kept form).
+    pub vlan: VlanKey,
+    /// The second tag (kept form).
+    pub cvlan: VlanKey,
     /// `TCA_FLOWER_KEY_IP_PROTO` (fully masked).
     pub ip_proto: Option<u8>,
     /// Source address (v4 as `::ffff:a.b.c.d`-free 32-bit values in the low
@@ -97,9 +180,13 @@ pub struct FlowerOpts {
     /// `TCA_FLOWER_FLAGS` (`skip_hw`, `skip_sw`).
     #[serde(default)]
     pub flags: Option<u32>,
-    /// The keys.
+    /// The keys (their `num_of_vlans`, `vlan` and `cvlan` unused: tc's
+    /// VLAN attributes are `vlan`).
     #[serde(default)]
     pub keys: FlowerKeys,
+    /// The VLAN attributes.
+    #[serde(default)]
+    pub vlan: FlowerVlan,
     /// `TCA_FLOWER_ACT`.
     #[serde(default)]
     pub actions: Vec<ActionSpec>,
@@ -114,6 +201,8 @@ pub struct FlowerDump {
     pub indev: Option<String>,
     /// The keys the kernel kept, values as given (not masked).
     pub keys: FlowerKeys,
+    /// The VLAN attributes the kernel dumps for them.
+    pub vlan: FlowerVlan,
     /// `TCA_FLOWER_FLAGS`: user flags plus `not_in_hw`.
     pub flags: u32,
     /// `TCA_FLOWER_ACT`.
@@ -125,6 +214,9 @@ pub struct FlowerDump {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Mask {
     eth_type: bool,
+    num_of_vlans: bool,
+    vlan: [bool; 4],
+    cvlan: [bool; 4],
     ip_proto: bool,
     src_ip: Option<u128>,
     dst_ip: Option<u128>,
@@ -149,6 +241,9 @@ impl FlowerKeys {
     fn mask(&self) -> Mask {
         Mask {
             eth_type: self.eth_type.is_some(),
+            num_of_vlans: self.num_of_vlans.is_some(),
+            vlan: self.vlan.mask(),
+            cvlan: self.cvlan.mask(),
             ip_proto: self.ip_proto.is_some(),
             src_ip: self.src_ip.map(|k| k.1),
             dst_ip: self.dst_ip.map(|k| k.1),
@@ -176,6 +271,9 @@ impl FlowerKeys {
         };
         FlowerKeys {
             eth_type: self.eth_type,
+            num_of_vlans: self.num_of_vlans,
+            vlan: self.vlan,
+            cvlan: self.cvlan,
             ip_proto: self.ip_proto,
             src_ip: self.src_ip.map(|(v, m)| (v & m, m)),
             dst_ip: self.dst_ip.map(|(v, m)| (v & m, m)),
@@ -190,24 +288,51 @@ impl FlowerKeys {
         }
     }
 
-    /// What the kernel keeps of what tc sent (`fl_set_key`): a field under
-    /// a zero mask is no field; the IP fields only under an IP EtherType;
-    /// ports, TCP flags and ICMP fields only under the IP protocol they
-    /// belong to. The rest is dropped silently, as the kernel drops it.
-    fn kept(&self) -> FlowerKeys {
+    /// What the kernel keeps of what tc sent (`fl_set_key`): the VLAN
+    /// attributes `v` as the module essay says; a field under a zero mask
+    /// is no field; the IP fields only under an IP EtherType; ports, TCP
+    /// flags and ICMP fields only under the IP protocol they belong to. The
+    /// rest is dropped silently, as the kernel drops it.
+    fn kept(&self, v: &FlowerVlan) -> FlowerKeys {
         fn nz<T: Copy + Default + PartialEq>(k: Option<(T, T)>) -> Option<(T, T)> {
             k.filter(|(_, m)| *m != T::default())
         }
-        let ip = matches!(self.eth_type, Some(ETH_P_IP) | Some(ETH_P_IPV6));
+        // `is_vlan_key`: a tag is matched at depth `d` if the type before
+        // it is a VLAN type or at least d + 1 tags are asked for.
+        let nv = v.num_of_vlans.unwrap_or(0);
+        let tagged = |t: Option<u16>, d: u8| nv > d || t.is_some_and(is_vlan_type);
+        // A zero EtherType sets no TPID (`if (ethertype)`).
+        let tag = |tpid: Option<u16>, id: Option<u16>, prio: Option<u8>, next| VlanKey {
+            id: id.map(|i| i & 0xfff),
+            prio: prio.map(|p| p & 7),
+            tpid: tpid.filter(|t| *t != 0),
+            eth_type: next,
+        };
+        let (mut vlan, mut cvlan) = (VlanKey::default(), VlanKey::default());
+        let n_proto = if tagged(self.eth_type, 0) {
+            vlan = tag(self.eth_type, v.vlan_id, v.vlan_prio, v.vlan_ethtype);
+            if tagged(v.vlan_ethtype, 1) {
+                cvlan = tag(v.vlan_ethtype, v.cvlan_id, v.cvlan_prio, v.cvlan_ethtype);
+                v.cvlan_ethtype
+            } else {
+                v.vlan_ethtype
+            }
+        } else {
+            self.eth_type
+        };
+        let ip = matches!(n_proto, Some(ETH_P_IP) | Some(ETH_P_IPV6));
         let proto = self.ip_proto.filter(|_| ip);
         let l4 = matches!(proto, Some(6) | Some(17) | Some(132));
         let icmp = matches!(
-            (self.eth_type, proto),
+            (n_proto, proto),
             (Some(ETH_P_IP), Some(1)) | (Some(ETH_P_IPV6), Some(58))
         );
         let port = |p: Option<PortKey>| p.filter(|p| l4 && !matches!(p, PortKey::Value(_, 0)));
         FlowerKeys {
-            eth_type: self.eth_type,
+            eth_type: n_proto,
+            num_of_vlans: v.num_of_vlans,
+            vlan,
+            cvlan,
             ip_proto: proto,
             src_ip: nz(self.src_ip),
             dst_ip: nz(self.dst_ip),
@@ -222,6 +347,30 @@ impl FlowerKeys {
         }
     }
 
+    /// The VLAN attributes the kernel dumps for these keys (`fl_dump_key`):
+    /// the second tag's TPID is the outer `vlan_ethtype`; the innermost
+    /// EtherType, when matched, is `cvlan_ethtype` if the second tag's is
+    /// matched, else `vlan_ethtype` if the outer tag's is.
+    fn vlan_attrs(&self) -> FlowerVlan {
+        let mut v = FlowerVlan {
+            num_of_vlans: self.num_of_vlans,
+            vlan_id: self.vlan.id,
+            vlan_prio: self.vlan.prio,
+            vlan_ethtype: self.cvlan.tpid,
+            cvlan_id: self.cvlan.id,
+            cvlan_prio: self.cvlan.prio,
+            cvlan_ethtype: None,
+        };
+        if let Some(n) = self.eth_type {
+            if self.cvlan.eth_type.is_some() {
+                v.cvlan_ethtype = Some(n);
+            } else if let Some(e) = self.vlan.eth_type {
+                v.vlan_ethtype = Some(e);
+            }
+        }
+        v
+    }
+
     /// Do the packet's keys match (every masked key equal, ports in range)?
     fn matches(&self, p: &PacketKeys) -> bool {
         fn eq<T: Copy + PartialEq + std::ops::BitAnd<Output = T>>(k: Option<(T, T)>, v: T) -> bool {
@@ -233,6 +382,9 @@ impl FlowerKeys {
             Some(PortKey::Range(lo, hi)) => (lo..=hi).contains(&v),
         };
         self.eth_type.is_none_or(|e| e == p.eth_type)
+            && self.num_of_vlans.is_none_or(|n| n == p.num_of_vlans)
+            && self.vlan.matches(&p.vlan)
+            && self.cvlan.matches(&p.cvlan)
             && self.ip_proto.is_none_or(|x| x == p.ip_proto)
             && eq(self.src_ip, p.src)
             && eq(self.dst_ip, p.dst)
@@ -251,6 +403,10 @@ impl FlowerKeys {
 #[derive(Debug, Default)]
 struct PacketKeys {
     eth_type: u16,
+    num_of_vlans: u8,
+    /// The first two tags (`None` fields: no such tag, matched as zero).
+    vlan: VlanKey,
+    cvlan: VlanKey,
     ip_proto: u8,
     src: u128,
     dst: u128,
@@ -271,6 +427,22 @@ impl PacketKeys {
             ip_proto: f.ip_proto,
             ..Default::default()
         };
+        // The dissector walks the tags outermost first: each gives its id,
+        // priority, TPID and the type that follows it (the next tag's TPID,
+        // or the network protocol after the last); it counts them all and
+        // records the first two.
+        let tags: Vec<_> = pkt.vlan.iter().chain(&pkt.vlan_inband).collect();
+        k.num_of_vlans = tags.len().min(u8::MAX as usize) as u8;
+        for (i, slot) in [&mut k.vlan, &mut k.cvlan].into_iter().enumerate() {
+            if let Some(t) = tags.get(i) {
+                *slot = VlanKey {
+                    id: Some(t.tci & 0xfff),
+                    prio: Some((t.tci >> 13) as u8),
+                    tpid: Some(t.proto),
+                    eth_type: Some(tags.get(i + 1).map_or(pkt.protocol, |n| n.proto)),
+                };
+            }
+        }
         match f.addrs {
             FlowAddrs::V4 { src, dst } => (k.src, k.dst) = (src as u128, dst as u128),
             FlowAddrs::V6 { src, dst } => {
@@ -349,6 +521,7 @@ impl Flower {
                 classid: (!f.classid.is_unspec()).then_some(f.classid),
                 indev: f.indev.clone(),
                 keys: f.keys.clone(),
+                vlan: f.keys.vlan_attrs(),
                 flags: f.flags,
                 actions: f.exts.dump(),
             })),
@@ -414,7 +587,7 @@ impl Classifier for Flower {
             }
         }
         // Kept as given (the dump shows the values unmasked); compared masked.
-        let keys = o.keys.kept();
+        let keys = o.keys.kept(&o.vlan);
         let mask = keys.mask();
         let existing = req.exists.then(|| self.find(req.handle)).flatten();
         if let Some(i) = existing {
@@ -699,7 +872,7 @@ mod tests {
             dst_ip: Some((v4([10, 0, 0, 1]), 0)),
             ..Default::default()
         };
-        let k = keys.kept();
+        let k = keys.kept(&FlowerVlan::default());
         assert_eq!((k.dst_port, k.tcp_flags, k.dst_ip), (None, None, None));
         assert_eq!((k.ip_proto, k.icmp_type), (Some(1), Some((8, 0xff))));
         let (mut net, mut b) = (Net::default(), Block::default());
@@ -719,7 +892,7 @@ mod tests {
             ip_ttl: Some((64, 0xff)),
             ..Default::default()
         };
-        assert_eq!(all.kept(), FlowerKeys::default());
+        assert_eq!(all.kept(&FlowerVlan::default()), FlowerKeys::default());
     }
 
     #[test]
@@ -750,5 +923,224 @@ mod tests {
             class_of(&mut b, udp([1, 1, 1, 1], [2, 2, 2, 2], 1, 2)),
             None
         );
+    }
+
+    /// A filter of protocol `protocol` with VLAN attributes `vlan` (and
+    /// `keys`), in a block of its own.
+    fn vlan_block(protocol: u16, vlan: FlowerVlan, keys: FlowerKeys) -> Block {
+        let (mut net, mut b) = (Net::default(), Block::default());
+        let m = FilterMsg {
+            prio: 1,
+            protocol,
+            kind: Some("flower".into()),
+            opts: Some(FilterOpts::Flower(FlowerOpts {
+                classid: Some(h(1, 1)),
+                keys: FlowerKeys {
+                    eth_type: (protocol != crate::packet::ETH_P_ALL).then_some(protocol),
+                    ..keys
+                },
+                vlan,
+                ..Default::default()
+            })),
+            ..Default::default()
+        };
+        b.change_filter(&m, FilterCmd::Add, &mut net.env(h(0xffff, 0)))
+            .unwrap();
+        b
+    }
+
+    /// A UDP packet to 10.0.0.1:`dport` carrying `tags` (TPID, VLAN id,
+    /// priority), outermost first: the first as the accelerated tag, the
+    /// others in the packet, as a tagged frame received by a device that
+    /// strips the outer tag.
+    fn tagged(tags: &[(u16, u16, u16)], dport: u16) -> Packet {
+        let mut p = udp([192, 168, 0, 1], [10, 0, 0, 1], 1000, dport);
+        let mut tags = tags
+            .iter()
+            .map(|&(proto, id, prio)| crate::packet::VlanTag {
+                proto,
+                tci: (prio << 13) | id,
+            });
+        p.vlan = tags.next();
+        p.vlan_inband = tags.collect();
+        p
+    }
+
+    const Q: u16 = ETH_P_8021Q;
+    const AD: u16 = ETH_P_8021AD;
+
+    #[test]
+    fn vlan_keys_match_the_outer_and_second_tag() {
+        let one = Some(h(1, 1));
+        // protocol 802.1Q flower vlan_id 100 vlan_prio 3
+        let mut b = vlan_block(
+            Q,
+            FlowerVlan {
+                vlan_id: Some(100),
+                vlan_prio: Some(3),
+                ..Default::default()
+            },
+            FlowerKeys::default(),
+        );
+        assert_eq!(class_of(&mut b, tagged(&[(Q, 100, 3)], 53)), one);
+        assert_eq!(class_of(&mut b, tagged(&[(Q, 101, 3)], 53)), None);
+        assert_eq!(class_of(&mut b, tagged(&[(Q, 100, 4)], 53)), None);
+        // Not tagged, or tagged 802.1ad: the protocol gate keeps it out.
+        assert_eq!(class_of(&mut b, tagged(&[], 53)), None);
+        assert_eq!(class_of(&mut b, tagged(&[(AD, 100, 3)], 53)), None);
+        // The outer tag in the packet (not stripped) is the same tag.
+        let mut p = tagged(&[(Q, 100, 3)], 53);
+        p.vlan_inband = vec![p.vlan.take().unwrap()];
+        assert_eq!(class_of(&mut b, p), one);
+
+        // protocol 802.1ad flower vlan_id 10 vlan_ethtype 802.1Q cvlan_id 20
+        //   cvlan_ethtype ip ip_proto udp dst_port 53
+        let mut b = vlan_block(
+            AD,
+            FlowerVlan {
+                vlan_id: Some(10),
+                vlan_ethtype: Some(Q),
+                cvlan_id: Some(20),
+                cvlan_ethtype: Some(ETH_P_IP),
+                ..Default::default()
+            },
+            FlowerKeys {
+                ip_proto: Some(17),
+                dst_port: Some(PortKey::Value(53, 0xffff)),
+                ..Default::default()
+            },
+        );
+        assert_eq!(
+            class_of(&mut b, tagged(&[(AD, 10, 0), (Q, 20, 0)], 53)),
+            one
+        );
+        assert_eq!(
+            class_of(&mut b, tagged(&[(AD, 10, 0), (Q, 21, 0)], 53)),
+            None
+        );
+        assert_eq!(
+            class_of(&mut b, tagged(&[(AD, 10, 0), (Q, 20, 0)], 54)),
+            None
+        );
+        // The second tag must be 802.1Q (the outer one's vlan_ethtype).
+        assert_eq!(
+            class_of(&mut b, tagged(&[(AD, 10, 0), (AD, 20, 0)], 53)),
+            None
+        );
+        assert_eq!(class_of(&mut b, tagged(&[(AD, 10, 0)], 53)), None);
+        // A third tag is not looked at, but then IP is not what the second carries.
+        let three = tagged(&[(AD, 10, 0), (Q, 20, 0), (Q, 30, 0)], 53);
+        assert_eq!(class_of(&mut b, three), None);
+    }
+
+    #[test]
+    fn num_of_vlans_counts_every_tag_and_needs_no_vlan_protocol() {
+        // protocol all flower num_of_vlans 1 vlan_id 10: any TPID, one tag.
+        let mut b = vlan_block(
+            crate::packet::ETH_P_ALL,
+            FlowerVlan {
+                num_of_vlans: Some(1),
+                vlan_id: Some(10),
+                ..Default::default()
+            },
+            FlowerKeys::default(),
+        );
+        let one = Some(h(1, 1));
+        assert_eq!(class_of(&mut b, tagged(&[(Q, 10, 0)], 53)), one);
+        assert_eq!(class_of(&mut b, tagged(&[(AD, 10, 7)], 53)), one);
+        assert_eq!(
+            class_of(&mut b, tagged(&[(Q, 10, 0), (Q, 10, 0)], 53)),
+            None
+        );
+        assert_eq!(class_of(&mut b, tagged(&[], 53)), None);
+        // num_of_vlans 0 matches untagged packets only.
+        let mut b = vlan_block(
+            crate::packet::ETH_P_ALL,
+            FlowerVlan {
+                num_of_vlans: Some(0),
+                ..Default::default()
+            },
+            FlowerKeys::default(),
+        );
+        assert_eq!(class_of(&mut b, tagged(&[], 53)), one);
+        assert_eq!(class_of(&mut b, tagged(&[(Q, 1, 0)], 53)), None);
+    }
+
+    #[test]
+    fn the_kernel_reads_vlan_attributes_by_the_protocol_and_dumps_them_back() {
+        let kept = |protocol: u16, v: FlowerVlan| {
+            FlowerKeys {
+                eth_type: (protocol != crate::packet::ETH_P_ALL).then_some(protocol),
+                ip_proto: Some(17),
+                ..Default::default()
+            }
+            .kept(&v)
+        };
+        // Under protocol ip the VLAN attributes mean nothing.
+        let v = FlowerVlan {
+            vlan_id: Some(10),
+            vlan_ethtype: Some(ETH_P_IPV6),
+            ..Default::default()
+        };
+        let k = kept(ETH_P_IP, v);
+        assert_eq!(
+            (k.vlan, k.eth_type, k.ip_proto),
+            (VlanKey::default(), Some(ETH_P_IP), Some(17))
+        );
+        assert_eq!(k.vlan_attrs(), FlowerVlan::default());
+        // Under 802.1Q the innermost EtherType is vlan_ethtype's, and IP
+        // keys are kept only when it is IP; the ids are cut to 12 bits.
+        let k = kept(Q, v);
+        assert_eq!(k.eth_type, Some(ETH_P_IPV6));
+        assert_eq!(
+            k.vlan,
+            VlanKey {
+                id: Some(10),
+                prio: None,
+                tpid: Some(Q),
+                eth_type: Some(ETH_P_IPV6)
+            }
+        );
+        assert_eq!(k.vlan_attrs(), v);
+        let k = kept(
+            Q,
+            FlowerVlan {
+                vlan_id: Some(10),
+                ..Default::default()
+            },
+        );
+        assert_eq!((k.eth_type, k.ip_proto), (None, None));
+        // QinQ: the dump names the second tag's TPID as vlan_ethtype and the
+        // innermost type as cvlan_ethtype (fl_dump_key).
+        let qinq = FlowerVlan {
+            vlan_id: Some(10),
+            vlan_ethtype: Some(Q),
+            cvlan_id: Some(20),
+            cvlan_prio: Some(5),
+            cvlan_ethtype: Some(ETH_P_IP),
+            ..Default::default()
+        };
+        let k = kept(AD, qinq);
+        assert_eq!(
+            k.cvlan,
+            VlanKey {
+                id: Some(20),
+                prio: Some(5),
+                tpid: Some(Q),
+                eth_type: Some(ETH_P_IP)
+            }
+        );
+        assert_eq!((k.eth_type, k.vlan_attrs()), (Some(ETH_P_IP), qinq));
+        // num_of_vlans 2 opens the second tag whatever vlan_ethtype is.
+        let v = FlowerVlan {
+            num_of_vlans: Some(2),
+            vlan_id: Some(10),
+            vlan_ethtype: Some(ETH_P_IP),
+            cvlan_id: Some(20),
+            ..Default::default()
+        };
+        let k = kept(crate::packet::ETH_P_ALL, v);
+        assert_eq!((k.vlan.tpid, k.cvlan.tpid), (None, Some(ETH_P_IP)));
+        assert_eq!((k.eth_type, k.vlan_attrs()), (None, v));
     }
 }

@@ -1,26 +1,34 @@
 //! flower syntax (iproute2 6.1 tc/f_flower.c) for the keys sluice's flower
-//! matches: `ip_proto`, `src_ip`/`dst_ip`, `src_port`/`dst_port` (a port,
-//! `PORT/MASK` or `MIN-MAX`), `ip_tos`, `ip_ttl`, `tcp_flags`, ICMP `type` and
-//! `code`, `ip_flags`, `indev`, `skip_hw`/`skip_sw`, `verbose`,
-//! `classid`/`flowid`, `action`. Keys of Ethernet, VLAN, MPLS, ARP, PPPoE,
+//! matches: `num_of_vlans`, `vlan_id`/`vlan_prio`/`vlan_ethtype` and their
+//! `cvlan_` twins, `ip_proto`, `src_ip`/`dst_ip`, `src_port`/`dst_port` (a
+//! port, `PORT/MASK` or `MIN-MAX`), `ip_tos`, `ip_ttl`, `tcp_flags`, ICMP
+//! `type` and `code`, `ip_flags`, `indev`, `skip_hw`/`skip_sw`, `verbose`,
+//! `classid`/`flowid`, `action`. Keys of Ethernet addresses, MPLS, ARP, PPPoE,
 //! tunnels and conntrack are refused by name (sluice's packets start at the
 //! network header). Keywords are tried in f_flower.c's order, each as a
-//! prefix (`i` is `ip_flags`, `t` is `tcp_flags`).
+//! prefix (`i` is `ip_flags`, `t` is `tcp_flags`, `vlan` is `vlan_id`).
+//!
+//! As in tc, the EtherType the IP keys are checked against starts as the
+//! filter's protocol and becomes `vlan_ethtype`'s, then `cvlan_ethtype`'s,
+//! when they are given; the VLAN keys themselves need an 802.1Q/802.1ad
+//! protocol (or `vlan_ethtype`, for the `cvlan_` ones) or a `num_of_vlans`
+//! given before them.
 
 use super::u32::get_prefix;
 use super::{FPrintCx, Parsed};
 use crate::args::{invarg, matches, Args, CmdResult, Fail};
+use crate::filter::{proto_a2n, proto_n2a};
 use crate::m::{self, next_arg, soft, then};
 use crate::out::{Out, To, J};
 use sluice_core::cls::flower::{
-    FlowerDump, FlowerKeys, FlowerOpts, PortKey, FLAG_FIRSTFRAG, FLAG_FRAG,
+    FlowerDump, FlowerKeys, FlowerOpts, FlowerVlan, PortKey, FLAG_FIRSTFRAG, FLAG_FRAG,
 };
 use sluice_core::cls::{
     FilterOpts, TCA_CLS_FLAGS_IN_HW, TCA_CLS_FLAGS_NOT_IN_HW, TCA_CLS_FLAGS_SKIP_HW,
     TCA_CLS_FLAGS_SKIP_SW, TCA_CLS_FLAGS_VERBOSE,
 };
 use sluice_core::handle::Handle;
-use sluice_core::packet::{ETH_P_ALL, ETH_P_IP, ETH_P_IPV6};
+use sluice_core::packet::{ETH_P_8021AD, ETH_P_8021Q, ETH_P_ALL, ETH_P_IP, ETH_P_IPV6};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// iproute2 6.1's `explain()` (its `ppp_proto` line lacks its line break).
@@ -34,14 +42,7 @@ const REFUSED_CT: [(&str, bool); 4] = [
     ("ct_mark", true),
     ("ct_label", true),
 ];
-const REFUSED_L2: [(&str, bool); 14] = [
-    ("num_of_vlans", false),
-    ("vlan_id", true),
-    ("vlan_prio", true),
-    ("vlan_ethtype", true),
-    ("cvlan_id", true),
-    ("cvlan_prio", true),
-    ("cvlan_ethtype", true),
+const REFUSED_L2: [(&str, bool); 7] = [
     ("mpls", true),
     ("mpls_label", true),
     ("mpls_tc", true),
@@ -82,8 +83,9 @@ fn refused(w: &str) -> Fail {
         1,
         format!(
             "sluice: flower key \"{w}\" is not supported (sluice's flower matches IP \
-             fields: ip_proto, src_ip, dst_ip, src_port, dst_port, ip_tos, ip_ttl, \
-             tcp_flags, type, code, ip_flags)"
+             and VLAN fields: ip_proto, src_ip, dst_ip, src_port, dst_port, ip_tos, \
+             ip_ttl, tcp_flags, type, code, ip_flags, num_of_vlans, vlan_id, vlan_prio, \
+             vlan_ethtype, cvlan_id, cvlan_prio, cvlan_ethtype)"
         ),
     )
 }
@@ -134,22 +136,91 @@ fn port(v: &str, what: &str) -> CmdResult<PortKey> {
     Ok(PortKey::Value(p, 0xffff))
 }
 
+#[derive(Clone, Copy, PartialEq)]
+enum VlanField {
+    Id,
+    Prio,
+    EthType,
+}
+
+/// flower's VLAN keywords in f_flower.c's order (`vlan` is `vlan_id`,
+/// `cvlan` is `cvlan_id`): (keyword, of the second tag, field).
+const VLAN_KEYS: [(&str, bool, VlanField); 6] = [
+    ("vlan_id", false, VlanField::Id),
+    ("vlan_prio", false, VlanField::Prio),
+    ("vlan_ethtype", false, VlanField::EthType),
+    ("cvlan_id", true, VlanField::Id),
+    ("cvlan_prio", true, VlanField::Prio),
+    ("cvlan_ethtype", true, VlanField::EthType),
+];
+
+fn is_vlan_type(t: u16) -> bool {
+    t == ETH_P_8021Q || t == ETH_P_8021AD
+}
+
+/// A VLAN keyword `key` with its value `v`, checked as tc checks it against
+/// the filter's `protocol`, tc's current `eth_type` and the `num_of_vlans`
+/// and `vlan_ethtype` given so far. Returns the new `eth_type`.
+fn vlan_key(
+    (name, inner, field): (&str, bool, VlanField),
+    v: &str,
+    protocol: u16,
+    eth_type: u16,
+    o: &mut FlowerVlan,
+) -> CmdResult<u16> {
+    let nv = o.num_of_vlans.unwrap_or(0);
+    // The type before the tag, and how many tags make it one regardless.
+    let (before, need) = match (inner, field) {
+        (false, VlanField::EthType) => (eth_type, 1),
+        (false, _) => (protocol, 1),
+        (true, _) => (o.vlan_ethtype.unwrap_or(0), 2),
+    };
+    if !is_vlan_type(before) && nv < need {
+        let why = match (inner, field) {
+            (false, _) => "ethertype isn't 802.1Q or 802.1AD and num_of_vlans is 0",
+            (true, VlanField::EthType) => {
+                "ethertype isn't 802.1Q or 802.1AD and num_of_vlans less than 2"
+            }
+            (true, _) => {
+                "inner vlan ethertype isn't 802.1Q or 802.1AD and num_of_vlans is less than 2"
+            }
+        };
+        return Err(soft(format!("Can't set \"{name}\" if {why}")));
+    }
+    let bad = || soft(format!("Illegal \"{name}\""));
+    let (id, prio, ethtype) = if inner {
+        (&mut o.cvlan_id, &mut o.cvlan_prio, &mut o.cvlan_ethtype)
+    } else {
+        (&mut o.vlan_id, &mut o.vlan_prio, &mut o.vlan_ethtype)
+    };
+    match field {
+        VlanField::Id => *id = Some(m::get_u16(v, 10).filter(|i| *i <= 0xfff).ok_or_else(bad)?),
+        VlanField::Prio => *prio = Some(get_u8(v, 10).filter(|p| *p <= 7).ok_or_else(bad)?),
+        VlanField::EthType => {
+            let t = proto_a2n(v).ok_or_else(|| invarg("invalid vlan_ethtype", v))?;
+            *ethtype = Some(t);
+            return Ok(t);
+        }
+    }
+    Ok(eth_type)
+}
+
 /// `flower_parse_opt`; `protocol` is the filter's (host order).
 pub(super) fn parse(handle: Option<&str>, protocol: u16, a: &mut Args) -> CmdResult<Parsed> {
     let handle = match handle {
         Some(h) => m::get_u32(h, 0).ok_or_else(|| soft("Illegal \"handle\""))?,
         None => 0,
     };
-    let eth_type = (protocol != ETH_P_ALL && protocol != 0).then_some(protocol);
     let mut o = FlowerOpts {
         keys: FlowerKeys {
-            eth_type,
+            eth_type: (protocol != ETH_P_ALL && protocol != 0).then_some(protocol),
             ..Default::default()
         },
         ..Default::default()
     };
     let (mut flags, mut ip_flags) = (0, (0u32, 0u32));
-    let ip_proto_ok = || matches!(eth_type, Some(ETH_P_IP) | Some(ETH_P_IPV6));
+    // tc's `eth_type`: the protocol, then the last `[c]vlan_ethtype`.
+    let mut eth_type = protocol;
     let proto_err = || soft("Illegal \"eth_type\" for ip proto\nIllegal \"ip_proto\"");
     while let Some(w) = a.peek() {
         let k = &mut o.keys;
@@ -194,11 +265,18 @@ pub(super) fn parse(handle: Option<&str>, protocol: u16, a: &mut Args) -> CmdRes
                 return Err(invarg("\"indev\" not a valid ifname", v));
             }
             o.indev = Some(v.to_string());
+        } else if w == "num_of_vlans" {
+            let v = next_arg(a)?;
+            o.vlan.num_of_vlans =
+                Some(get_u8(v, 10).ok_or_else(|| soft("Illegal \"num_of_vlans\""))?);
+        } else if let Some(&key) = VLAN_KEYS.iter().find(|k| matches(w, k.0)) {
+            let v = next_arg(a)?;
+            eth_type = vlan_key(key, v, protocol, eth_type, &mut o.vlan)?;
         } else if is_one_of(w, &REFUSED_L2) {
             return Err(refused(w));
         } else if matches(w, "ip_proto") {
             let v = next_arg(a)?;
-            if !ip_proto_ok() {
+            if !matches!(eth_type, ETH_P_IP | ETH_P_IPV6) {
                 return Err(proto_err());
             }
             let p = if matches(v, "tcp") {
@@ -208,12 +286,12 @@ pub(super) fn parse(handle: Option<&str>, protocol: u16, a: &mut Args) -> CmdRes
             } else if matches(v, "sctp") {
                 132
             } else if matches(v, "icmp") {
-                if eth_type != Some(ETH_P_IP) {
+                if eth_type != ETH_P_IP {
                     return Err(proto_err());
                 }
                 1
             } else if matches(v, "icmpv6") {
-                if eth_type != Some(ETH_P_IPV6) {
+                if eth_type != ETH_P_IPV6 {
                     return Err(proto_err());
                 }
                 58
@@ -229,8 +307,8 @@ pub(super) fn parse(handle: Option<&str>, protocol: u16, a: &mut Args) -> CmdRes
             let dst = matches(w, "dst_ip");
             let v = next_arg(a)?;
             let v6 = match eth_type {
-                Some(ETH_P_IP) => false,
-                Some(ETH_P_IPV6) => true,
+                ETH_P_IP => false,
+                ETH_P_IPV6 => true,
                 _ => {
                     return Err(soft(format!(
                         "Illegal \"{}\"",
@@ -290,7 +368,7 @@ pub(super) fn parse(handle: Option<&str>, protocol: u16, a: &mut Args) -> CmdRes
             let bad = || soft(format!("Illegal \"icmp {what}\""));
             let icmp = matches!(
                 (eth_type, k.ip_proto),
-                (Some(ETH_P_IP), Some(1)) | (Some(ETH_P_IPV6), Some(58))
+                (ETH_P_IP, Some(1)) | (ETH_P_IPV6, Some(58))
             );
             if !icmp {
                 return Err(bad());
@@ -381,6 +459,25 @@ pub(super) fn print(d: &FlowerDump, handle: u32, cx: &FPrintCx, out: &mut Out) {
         out.nl();
         out.item(To::Any, key, &format!("  {key} {text}"), v);
     };
+    let num = |out: &mut Out, key: &str, v: Option<u16>| {
+        if let Some(v) = v {
+            line(out, key, v.to_string(), J::Num(v.to_string()));
+        }
+    };
+    let ethtype = |out: &mut Out, key: &str, v: Option<u16>| {
+        if let Some(v) = v {
+            let name = proto_n2a(v);
+            line(out, key, name.clone(), J::Str(name));
+        }
+    };
+    let v = &d.vlan;
+    num(out, "num_of_vlans", v.num_of_vlans.map(u16::from));
+    num(out, "vlan_id", v.vlan_id);
+    num(out, "vlan_prio", v.vlan_prio.map(u16::from));
+    ethtype(out, "vlan_ethtype", v.vlan_ethtype);
+    num(out, "cvlan_id", v.cvlan_id);
+    num(out, "cvlan_prio", v.cvlan_prio.map(u16::from));
+    ethtype(out, "cvlan_ethtype", v.cvlan_ethtype);
     if let Some(e) = k.eth_type {
         let name = match e {
             ETH_P_IP => "ipv4".to_string(),
@@ -635,6 +732,122 @@ mod tests {
         );
         assert_eq!(o.stderr, format!("What is \"bogus\"?\n{}", super::USAGE));
         // Nothing was added.
+        assert_eq!(tc(&mut net, "filter show dev DEV ingress").stdout, "");
+    }
+
+    /// VLAN keys as iproute2 6.1 prints the kernel's dump of them
+    /// (docs/research/vlan.md §5.3): what the dump holds depends on the
+    /// protocol (no `eth_type` without a `vlan_ethtype`; QinQ's second TPID
+    /// printed as `vlan_ethtype`, the innermost type as `cvlan_ethtype`).
+    #[test]
+    fn vlan_keys_print_as_iproute2_6_1_prints_the_kernels_dump() {
+        let mut net = dev();
+        for c in [
+            "qdisc add dev DEV ingress",
+            "filter add dev DEV parent ffff: protocol 802.1Q pref 1 flower vlan_id 100 vlan_prio 3 \
+             action vlan pop",
+            "filter add dev DEV parent ffff: protocol 802.1ad pref 2 flower vlan_id 10 \
+             vlan_ethtype 802.1Q cvlan_id 20 cvlan_prio 5 cvlan_ethtype ipv4",
+            "filter add dev DEV parent ffff: protocol all pref 3 flower num_of_vlans 2 \
+             vlan_id 10 vlan_ethtype ip cvlan_id 20",
+            "filter add dev DEV parent ffff: protocol 802.1Q pref 4 flower vlan 4095 \
+             vlan_e 0x1234",
+            "filter add dev DEV parent ffff: protocol 802.1Q pref 5 flower vlan_ethtype ip \
+             ip_proto udp dst_ip 10.0.0.1 dst_port 53",
+        ] {
+            let o = tc(&mut net, c);
+            assert_eq!(o.code, 0, "{c}: {}", o.stderr);
+        }
+        let text = tc(&mut net, "filter show dev DEV ingress").stdout;
+        let want = [
+            "handle 0x1 \n  vlan_id 100\n  vlan_prio 3\n  not_in_hw\n\
+             \taction order 1: vlan  pop pipe\n\t index 1 ref 1 bind 1\n\n",
+            "handle 0x1 \n  vlan_id 10\n  vlan_ethtype 802.1Q\n  cvlan_id 20\n  cvlan_prio 5\n\
+             \x20 cvlan_ethtype ip\n  eth_type ipv4\n  not_in_hw\n",
+            "handle 0x1 \n  num_of_vlans 2\n  vlan_id 10\n  vlan_ethtype ip\n  cvlan_id 20\n\
+             \x20 not_in_hw\n",
+            "handle 0x1 \n  vlan_id 4095\n  vlan_ethtype [4660]\n  eth_type 1234\n  not_in_hw\n",
+            "handle 0x1 \n  vlan_ethtype ip\n  eth_type ipv4\n  ip_proto udp\n  dst_ip 10.0.0.1\n\
+             \x20 dst_port 53\n  not_in_hw\n",
+        ];
+        for w in want {
+            assert!(text.contains(w), "{w:?}\nnot in\n{text}");
+        }
+        let json = tc(&mut net, "-j filter show dev DEV ingress").stdout;
+        for w in [
+            r#""keys":{"vlan_id":100,"vlan_prio":3},"not_in_hw":true"#,
+            r#""keys":{"vlan_id":10,"vlan_ethtype":"802.1Q","cvlan_id":20,"cvlan_prio":5,"cvlan_ethtype":"ip","eth_type":"ipv4"}"#,
+            r#""keys":{"num_of_vlans":2,"vlan_id":10,"vlan_ethtype":"ip","cvlan_id":20}"#,
+            r#""keys":{"vlan_id":4095,"vlan_ethtype":"[4660]","eth_type":"1234"}"#,
+        ] {
+            assert!(json.contains(w), "{w}\nnot in\n{json}");
+        }
+    }
+
+    /// Every error here was compared with iproute2 6.1's tc on this machine
+    /// (the kernel lacks cls_flower, but tc's parser answers first).
+    #[test]
+    fn vlan_key_errors_are_iproute2_6_1s() {
+        let mut net = dev();
+        assert_eq!(tc(&mut net, "qdisc add dev DEV ingress").code, 0);
+        let cant = |k: &str| {
+            format!(
+                "Can't set \"{k}\" if ethertype isn't 802.1Q or 802.1AD and num_of_vlans is 0\n"
+            )
+        };
+        let inner = |k: &str| {
+            format!("Can't set \"{k}\" if inner vlan ethertype isn't 802.1Q or 802.1AD and num_of_vlans is less than 2\n")
+        };
+        let illegal = |k: &str| format!("Illegal \"{k}\"\n");
+        for (tail, stderr, code) in [
+            ("protocol 802.1Q flower vlan_id 4096", illegal("vlan_id"), 1),
+            ("protocol 802.1Q flower vlan_id 0x10", illegal("vlan_id"), 1),
+            ("protocol 802.1Q flower vlan_id -1", illegal("vlan_id"), 1),
+            ("protocol 802.1Q flower vlan_id", "Command line is not complete. Try option \"help\"\n".into(), 255),
+            ("protocol 802.1Q flower vlan_prio 8", illegal("vlan_prio"), 1),
+            ("protocol 802.1Q flower vlan_prio 0x3", illegal("vlan_prio"), 1),
+            ("protocol 802.1Q flower vlan_ethtype foo", "Error: argument \"foo\" is wrong: invalid vlan_ethtype\n".into(), 255),
+            ("protocol ip flower vlan_id 10", cant("vlan_id"), 1),
+            ("protocol all flower vlan_id 10", cant("vlan_id"), 1),
+            ("flower vlan_id 10", cant("vlan_id"), 1),
+            ("protocol ip flower vlan_prio 1", cant("vlan_prio"), 1),
+            ("protocol ip flower vlan_ethtype ip", cant("vlan_ethtype"), 1),
+            ("protocol ip flower vlan_id 10 num_of_vlans 1", cant("vlan_id"), 1),
+            ("protocol 802.1ad flower cvlan_id 20", inner("cvlan_id"), 1),
+            ("protocol 802.1ad flower vlan_ethtype ip cvlan_id 20", inner("cvlan_id"), 1),
+            ("protocol 802.1Q flower cvlan 5", inner("cvlan_id"), 1),
+            ("protocol 802.1ad flower vlan_ethtype ip cvlan_prio 2", inner("cvlan_prio"), 1),
+            ("protocol ip flower num_of_vlans 1 vlan_id 5 vlan_ethtype ip cvlan_id 3", inner("cvlan_id"), 1),
+            (
+                "protocol 802.1ad flower vlan_ethtype ip cvlan_ethtype ip",
+                "Can't set \"cvlan_ethtype\" if ethertype isn't 802.1Q or 802.1AD and num_of_vlans less than 2\n".into(),
+                1,
+            ),
+            ("protocol 802.1ad flower vlan_ethtype 802.1q cvlan_id 4096", illegal("cvlan_id"), 1),
+            ("protocol 802.1ad flower vlan_ethtype 802.1q cvlan_prio 9", illegal("cvlan_prio"), 1),
+            ("protocol 802.1Q flower vlan_ethtype 802.1ad cvlan_ethtype 802.1q cvlan_p 8", illegal("cvlan_prio"), 1),
+            ("protocol 802.1ad flower vlan_ethtype 802.1q cvlan_ethtype foo", "Error: argument \"foo\" is wrong: invalid vlan_ethtype\n".into(), 255),
+            ("protocol 802.1Q flower ip_proto udp", "Illegal \"eth_type\" for ip proto\nIllegal \"ip_proto\"\n".into(), 1),
+            // The IP keys follow the last vlan_ethtype, which itself needs a VLAN type before it.
+            ("protocol 802.1Q flower vlan_ethtype ipv6 dst_ip 10.0.0.1", "Error: inet6 prefix is expected rather than \"10.0.0.1\".\n".into(), 1),
+            ("protocol 802.1Q flower vlan_ethtype ip vlan_ethtype ip", cant("vlan_ethtype"), 1),
+            ("protocol ip flower num_of_vlans 2 vlan_ethtype ip cvlan_id 10 cvlan_ethtype ipv6 ip_proto icmp", "Illegal \"eth_type\" for ip proto\nIllegal \"ip_proto\"\n".into(), 1),
+            ("protocol 802.1Q flower num_of_vlans 300", illegal("num_of_vlans"), 1),
+            ("protocol 802.1Q flower num_of_vlans 0x1", illegal("num_of_vlans"), 1),
+        ] {
+            let o = tc(&mut net, &format!("filter add dev DEV parent ffff: {tail}"));
+            assert_eq!((o.stderr.as_str(), o.code), (stderr.as_str(), code), "{tail}");
+        }
+        // `num_of_vlan` is not `num_of_vlans` (tc compares the whole word).
+        let o = tc(
+            &mut net,
+            "filter add dev DEV parent ffff: protocol 802.1Q flower num_of_vlan 1",
+        );
+        assert!(
+            o.stderr.starts_with("What is \"num_of_vlan\"?"),
+            "{}",
+            o.stderr
+        );
         assert_eq!(tc(&mut net, "filter show dev DEV ingress").stdout, "");
     }
 }
