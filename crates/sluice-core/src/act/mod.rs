@@ -34,12 +34,15 @@
 //! anything else ends the list and is the verdict. A filter without actions
 //! answers `ok` with its class.
 //!
-//! Offload flags are kept only as far as binding checks them: an action a
-//! filter creates inherits the filter's `skip_hw`/`skip_sw`, and binding an
-//! action whose flags disagree is refused as the kernel refuses it.
-//! Deviations: hardware offload (`skip_sw`/`skip_hw` on an action), flags
-//! given to `tc actions` itself, `hw_stats` and terse dumps are not
-//! modelled; of an action's own flags only `no_percpu` is kept (and dumped). Changes validate
+//! Offload flags are kept as far as the kernel checks and dumps them
+//! without offloading hardware: `skip_hw`/`skip_sw` given with an action are
+//! kept from its creation (both at once are refused; a standalone `skip_sw`
+//! action fails to offload, so it is refused); an action a filter creates
+//! may not ask for a flag the filter lacks, and inherits the filter's; a
+//! filter binds a standalone action only if their flags are equal, one
+//! another filter created only if it adds flags. `no_percpu` is kept too.
+//! Deviations: `hw_stats`, flags given to `tc actions` itself and terse
+//! dumps are not modelled. Changes validate
 //! every action of a list before committing any (the kernel can leave earlier
 //! replaced actions changed when a later one fails).
 
@@ -55,7 +58,7 @@ pub mod simple;
 pub mod skbedit;
 pub mod vlan;
 
-use crate::cls::Verdict;
+use crate::cls::{Verdict, TCA_CLS_FLAGS_SKIP_HW, TCA_CLS_FLAGS_SKIP_SW};
 use crate::error::{Errno, TcError, TcResult};
 use crate::packet::Packet;
 use crate::stats::RateEstimator;
@@ -126,6 +129,9 @@ pub struct ActionSpec {
     /// and dumped; sluice's counters are not per CPU either way.
     #[serde(default)]
     pub no_percpu: bool,
+    /// `TCA_ACT_FLAGS_SKIP_HW`/`_SKIP_SW`, as `TCA_CLS_FLAGS_SKIP_HW`/`_SKIP_SW` bits.
+    #[serde(default)]
+    pub skip: u32,
 }
 
 /// A rate estimator requested with a filter (`estimator INTERVAL EWMA`,
@@ -244,6 +250,9 @@ pub struct ActionDump {
     /// Created with `no_percpu` (dumped in `TCA_ACT_FLAGS`).
     #[serde(default)]
     pub no_percpu: bool,
+    /// `skip_hw`/`skip_sw` (`TCA_CLS_FLAGS_*` bits, dumped in `TCA_ACT_FLAGS`).
+    #[serde(default)]
+    pub offload: u32,
 }
 
 impl ActionDump {
@@ -354,9 +363,9 @@ pub struct TcAction {
     index: u32,
     /// Created by `tc actions add/replace`: the user holds a reference.
     user_ref: bool,
-    /// `skip_hw`/`skip_sw` (as `TCA_CLS_FLAGS_*` bits) inherited from the
-    /// filters that created or bound it; a standalone action has none, as
-    /// sluice's `tc actions` takes no offload flags.
+    /// `skip_hw`/`skip_sw` (as `TCA_CLS_FLAGS_*` bits): given at creation,
+    /// and for an action a filter created, inherited from the filters that
+    /// created or bound it.
     offload: u32,
     bytes: u64,
     packets: u64,
@@ -426,6 +435,7 @@ impl TcAction {
             estimator: k.estimator(),
             used_hw_stats: self.used_hw_stats,
             no_percpu: self.no_percpu,
+            offload: self.offload,
         }
     }
 }
@@ -473,6 +483,7 @@ enum Prepared {
         params: Params,
         cookie: Option<Vec<u8>>,
         no_percpu: bool,
+        offload: u32,
     },
     /// Change an existing action in place.
     Replace {
@@ -488,8 +499,6 @@ pub(crate) struct PreparedList {
     items: Vec<Prepared>,
     old_police: bool,
     estimator: Option<EstimatorSpec>,
-    /// The filter's offload flags, inherited by the actions it creates or binds.
-    offload: u32,
 }
 
 /// The actions of one network namespace, by kind and index (`tcf_idrinfo`).
@@ -591,7 +600,6 @@ impl ActionTable {
             items: Vec::new(),
             old_police: false,
             estimator: ctx.estimator,
-            offload: ctx.offload,
         };
         if let Some(p) = old_police {
             // The old `police` attribute wins over an action list (tcf_exts_validate_ex).
@@ -600,6 +608,7 @@ impl ActionTable {
                 opts: ActionOpts::Police(p.opts.clone()),
                 cookie: None,
                 no_percpu: false,
+                skip: 0,
             };
             list.items
                 .push(self.prepare_one(&spec, ctx, in_filter, &list.items)?);
@@ -630,6 +639,11 @@ impl ActionTable {
             .as_ref()
             .is_some_and(|c| c.len() > TC_COOKIE_MAX_SIZE)
         {
+            return Err(TcError::errno(Errno::EINVAL));
+        }
+        // `tc_act_flags_valid`: never both.
+        let both = TCA_CLS_FLAGS_SKIP_HW | TCA_CLS_FLAGS_SKIP_SW;
+        if spec.skip & both == both {
             return Err(TcError::errno(Errno::EINVAL));
         }
         // Attribute-level checks come before the index is looked up.
@@ -699,11 +713,27 @@ impl ActionTable {
             });
         }
         let params = validate(spec, ctx, in_filter, true, false)?;
+        let offload = if ctx.bind {
+            // A new action may not ask for what its filter does not, and
+            // takes the filter's flags (tcf_action_init).
+            if spec.skip & !ctx.offload != 0 {
+                return Err(TcError::inval(
+                    "Mismatch between action and filter offload flags",
+                ));
+            }
+            spec.skip | ctx.offload
+        } else if spec.skip & TCA_CLS_FLAGS_SKIP_SW != 0 {
+            // `tcf_action_offload_add` finds no device to put it in.
+            return Err(TcError::errno(Errno::EINVAL));
+        } else {
+            spec.skip
+        };
         Ok(Prepared::Create {
             index: spec.index,
             params,
             cookie: spec.cookie.clone(),
             no_percpu: spec.no_percpu,
+            offload,
         })
     }
 
@@ -740,6 +770,7 @@ impl ActionTable {
                     params,
                     cookie,
                     no_percpu,
+                    offload,
                 } => {
                     let kind = params_kind(&params);
                     let index = if index == 0 {
@@ -768,7 +799,7 @@ impl ActionTable {
                     let act = Arc::new(Mutex::new(TcAction {
                         index,
                         user_ref: user,
-                        offload: list.offload,
+                        offload,
                         bytes: 0,
                         packets: 0,
                         tm: ActionTm::new(now),
@@ -1121,6 +1152,7 @@ mod tests {
             }),
             cookie: None,
             no_percpu: false,
+            skip: 0,
         }
     }
 
@@ -1209,7 +1241,6 @@ mod tests {
 
     #[test]
     fn binding_checks_offload_flags_as_tcf_action_init_does() {
-        use crate::cls::{TCA_CLS_FLAGS_SKIP_HW, TCA_CLS_FLAGS_SKIP_SW};
         let ctx = |offload| InitCtx {
             bind: true,
             replace: false,

@@ -464,6 +464,7 @@ mod tests {
                 estimator: Some((e, b, n)),
                 used_hw_stats: false,
                 no_percpu: false,
+                offload: 0,
             }
             .rate_est(now)
             .unwrap()

@@ -2182,6 +2182,7 @@ mod tests {
                 }),
                 cookie: None,
                 no_percpu: false,
+                skip: 0,
             })
             .into_iter()
             .collect();

@@ -61,6 +61,7 @@ pub(crate) fn parse(a: &mut Args) -> CmdResult<ActionSpec> {
         opts: ActionOpts::Connmark(ConnmarkOpts { action, zone }),
         cookie: None,
         no_percpu: false,
+        skip: 0,
     })
 }
 

@@ -70,6 +70,7 @@ pub(crate) fn parse(a: &mut Args) -> CmdResult<ActionSpec> {
         opts: ActionOpts::Ctinfo(o),
         cookie: None,
         no_percpu: false,
+        skip: 0,
     })
 }
 

@@ -37,7 +37,7 @@ pub(crate) mod vlan;
 use crate::args::{incomplete, matches, Args, CmdResult, Fail};
 use crate::out::{Out, To};
 use sluice_core::act::{ActionDump, ActionSpec, ActionStats, TC_ACT_EXT_VAL_MASK};
-use sluice_core::cls::Verdict;
+use sluice_core::cls::{Verdict, TCA_CLS_FLAGS_SKIP_HW, TCA_CLS_FLAGS_SKIP_SW};
 use sluice_core::time::Time;
 
 /// A parser's `return -1`: `msg` (if any) is what it printed on the way.
@@ -417,7 +417,7 @@ pub(crate) fn parse_actions(a: &mut Args) -> CmdResult<Vec<ActionSpec>> {
             then(f, &format!("parse_action: bad value ({left}:{word})!"))
         })?;
         spec.cookie = parse_cookie(a)?;
-        spec.no_percpu = parse_action_flags(a)?;
+        (spec.no_percpu, spec.skip) = parse_action_flags(a)?;
         specs.push(spec);
     }
     if eap > 0 {
@@ -458,10 +458,11 @@ fn parse_cookie(a: &mut Args) -> CmdResult<Option<Vec<u8>>> {
     Ok(Some(bytes))
 }
 
-/// `hw_stats`, `no_percpu`, `skip_sw`, `skip_hw` after an action: accepted
-/// (sluice models neither offload nor per-cpu counters); answers whether
-/// `no_percpu` was given, which the kernel keeps and dumps.
-fn parse_action_flags(a: &mut Args) -> CmdResult<bool> {
+/// `hw_stats`, `no_percpu`, `skip_sw`, `skip_hw` after an action (sluice
+/// models neither offload nor per-cpu counters, but the kernel keeps and
+/// checks the flags): answers whether `no_percpu` was given, and the skip
+/// flags as `TCA_CLS_FLAGS_*` bits.
+fn parse_action_flags(a: &mut Args) -> CmdResult<(bool, u32)> {
     if a.peek().is_some_and(|w| matches(w, "hw_stats")) {
         let v = next_arg(a)?;
         if !["immediate", "delayed", "disabled"]
@@ -479,12 +480,17 @@ fn parse_action_flags(a: &mut Args) -> CmdResult<bool> {
     if no_percpu {
         a.next();
     }
+    // Twice, so that either order is read.
+    let mut skip = 0;
     for _ in 0..2 {
-        if matches!(a.peek(), Some("skip_sw") | Some("skip_hw")) {
-            a.next();
+        match a.peek() {
+            Some("skip_sw") => skip |= TCA_CLS_FLAGS_SKIP_SW,
+            Some("skip_hw") => skip |= TCA_CLS_FLAGS_SKIP_HW,
+            _ => continue,
         }
+        a.next();
     }
-    Ok(no_percpu)
+    Ok((no_percpu, skip))
 }
 
 /// What printing an action needs besides the dump.
@@ -542,12 +548,24 @@ fn print_one(d: &ActionDump, bind: bool, cx: &PrintCx, out: &mut Out) {
         out.str(To::Any, "cookie", &format!("\tcookie {hex}"), &hex);
         out.nl();
     }
+    // TCA_ACT_FLAGS; inside a filter's dump only `no_percpu` of it.
+    if d.no_percpu {
+        out.bool(To::Any, "no_percpu", "\tno_percpu", true);
+    }
     if !bind {
-        if d.no_percpu {
-            out.bool(To::Any, "no_percpu", "\tno_percpu", true);
+        let skip_hw = d.offload & TCA_CLS_FLAGS_SKIP_HW != 0;
+        if skip_hw {
+            out.bool(To::Any, "skip_hw", "\tskip_hw", true);
+        }
+        if d.offload & TCA_CLS_FLAGS_SKIP_SW != 0 {
+            out.bool(To::Any, "skip_sw", "\tskip_sw", true);
         }
         // TCA_ACT_IN_HW_COUNT is always dumped; sluice offloads nothing.
-        out.bool(To::Any, "not_in_hw", "\tnot_in_hw", true);
+        if !skip_hw {
+            out.bool(To::Any, "not_in_hw", "\tnot_in_hw", true);
+        }
+    }
+    if d.no_percpu || !bind {
         out.nl();
     }
     if d.used_hw_stats {

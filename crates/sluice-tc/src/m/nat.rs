@@ -90,6 +90,7 @@ pub(crate) fn parse(a: &mut Args) -> CmdResult<ActionSpec> {
         opts: ActionOpts::Nat(o),
         cookie: None,
         no_percpu: false,
+        skip: 0,
     })
 }
 

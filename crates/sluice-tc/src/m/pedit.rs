@@ -505,6 +505,7 @@ pub(crate) fn parse(a: &mut Args) -> CmdResult<ActionSpec> {
         }),
         cookie: None,
         no_percpu: false,
+        skip: 0,
     })
 }
 

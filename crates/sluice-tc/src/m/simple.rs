@@ -54,6 +54,7 @@ pub(crate) fn parse(a: &mut Args) -> CmdResult<ActionSpec> {
         opts: ActionOpts::Simple(SimpleOpts { action, sdata }),
         cookie: None,
         no_percpu: false,
+        skip: 0,
     })
 }
 

@@ -93,6 +93,7 @@ pub(crate) fn parse(a: &mut Args) -> CmdResult<ActionSpec> {
         opts: ActionOpts::Skbedit(o),
         cookie: None,
         no_percpu: false,
+        skip: 0,
     })
 }
 

@@ -143,6 +143,7 @@ pub(crate) fn parse(a: &mut Args) -> CmdResult<ActionSpec> {
         opts: ActionOpts::Vlan(o),
         cookie: None,
         no_percpu: false,
+        skip: 0,
     })
 }
 
