@@ -3,7 +3,7 @@
 use crate::host::{App, PingApp, TcpApp, UdpApp};
 use crate::report::{FlowResult, PingResult, RunResult, WebResult};
 use crate::scenario::{substitute, value_text, LinkSpec, Scenario, WorkloadSpec};
-use crate::tcp::{CongestionAlgorithm, TcpConfig};
+use crate::tcp::{CongestionAlgorithm, EcnMode, TcpConfig};
 use crate::web::{WebApp, WebParams, REQUEST_BYTES};
 use crate::world::World;
 use sluice_core::port::{PortConfig, TxBuffer};
@@ -461,6 +461,9 @@ fn tcp_config(
                 "workload {label}: unknown congestion control {other:?}"
             ))
         }
+    }
+    if flag(w.ecn.as_ref(), &format!("workload {label}: ecn"), vars)? {
+        cfg.ecn = EcnMode::On;
     }
     Ok(cfg)
 }

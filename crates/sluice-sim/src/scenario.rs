@@ -175,6 +175,9 @@ pub struct WorkloadSpec {
     pub rcvbuf: Option<String>,
     /// tcp/web: congestion control (`cubic`, `reno`).
     pub cc: Option<String>,
+    /// tcp/web: ask for ECN (`net.ipv4.tcp_ecn = 1` on both hosts; the
+    /// default is Linux's 2: accept it, never ask).
+    pub ecn: Option<toml::Value>,
     /// web: bytes of the HTML page.
     pub page: Option<String>,
     /// web: how many objects the page refers to (each `object_size`).

@@ -596,3 +596,32 @@ fn a_vlan_tag_keeps_packets_from_a_host_without_vlans_until_popped() {
     assert_eq!(priority_only.losses.vlan, 0);
     assert!(priority_only.total_goodput_mbps() > 9.0);
 }
+
+#[test]
+fn skbmod_ecn_marks_make_an_ecn_flow_back_off_and_leave_others_alone() {
+    // r marks every packet it forwards to d Congestion Experienced
+    // (`skbmod ecn`, only ECN-capable packets are changed). A flow that
+    // negotiated ECN sees an echo every round trip and keeps its window at
+    // the floor: about 2 segments per 20 ms round trip, ~1.2 Mbit/s of the
+    // 10 Mbit/s. A flow without ECN sends Not-ECT packets, which skbmod
+    // leaves alone, and fills the link; so does the ECN flow unmarked.
+    let run_with = |ecn: bool, mark: bool| {
+        let w = format!(
+            "[[workload]]\ntype = \"tcp\"\nfrom = \"s\"\nto = \"d\"\nname = \"f\"\necn = {ecn}"
+        );
+        let mut sc = path("10mbit", "10ms", "pfifo limit 100", 0.0, &w, 1);
+        if mark {
+            sc.nodes[1].tc.extend([
+                "tc qdisc add dev eth1 clsact".to_string(),
+                "tc filter add dev eth1 egress matchall action skbmod ecn".to_string(),
+            ]);
+        }
+        one_run(&sc).total_goodput_mbps()
+    };
+    let marked = run_with(true, true);
+    assert!((0.5..3.0).contains(&marked), "{marked}");
+    let not_ect = run_with(false, true);
+    assert!(not_ect > 9.0, "{not_ect}");
+    let unmarked = run_with(true, false);
+    assert!(unmarked > 9.0, "{unmarked}");
+}

@@ -1045,6 +1045,7 @@ fn filter_input(kind: &str, elem: &str) -> String {
                     "pedit" => pedit_input(&t, i + 2),
                     "nat" => nat_input(&t, i + 2),
                     "vlan" => vlan_input(&t, i + 2),
+                    "skbmod" => skbmod_input(&t, i + 2),
                     k => panic!("action {k}"),
                 };
                 s.push(a);
@@ -1171,6 +1172,24 @@ fn csum_input(t: &[&str], at: usize) -> (String, usize) {
 /// index I ref R bind B`, from `t[at]` = "vlan": it reads back as printed.
 fn vlan_input(t: &[&str], at: usize) -> (String, usize) {
     action_as_printed(t, at)
+}
+
+/// `skbmod CONTROL EDITS index I ref R bind B`, from `t[at]` = "skbmod":
+/// the input words (tc reads the control after the edits) and the index after.
+fn skbmod_input(t: &[&str], at: usize) -> (String, usize) {
+    let control = match t[at + 1] {
+        "goto" => 3,
+        "jump" => 2,
+        _ => 1,
+    };
+    let index = at + t[at..].iter().position(|w| *w == "index").expect("index");
+    let s = format!(
+        "action skbmod {} {} index {}",
+        t[at + 1 + control..index].join(" "),
+        t[at + 1..at + 1 + control].join(" "),
+        t[index + 1]
+    );
+    (s, past_refs(t, index + 2))
 }
 
 /// An action that reads back as printed up to its index line, from
@@ -1431,6 +1450,17 @@ fn vlan_actions_round_trip() {
 }
 
 #[test]
+fn skbmod_actions_round_trip() {
+    filter_trip(&[
+        "filter add dev DEV parent ffff: protocol ip prio 1 u32 match u32 0 0 \
+         action skbmod set etype 0x88b5 dmac 02:00:00:00:00:01 smac aa:bb:cc:dd:ee:ff \
+         action skbmod swap mac reclassify index 7 action skbmod ecn goto chain 4",
+        "filter add dev DEV parent ffff: protocol all prio 2 matchall \
+         action skbmod set smac 00:01:02:03:04:05 drop action skbmod ecn jump 1",
+    ]);
+}
+
+#[test]
 fn nat_actions_round_trip() {
     filter_trip(&[
         "filter add dev DEV parent ffff: protocol ip prio 1 u32 match u32 0 0 \
@@ -1566,6 +1596,7 @@ const KINDS: &[&str] = &[
     "pedit",
     "nat",
     "vlan",
+    "skbmod",
 ];
 const WORDS: &[&str] = &[
     "egress",

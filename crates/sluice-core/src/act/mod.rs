@@ -3,7 +3,7 @@
 //!
 //! Modelled on net/sched/act_api.c and include/net/act_api.h. An action is
 //! an instance of a kind (`police`, `gact`, `mirred`, `skbedit`,
-//! `connmark`, `ctinfo`, `simple`, `csum`, `pedit`, `nat`, `vlan`) with an index that is
+//! `connmark`, `ctinfo`, `simple`, `csum`, `pedit`, `nat`, `vlan`, `skbmod`) with an index that is
 //! unique per kind in a network namespace. Actions are created either standalone
 //! (`tc actions add`) or inline by a filter (`... u32 match ... action drop`);
 //! a filter may also bind an existing action by naming its index, so one
@@ -56,6 +56,7 @@ pub mod pedit;
 pub mod police;
 pub mod simple;
 pub mod skbedit;
+pub mod skbmod;
 pub mod vlan;
 
 use crate::cls::{Verdict, TCA_CLS_FLAGS_SKIP_HW, TCA_CLS_FLAGS_SKIP_SW};
@@ -92,6 +93,7 @@ pub enum ActionOpts {
     Pedit(pedit::PeditOpts),
     Nat(nat::NatOpts),
     Vlan(vlan::VlanOpts),
+    Skbmod(skbmod::SkbmodOpts),
 }
 
 impl ActionOpts {
@@ -109,6 +111,7 @@ impl ActionOpts {
             ActionOpts::Pedit(_) => "pedit",
             ActionOpts::Nat(_) => "nat",
             ActionOpts::Vlan(_) => "vlan",
+            ActionOpts::Skbmod(_) => "skbmod",
         }
     }
 }
@@ -307,6 +310,7 @@ enum Params {
     Pedit(pedit::PeditParams),
     Nat(nat::NatParams),
     Vlan(vlan::VlanParams),
+    Skbmod(skbmod::SkbmodParams),
 }
 
 #[derive(Debug)]
@@ -322,6 +326,7 @@ enum Kind {
     Pedit(pedit::Pedit),
     Nat(nat::Nat),
     Vlan(vlan::Vlan),
+    Skbmod(skbmod::Skbmod),
 }
 
 impl Kind {
@@ -338,6 +343,7 @@ impl Kind {
             Kind::Pedit(k) => k,
             Kind::Nat(k) => k,
             Kind::Vlan(k) => k,
+            Kind::Skbmod(k) => k,
         }
     }
     fn inner_mut(&mut self) -> &mut dyn Action {
@@ -353,6 +359,7 @@ impl Kind {
             Kind::Pedit(k) => k,
             Kind::Nat(k) => k,
             Kind::Vlan(k) => k,
+            Kind::Skbmod(k) => k,
         }
     }
 }
@@ -524,9 +531,9 @@ pub struct FlushReport {
 }
 
 /// Kinds this table knows (others answer "not found" as when the module is missing).
-pub const KNOWN_KINDS: [&str; 11] = [
+pub const KNOWN_KINDS: [&str; 12] = [
     "connmark", "csum", "ctinfo", "gact", "mirred", "nat", "pedit", "police", "simple", "skbedit",
-    "vlan",
+    "skbmod", "vlan",
 ];
 
 fn known(kind: &str) -> Option<&'static str> {
@@ -658,7 +665,8 @@ impl ActionTable {
             | ActionOpts::Csum(_)
             | ActionOpts::Pedit(_)
             | ActionOpts::Nat(_)
-            | ActionOpts::Vlan(_) => {}
+            | ActionOpts::Vlan(_)
+            | ActionOpts::Skbmod(_) => {}
         }
         let kind = spec.opts.kind();
         let pending = spec.index != 0
@@ -699,6 +707,7 @@ impl ActionTable {
                 ActionOpts::Vlan(o) => {
                     vlan::check(o)?;
                 }
+                ActionOpts::Skbmod(o) => skbmod::check_edit(o)?,
                 _ => {}
             }
             if !ctx.replace {
@@ -795,6 +804,7 @@ impl ActionTable {
                         Params::Pedit(k) => Kind::Pedit(pedit::Pedit::new(k)),
                         Params::Nat(k) => Kind::Nat(nat::Nat::new(k)),
                         Params::Vlan(k) => Kind::Vlan(vlan::Vlan::new(k)),
+                        Params::Skbmod(k) => Kind::Skbmod(skbmod::Skbmod::new(k)),
                     };
                     let act = Arc::new(Mutex::new(TcAction {
                         index,
@@ -972,6 +982,7 @@ fn params_kind(p: &Params) -> &'static str {
         Params::Pedit(_) => "pedit",
         Params::Nat(_) => "nat",
         Params::Vlan(_) => "vlan",
+        Params::Skbmod(_) => "skbmod",
     }
 }
 
@@ -1006,6 +1017,7 @@ fn validate(
         ActionOpts::Pedit(o) => Params::Pedit(pedit::PeditParams::validate(o, in_filter)?),
         ActionOpts::Nat(o) => Params::Nat(nat::NatParams::validate(o, in_filter)?),
         ActionOpts::Vlan(o) => Params::Vlan(vlan::VlanParams::validate(o, in_filter)?),
+        ActionOpts::Skbmod(o) => Params::Skbmod(skbmod::SkbmodParams::validate(o, in_filter)?),
     })
 }
 
@@ -1022,6 +1034,7 @@ fn apply(kind: &mut Kind, params: Params, now: Time, est: Option<EstimatorSpec>)
         (Kind::Pedit(k), Params::Pedit(n)) => k.change(n),
         (Kind::Nat(k), Params::Nat(n)) => k.change(n),
         (Kind::Vlan(k), Params::Vlan(n)) => k.change(n),
+        (Kind::Skbmod(k), Params::Skbmod(n)) => k.change(n),
         // Replace is looked up by kind, so the kinds always agree.
         _ => {}
     }

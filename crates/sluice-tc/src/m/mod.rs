@@ -2,7 +2,7 @@
 //! tc_util.c (`action KIND ... [cookie HEX] [hw_stats ...]`, control
 //! verdicts such as `drop` or `goto chain 5`), and one file per kind, like
 //! iproute2's m_*.c: [`police`], [`gact`], [`mirred`], [`skbedit`], [`connmark`],
-//! [`ctinfo`], [`simple`], [`csum`], [`pedit`], [`nat`] and [`vlan`].
+//! [`ctinfo`], [`simple`], [`csum`], [`pedit`], [`nat`], [`vlan`] and [`skbmod`].
 //!
 //! # Parser conventions
 //!
@@ -32,6 +32,7 @@ pub(crate) mod pedit;
 pub(crate) mod police;
 pub(crate) mod simple;
 pub(crate) mod skbedit;
+pub(crate) mod skbmod;
 pub(crate) mod vlan;
 
 use crate::args::{incomplete, matches, Args, CmdResult, Fail};
@@ -110,7 +111,13 @@ pub(crate) fn ll_addr(arg: &str) -> Result<([u8; 6], usize), String> {
 /// `sscanf(s, "%x")`: blanks, a sign, `0x`, then hex digits up to the
 /// first other character (at least one).
 fn scan_hex(s: &str) -> Option<i64> {
-    let s = s.trim_start();
+    scan_hex_prefix(s).map(|(v, _)| v)
+}
+
+/// [`scan_hex`], also answering how many bytes of `s` the conversion took
+/// (the rest is left for the format's next directive).
+pub(crate) fn scan_hex_prefix(whole: &str) -> Option<(i64, usize)> {
+    let s = whole.trim_start();
     let (neg, s) = match s.as_bytes().first() {
         Some(b'-') => (true, &s[1..]),
         Some(b'+') => (false, &s[1..]),
@@ -131,7 +138,8 @@ fn scan_hex(s: &str) -> Option<i64> {
             .saturating_mul(16)
             .saturating_add((b as char).to_digit(16)? as i64);
     }
-    Some(if neg { -v } else { v })
+    let used = whole.len() - s.len() + n;
+    Some((if neg { -v } else { v }, used))
 }
 
 /// iproute2 `get_u64(val, arg, base)`.
@@ -409,6 +417,7 @@ pub(crate) fn parse_actions(a: &mut Args) -> CmdResult<Vec<ActionSpec>> {
             (false, "pedit") => pedit::parse(a),
             (false, "nat") => nat::parse(a),
             (false, "vlan") => vlan::parse(a),
+            (false, "skbmod") => skbmod::parse(a),
             (false, k) if k != "gact" && IPROUTE2_KINDS.contains(&k) => Err(foreign(a)),
             _ => gact::parse(a),
         };
@@ -534,6 +543,7 @@ fn print_one(d: &ActionDump, bind: bool, cx: &PrintCx, out: &mut Out) {
         ActionOpts::Pedit(_) => pedit::print(d, cx, out),
         ActionOpts::Nat(_) => nat::print(d, cx, out),
         ActionOpts::Vlan(_) => vlan::print(d, cx, out),
+        ActionOpts::Skbmod(_) => skbmod::print(d, cx, out),
     }
     if cx.stats {
         out.text("\tAction statistics:");
