@@ -149,11 +149,8 @@ fn set_ce(pkt: &mut Packet) {
             d[10..12].copy_from_slice(&(check as u16).to_le_bytes());
             d[1] |= 3;
         }
-        ETH_P_IPV6 if d.len() >= 40 => {
-            if d[1] & 0x30 != 0 {
-                d[1] |= 0x30;
-            }
-        }
+        // An ECN-capable IPv6 traffic class (ECN bits 0x30 of byte 1).
+        ETH_P_IPV6 if d.len() >= 40 && d[1] & 0x30 != 0 => d[1] |= 0x30,
         _ => {}
     }
 }
