@@ -1243,7 +1243,7 @@ mod tests {
         t.delete(&[("gact", 5)]).unwrap();
         assert!(t.list("gact").is_empty());
         assert_eq!(
-            t.get("skbmod", 1).unwrap_err().extack.as_deref(),
+            t.get("ife", 1).unwrap_err().extack.as_deref(),
             Some("Specified TC action kind not found")
         );
         assert_eq!(
