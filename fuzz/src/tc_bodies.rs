@@ -163,7 +163,7 @@ pub fn classify_packet(data: &[u8]) {
 /// recomputing every checksum it knows and ctinfo, which rewrites the DS
 /// field, on DEV's ingress; and on PEER's ingress, carrying up to three
 /// VLAN tags its first bytes describe, through flower's VLAN keys, the
-/// vlan action and skbmod (ECN marking). Must never panic.
+/// vlan action, skbmod (ECN marking) and a gate. Must never panic.
 pub fn rewrite_packet(data: &[u8]) {
     let mut net = veth();
     for c in [
@@ -171,7 +171,7 @@ pub fn rewrite_packet(data: &[u8]) {
         "filter add dev PEER parent ffff: protocol 802.1ad pref 1 flower vlan_id 10 vlan_ethtype 802.1Q cvlan_id 5 cvlan_ethtype ip ip_proto udp dst_port 53 action vlan pop reclassify",
         "filter add dev PEER parent ffff: protocol 802.1Q pref 2 flower vlan_prio 3 vlan_ethtype ipv6 ip_proto tcp action vlan modify id 7 pipe",
         "filter add dev PEER parent ffff: protocol all pref 3 flower num_of_vlans 2 vlan_ethtype ip cvlan_id 4 action vlan push id 4 protocol 802.1ad",
-        "filter add dev PEER parent ffff: protocol all pref 4 matchall action skbmod ecn pipe action skbmod swap mac",
+        "filter add dev PEER parent ffff: protocol all pref 4 matchall action skbmod ecn pipe action skbmod swap mac pipe action gate sched-entry open 1 -1 100 sched-entry close 1",
         "qdisc add dev DEV ingress",
         "filter add dev DEV parent ffff: protocol all matchall action pedit ex munge tcp dport add 1 munge udp sport set 7 munge ip ttl decrement munge offset 0 u32 at 0 f0 2 set 1 munge offset -4 u8 invert munge offset 0 u8 at 1 3 0 set 1 pipe action nat ingress 0.0.0.0/1 10.9.8.7 pipe action nat egress 128.0.0.0/1 172.16.0.1 pipe action csum iph icmp igmp tcp udp udplite sctp pipe action ctinfo dscp 0xfc000000",
     ] {

@@ -625,3 +625,32 @@ fn skbmod_ecn_marks_make_an_ecn_flow_back_off_and_leave_others_alone() {
     let unmarked = run_with(true, false);
     assert!(unmarked > 9.0, "{unmarked}");
 }
+
+#[test]
+fn a_gate_passes_a_flow_only_while_its_schedule_is_open() {
+    // r's egress to d gates everything: open 6 ms, closed 4 ms. A 2 Mbit/s
+    // UDP flow (far below every link's rate, so nothing queues) loses the
+    // 40 % of its datagrams that meet the closed gate; with a 1500-byte
+    // budget per open interval only one datagram of each interval's ~1.5
+    // gets through, whatever the schedule leaves open.
+    let run_with = |entries: &str| {
+        let w =
+            "[[workload]]\ntype = \"udp\"\nfrom = \"s\"\nto = \"d\"\nrate = \"2mbit\"\nsize = 1000";
+        let mut sc = path("100mbit", "1ms", "pfifo limit 100", 0.0, w, 1);
+        sc.nodes[1].tc.extend([
+            "tc qdisc add dev eth1 clsact".to_string(),
+            format!("tc filter add dev eth1 egress matchall action gate {entries}"),
+        ]);
+        let r = one_run(&sc);
+        let udp = r.flows.iter().find(|f| f.kind == "udp").unwrap();
+        udp.loss_pct.unwrap()
+    };
+    let closed = run_with("sched-entry open 6ms sched-entry close 4ms");
+    assert!((closed - 40.0).abs() < 2.0, "{closed}");
+    let open = run_with("sched-entry open 10ms");
+    assert!(open < 0.5, "{open}");
+    // 2 Mbit/s of 1028-byte packets is 243 a second, 1.46 per 6 ms interval;
+    // a budget of 1500 bytes (one packet) passes 100 per second: 59 % lost.
+    let budget = run_with("sched-entry open 6ms -1 1500 sched-entry close 4ms");
+    assert!((budget - 59.0).abs() < 3.0, "{budget}");
+}

@@ -1046,6 +1046,8 @@ fn filter_input(kind: &str, elem: &str) -> String {
                     "nat" => nat_input(&t, i + 2),
                     "vlan" => vlan_input(&t, i + 2),
                     "skbmod" => skbmod_input(&t, i + 2),
+                    // gate prints no kind: its text starts with `priority`.
+                    "priority" => gate_input(&t, i + 2),
                     k => panic!("action {k}"),
                 };
                 s.push(a);
@@ -1190,6 +1192,46 @@ fn skbmod_input(t: &[&str], at: usize) -> (String, usize) {
         t[index + 1]
     );
     (s, past_refs(t, index + 2))
+}
+
+/// `priority P clockid C flags F base-time T cycle-time T cycle-time-ext T
+/// schedule: number N gate-state S interval T ipv X max-octets Y ...
+/// CONTROL index I ref R bind B`, from `t[at]` = "priority": the input
+/// words and the index after (times print with 3 digits, so only those
+/// that need no more read back exactly).
+fn gate_input(t: &[&str], at: usize) -> (String, usize) {
+    let index = at + t[at..].iter().position(|w| *w == "index").expect("index");
+    let mut s = vec!["action gate".to_string()];
+    if t[at + 1] != "wildcard" {
+        s.push(format!("priority {}", t[at + 1]));
+    }
+    s.push(format!("clockid {} flags {}", t[at + 3], t[at + 5]));
+    for (k, v) in [(6, 7), (8, 9), (10, 11)] {
+        s.push(format!("{} {}", t[at + k], t[at + v]));
+    }
+    let mut i = at + 12;
+    if t[i] == "schedule:" {
+        i += 1;
+        while t[i] == "number" {
+            // number N gate-state S interval T ipv X max-octets Y
+            let value = |w: &str| {
+                if w == "wildcard" {
+                    "-1".to_string()
+                } else {
+                    w.to_string()
+                }
+            };
+            let (ipv, octets) = (value(t[i + 7]), value(t[i + 9]));
+            s.push(format!(
+                "sched-entry {} {} {ipv} {octets}",
+                t[i + 3],
+                t[i + 5]
+            ));
+            i += 10;
+        }
+    }
+    s.push(format!("index {} {}", t[index + 1], t[i..index].join(" ")));
+    (s.join(" "), past_refs(t, index + 2))
 }
 
 /// An action that reads back as printed up to its index line, from
@@ -1461,6 +1503,16 @@ fn skbmod_actions_round_trip() {
 }
 
 #[test]
+fn gate_actions_round_trip() {
+    filter_trip(&[
+        "filter add dev DEV parent ffff: protocol all prio 1 matchall \
+         action gate priority 3 base-time 1s cycle-time 20ms cycle-time-ext 5us clockid realtime \
+         flags 0x5 sched-entry open 10ms 2 1500b sched-entry close 5ms index 7 drop \
+         action gate sched-entry open 1ms -1 1Kb sched-entry open 2ms 4 -1 goto chain 3",
+    ]);
+}
+
+#[test]
 fn nat_actions_round_trip() {
     filter_trip(&[
         "filter add dev DEV parent ffff: protocol ip prio 1 u32 match u32 0 0 \
@@ -1597,6 +1649,7 @@ const KINDS: &[&str] = &[
     "nat",
     "vlan",
     "skbmod",
+    "gate",
 ];
 const WORDS: &[&str] = &[
     "egress",

@@ -3,7 +3,7 @@
 //!
 //! Modelled on net/sched/act_api.c and include/net/act_api.h. An action is
 //! an instance of a kind (`police`, `gact`, `mirred`, `skbedit`,
-//! `connmark`, `ctinfo`, `simple`, `csum`, `pedit`, `nat`, `vlan`, `skbmod`) with an index that is
+//! `connmark`, `ctinfo`, `simple`, `csum`, `pedit`, `nat`, `vlan`, `skbmod`, `gate`) with an index that is
 //! unique per kind in a network namespace. Actions are created either standalone
 //! (`tc actions add`) or inline by a filter (`... u32 match ... action drop`);
 //! a filter may also bind an existing action by naming its index, so one
@@ -50,6 +50,7 @@ pub mod connmark;
 pub mod csum;
 pub mod ctinfo;
 pub mod gact;
+pub mod gate;
 pub mod mirred;
 pub mod nat;
 pub mod pedit;
@@ -94,6 +95,7 @@ pub enum ActionOpts {
     Nat(nat::NatOpts),
     Vlan(vlan::VlanOpts),
     Skbmod(skbmod::SkbmodOpts),
+    Gate(gate::GateOpts),
 }
 
 impl ActionOpts {
@@ -112,6 +114,7 @@ impl ActionOpts {
             ActionOpts::Nat(_) => "nat",
             ActionOpts::Vlan(_) => "vlan",
             ActionOpts::Skbmod(_) => "skbmod",
+            ActionOpts::Gate(_) => "gate",
         }
     }
 }
@@ -311,6 +314,7 @@ enum Params {
     Nat(nat::NatParams),
     Vlan(vlan::VlanParams),
     Skbmod(skbmod::SkbmodParams),
+    Gate(gate::GateParams),
 }
 
 #[derive(Debug)]
@@ -327,6 +331,7 @@ enum Kind {
     Nat(nat::Nat),
     Vlan(vlan::Vlan),
     Skbmod(skbmod::Skbmod),
+    Gate(gate::Gate),
 }
 
 impl Kind {
@@ -344,6 +349,7 @@ impl Kind {
             Kind::Nat(k) => k,
             Kind::Vlan(k) => k,
             Kind::Skbmod(k) => k,
+            Kind::Gate(k) => k,
         }
     }
     fn inner_mut(&mut self) -> &mut dyn Action {
@@ -360,6 +366,7 @@ impl Kind {
             Kind::Nat(k) => k,
             Kind::Vlan(k) => k,
             Kind::Skbmod(k) => k,
+            Kind::Gate(k) => k,
         }
     }
 }
@@ -531,9 +538,9 @@ pub struct FlushReport {
 }
 
 /// Kinds this table knows (others answer "not found" as when the module is missing).
-pub const KNOWN_KINDS: [&str; 12] = [
-    "connmark", "csum", "ctinfo", "gact", "mirred", "nat", "pedit", "police", "simple", "skbedit",
-    "skbmod", "vlan",
+pub const KNOWN_KINDS: [&str; 13] = [
+    "connmark", "csum", "ctinfo", "gact", "gate", "mirred", "nat", "pedit", "police", "simple",
+    "skbedit", "skbmod", "vlan",
 ];
 
 fn known(kind: &str) -> Option<&'static str> {
@@ -666,7 +673,8 @@ impl ActionTable {
             | ActionOpts::Pedit(_)
             | ActionOpts::Nat(_)
             | ActionOpts::Vlan(_)
-            | ActionOpts::Skbmod(_) => {}
+            | ActionOpts::Skbmod(_)
+            | ActionOpts::Gate(_) => {}
         }
         let kind = spec.opts.kind();
         let pending = spec.index != 0
@@ -805,6 +813,7 @@ impl ActionTable {
                         Params::Nat(k) => Kind::Nat(nat::Nat::new(k)),
                         Params::Vlan(k) => Kind::Vlan(vlan::Vlan::new(k)),
                         Params::Skbmod(k) => Kind::Skbmod(skbmod::Skbmod::new(k)),
+                        Params::Gate(k) => Kind::Gate(gate::Gate::new(k, now)),
                     };
                     let act = Arc::new(Mutex::new(TcAction {
                         index,
@@ -983,6 +992,7 @@ fn params_kind(p: &Params) -> &'static str {
         Params::Nat(_) => "nat",
         Params::Vlan(_) => "vlan",
         Params::Skbmod(_) => "skbmod",
+        Params::Gate(_) => "gate",
     }
 }
 
@@ -1018,6 +1028,7 @@ fn validate(
         ActionOpts::Nat(o) => Params::Nat(nat::NatParams::validate(o, in_filter)?),
         ActionOpts::Vlan(o) => Params::Vlan(vlan::VlanParams::validate(o, in_filter)?),
         ActionOpts::Skbmod(o) => Params::Skbmod(skbmod::SkbmodParams::validate(o, in_filter)?),
+        ActionOpts::Gate(o) => Params::Gate(gate::GateParams::validate(o, in_filter, creating)?),
     })
 }
 
@@ -1035,6 +1046,7 @@ fn apply(kind: &mut Kind, params: Params, now: Time, est: Option<EstimatorSpec>)
         (Kind::Nat(k), Params::Nat(n)) => k.change(n),
         (Kind::Vlan(k), Params::Vlan(n)) => k.change(n),
         (Kind::Skbmod(k), Params::Skbmod(n)) => k.change(n),
+        (Kind::Gate(k), Params::Gate(n)) => k.change(n, now),
         // Replace is looked up by kind, so the kinds always agree.
         _ => {}
     }

@@ -2,7 +2,7 @@
 //! tc_util.c (`action KIND ... [cookie HEX] [hw_stats ...]`, control
 //! verdicts such as `drop` or `goto chain 5`), and one file per kind, like
 //! iproute2's m_*.c: [`police`], [`gact`], [`mirred`], [`skbedit`], [`connmark`],
-//! [`ctinfo`], [`simple`], [`csum`], [`pedit`], [`nat`], [`vlan`] and [`skbmod`].
+//! [`ctinfo`], [`simple`], [`csum`], [`pedit`], [`nat`], [`vlan`], [`skbmod`] and [`gate`].
 //!
 //! # Parser conventions
 //!
@@ -26,6 +26,7 @@ pub(crate) mod connmark;
 pub(crate) mod csum;
 pub(crate) mod ctinfo;
 pub(crate) mod gact;
+pub(crate) mod gate;
 pub(crate) mod mirred;
 pub(crate) mod nat;
 pub(crate) mod pedit;
@@ -418,6 +419,7 @@ pub(crate) fn parse_actions(a: &mut Args) -> CmdResult<Vec<ActionSpec>> {
             (false, "nat") => nat::parse(a),
             (false, "vlan") => vlan::parse(a),
             (false, "skbmod") => skbmod::parse(a),
+            (false, "gate") => gate::parse(a),
             (false, k) if k != "gact" && IPROUTE2_KINDS.contains(&k) => Err(foreign(a)),
             _ => gact::parse(a),
         };
@@ -544,6 +546,7 @@ fn print_one(d: &ActionDump, bind: bool, cx: &PrintCx, out: &mut Out) {
         ActionOpts::Nat(_) => nat::print(d, cx, out),
         ActionOpts::Vlan(_) => vlan::print(d, cx, out),
         ActionOpts::Skbmod(_) => skbmod::print(d, cx, out),
+        ActionOpts::Gate(_) => gate::print(d, cx, out),
     }
     if cx.stats {
         out.text("\tAction statistics:");
