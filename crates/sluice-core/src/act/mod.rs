@@ -135,9 +135,10 @@ pub struct ActionSpec {
     /// and dumped; sluice's counters are not per CPU either way.
     #[serde(default)]
     pub no_percpu: bool,
-    /// `TCA_ACT_FLAGS_SKIP_HW`/`_SKIP_SW`, as `TCA_CLS_FLAGS_SKIP_HW`/`_SKIP_SW` bits.
+    /// `TCA_ACT_FLAGS_SKIP_HW`/`_SKIP_SW` (`skip_hw`, `skip_sw`), as
+    /// `TCA_CLS_FLAGS_SKIP_HW`/`_SKIP_SW` bits.
     #[serde(default)]
-    pub skip: u32,
+    pub offload: u32,
 }
 
 /// A rate estimator requested with a filter (`estimator INTERVAL EWMA`,
@@ -622,7 +623,7 @@ impl ActionTable {
                 opts: ActionOpts::Police(p.opts.clone()),
                 cookie: None,
                 no_percpu: false,
-                skip: 0,
+                offload: 0,
             };
             list.items
                 .push(self.prepare_one(&spec, ctx, in_filter, &list.items)?);
@@ -657,7 +658,7 @@ impl ActionTable {
         }
         // `tc_act_flags_valid`: never both.
         let both = TCA_CLS_FLAGS_SKIP_HW | TCA_CLS_FLAGS_SKIP_SW;
-        if spec.skip & both == both {
+        if spec.offload & both == both {
             return Err(TcError::errno(Errno::EINVAL));
         }
         // Attribute-level checks come before the index is looked up.
@@ -701,9 +702,7 @@ impl ActionTable {
                     a.offload & !ctx.offload != 0
                 };
                 if clash {
-                    return Err(TcError::inval(
-                        "Mismatch between action and filter offload flags",
-                    ));
+                    return Err(offload_mismatch());
                 }
                 return Ok(Prepared::Bind(e.act.clone(), ctx.offload));
             }
@@ -733,17 +732,15 @@ impl ActionTable {
         let offload = if ctx.bind {
             // A new action may not ask for what its filter does not, and
             // takes the filter's flags (tcf_action_init).
-            if spec.skip & !ctx.offload != 0 {
-                return Err(TcError::inval(
-                    "Mismatch between action and filter offload flags",
-                ));
+            if spec.offload & !ctx.offload != 0 {
+                return Err(offload_mismatch());
             }
-            spec.skip | ctx.offload
-        } else if spec.skip & TCA_CLS_FLAGS_SKIP_SW != 0 {
+            spec.offload | ctx.offload
+        } else if spec.offload & TCA_CLS_FLAGS_SKIP_SW != 0 {
             // `tcf_action_offload_add` finds no device to put it in.
             return Err(TcError::errno(Errno::EINVAL));
         } else {
-            spec.skip
+            spec.offload
         };
         Ok(Prepared::Create {
             index: spec.index,
@@ -978,6 +975,11 @@ impl ActionTable {
     }
 }
 
+/// A filter binding or creating an action whose offload flags do not fit its own.
+fn offload_mismatch() -> TcError {
+    TcError::inval("Mismatch between action and filter offload flags")
+}
+
 fn params_kind(p: &Params) -> &'static str {
     match p {
         Params::Police(_) => "police",
@@ -1177,7 +1179,7 @@ mod tests {
             }),
             cookie: None,
             no_percpu: false,
-            skip: 0,
+            offload: 0,
         }
     }
 

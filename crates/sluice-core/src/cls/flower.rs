@@ -915,7 +915,7 @@ mod tests {
                 }),
                 cookie: None,
                 no_percpu: false,
-                skip: 0,
+                offload: 0,
             }];
         }
         b.change_filter(&m, FilterCmd::Add, &mut net.env(q))

@@ -444,7 +444,7 @@ mod tests {
             }),
             cookie: None,
             no_percpu: false,
-            skip: 0,
+            offload: 0,
         };
         let o = FwOpts {
             actions: vec![drop_it],

@@ -254,7 +254,7 @@ mod tests {
             }),
             cookie: None,
             no_percpu: false,
-            skip: 0,
+            offload: 0,
         };
         let o = MatchallOpts {
             flags: Some(TCA_CLS_FLAGS_SKIP_HW),

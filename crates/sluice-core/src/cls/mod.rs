@@ -1416,7 +1416,7 @@ mod tests {
             }),
             cookie: None,
             no_percpu: false,
-            skip: 0,
+            offload: 0,
         }
     }
 

@@ -2034,7 +2034,7 @@ mod tests {
                 }),
                 cookie: None,
                 no_percpu: false,
-                skip: 0,
+                offload: 0,
             }];
             add(&mut b, &mut net, q, u32_msg(1, ETH_P_ALL, 0, Some(o)));
             let mut o = u32_match(vec![], Some(h(1, 0x20)));

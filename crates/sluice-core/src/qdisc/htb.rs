@@ -2182,7 +2182,7 @@ mod tests {
                 }),
                 cookie: None,
                 no_percpu: false,
-                skip: 0,
+                offload: 0,
             })
             .into_iter()
             .collect();

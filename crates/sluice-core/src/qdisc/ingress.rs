@@ -665,7 +665,7 @@ mod tests {
                 opts: ActionOpts::Police(police),
                 cookie: None,
                 no_percpu: false,
-                skip: 0,
+                offload: 0,
             }],
             ..Default::default()
         };

@@ -1433,7 +1433,7 @@ mod tests {
                 }),
                 cookie: None,
                 no_percpu: false,
-                skip: 0,
+                offload: 0,
             })
             .into_iter()
             .collect();

@@ -15,9 +15,6 @@ where :
 \tCONTROL := reclassify | pipe | drop | continue | ok |
 \t           goto chain <CHAIN_INDEX>";
 
-/// `TC_ACT_PIPE`, the default control action.
-const TC_ACT_PIPE: i32 = 3;
-
 /// Words that repeat the kind's name (any abbreviation of it) are skipped;
 /// `help` gives the usage (exit 255). Shared with ctinfo.
 pub(crate) fn skip_kind(a: &mut Args, kind: &str, usage: &str) -> CmdResult {
@@ -54,14 +51,14 @@ pub(crate) fn keyed<T>(
 pub(crate) fn parse(a: &mut Args) -> CmdResult<ActionSpec> {
     skip_kind(a, "connmark", USAGE)?;
     let zone = keyed(a, "connmark", "zone", super::get_u16)?.unwrap_or(0);
-    let action = verdict(parse_action_control_dflt(a, false, TC_ACT_PIPE)?)?;
+    let action = verdict(parse_action_control_dflt(a, false, super::TC_ACT_PIPE)?)?;
     let index = keyed(a, "connmark", "index", super::get_u32)?.unwrap_or(0);
     Ok(ActionSpec {
         index,
         opts: ActionOpts::Connmark(ConnmarkOpts { action, zone }),
         cookie: None,
         no_percpu: false,
-        skip: 0,
+        offload: 0,
     })
 }
 

@@ -42,9 +42,6 @@ const PRINTED: [(u32, &str); 7] = [
     (flag::SCTP, "sctp"),
 ];
 
-/// `TC_ACT_OK`, the default control action.
-const TC_ACT_OK: i32 = 0;
-
 fn target(w: &str) -> Option<u32> {
     if matches(w, "or") || matches(w, "+") {
         return Some(0);
@@ -74,7 +71,7 @@ pub(crate) fn parse(a: &mut Args) -> CmdResult<ActionSpec> {
     if flags == 0 {
         return Err(soft("Illegal csum construct, empty <UPDATE> list"));
     }
-    let action = verdict(parse_action_control_dflt(a, false, TC_ACT_OK)?)?;
+    let action = verdict(parse_action_control_dflt(a, false, super::TC_ACT_OK)?)?;
     let index = super::parse_index(a, |v| format!("Illegal \"index\" ({v}) <csum>"))?;
     let index = index.unwrap_or(0);
     Ok(ActionSpec {
@@ -85,7 +82,7 @@ pub(crate) fn parse(a: &mut Args) -> CmdResult<ActionSpec> {
         }),
         cookie: None,
         no_percpu: false,
-        skip: 0,
+        offload: 0,
     })
 }
 

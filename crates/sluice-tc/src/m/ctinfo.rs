@@ -27,9 +27,6 @@ where :
 \tCONTROL := reclassify | pipe | drop | continue | ok |
 \t           goto chain <CHAIN_INDEX>";
 
-/// `TC_ACT_PIPE`, the default control action.
-const TC_ACT_PIPE: i32 = 3;
-
 /// After a keyword: the next word as an optional number (consumed if it
 /// is one), as m_ctinfo.c's `NEXT_ARG_OK` / `NEXT_ARG_FWD` steps read it.
 fn optional_number(a: &mut Args) -> Option<u32> {
@@ -53,7 +50,7 @@ pub(crate) fn parse(a: &mut Args) -> CmdResult<ActionSpec> {
         cpmark = optional_number(a).unwrap_or(u32::MAX);
     }
     o.zone = keyed(a, "ctinfo", "zone", super::get_u16)?.unwrap_or(0);
-    o.action = verdict(parse_action_control_dflt(a, false, TC_ACT_PIPE)?)?;
+    o.action = verdict(parse_action_control_dflt(a, false, super::TC_ACT_PIPE)?)?;
     let index = keyed(a, "ctinfo", "index", super::get_u32)?.unwrap_or(0);
     if dscp & state != 0 {
         return Err(soft("ctinfo: dscp mask & statemask must NOT overlap"));
@@ -70,7 +67,7 @@ pub(crate) fn parse(a: &mut Args) -> CmdResult<ActionSpec> {
         opts: ActionOpts::Ctinfo(o),
         cookie: None,
         no_percpu: false,
-        skip: 0,
+        offload: 0,
     })
 }
 

@@ -65,7 +65,7 @@ pub(crate) fn parse(a: &mut Args) -> CmdResult<ActionSpec> {
         }),
         cookie: None,
         no_percpu: false,
-        skip: 0,
+        offload: 0,
     })
 }
 

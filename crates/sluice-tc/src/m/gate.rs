@@ -45,9 +45,6 @@ const ENTRY_USAGE: &str =
     "Usage: sched-entry <open | close> <interval> [ <interval ipv> <octets max bytes> ]
 \"sched-entry\" is incomplete";
 
-/// `TC_ACT_PIPE`, the default control action.
-const TC_ACT_PIPE: i32 = 3;
-
 /// The clocks by name (`get_clockid`).
 const CLOCKS: [(&str, i32); 4] = [
     ("REALTIME", 0),
@@ -170,7 +167,7 @@ pub(crate) fn parse(a: &mut Args) -> CmdResult<ActionSpec> {
         }
         a.next();
     }
-    let action = verdict(parse_action_control_dflt(a, false, TC_ACT_PIPE)?)?;
+    let action = verdict(parse_action_control_dflt(a, false, super::TC_ACT_PIPE)?)?;
     if entries.is_empty() && index == 0 {
         return Err(soft("gate: must add at least one entry"));
     }
@@ -189,7 +186,7 @@ pub(crate) fn parse(a: &mut Args) -> CmdResult<ActionSpec> {
         }),
         cookie: None,
         no_percpu: false,
-        skip: 0,
+        offload: 0,
     })
 }
 

@@ -134,7 +134,7 @@ fn parse_direction(a: &mut Args) -> CmdResult<ActionSpec> {
         }),
         cookie: None,
         no_percpu: false,
-        skip: 0,
+        offload: 0,
     })
 }
 

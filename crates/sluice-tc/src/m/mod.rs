@@ -42,6 +42,11 @@ use sluice_core::act::{ActionDump, ActionSpec, ActionStats, TC_ACT_EXT_VAL_MASK}
 use sluice_core::cls::{Verdict, TCA_CLS_FLAGS_SKIP_HW, TCA_CLS_FLAGS_SKIP_SW};
 use sluice_core::time::Time;
 
+/// `TC_ACT_OK`, the default control action of csum, nat and pedit.
+pub(crate) const TC_ACT_OK: i32 = 0;
+/// `TC_ACT_PIPE`, the default control action of most other actions.
+pub(crate) const TC_ACT_PIPE: i32 = 3;
+
 /// A parser's `return -1`: `msg` (if any) is what it printed on the way.
 pub(crate) fn soft(msg: impl Into<String>) -> Fail {
     Fail::new(1, msg)
@@ -428,7 +433,7 @@ pub(crate) fn parse_actions(a: &mut Args) -> CmdResult<Vec<ActionSpec>> {
             then(f, &format!("parse_action: bad value ({left}:{word})!"))
         })?;
         spec.cookie = parse_cookie(a)?;
-        (spec.no_percpu, spec.skip) = parse_action_flags(a)?;
+        (spec.no_percpu, spec.offload) = parse_action_flags(a)?;
         specs.push(spec);
     }
     if eap > 0 {

@@ -28,9 +28,6 @@ DIRECTION := { ingress | egress }
 OLD := PREFIX
 NEW := ADDRESS";
 
-/// `TC_ACT_OK`, the default control action.
-const TC_ACT_OK: i32 = 0;
-
 /// An IPv4 address (and prefix length) as `get_prefix_1(AF_INET)` reads it.
 fn prefix(w: &str) -> Option<(Ipv4Addr, u32)> {
     let (b, plen) = get_prefix(w, false)?;
@@ -83,14 +80,14 @@ pub(crate) fn parse(a: &mut Args) -> CmdResult<ActionSpec> {
             break;
         }
     }
-    o.action = verdict(parse_action_control_dflt(a, false, TC_ACT_OK)?)?;
+    o.action = verdict(parse_action_control_dflt(a, false, super::TC_ACT_OK)?)?;
     let index = super::parse_index(a, |_| "Nat: Illegal \"index\"".into())?.unwrap_or(0);
     Ok(ActionSpec {
         index,
         opts: ActionOpts::Nat(o),
         cookie: None,
         no_percpu: false,
-        skip: 0,
+        offload: 0,
     })
 }
 

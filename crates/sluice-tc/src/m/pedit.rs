@@ -48,9 +48,6 @@ For Example usage look at the examples directory";
 /// Keys tc packs at most (`MAX_OFFS`).
 const MAX_OFFS: usize = 128;
 
-/// `TC_ACT_OK`, the default control action.
-const TC_ACT_OK: i32 = 0;
-
 /// `PEDIT_ALLOW_DEC`: the field takes `decrement`.
 const ALLOW_DEC: bool = true;
 
@@ -493,7 +490,7 @@ pub(crate) fn parse(a: &mut Args) -> CmdResult<ActionSpec> {
             break;
         }
     }
-    let action = verdict(parse_action_control_dflt(a, false, TC_ACT_OK)?)?;
+    let action = verdict(parse_action_control_dflt(a, false, super::TC_ACT_OK)?)?;
     let index = super::parse_index(a, |_| "Pedit: Illegal \"index\"".into())?.unwrap_or(0);
     Ok(ActionSpec {
         index,
@@ -505,7 +502,7 @@ pub(crate) fn parse(a: &mut Args) -> CmdResult<ActionSpec> {
         }),
         cookie: None,
         no_percpu: false,
-        skip: 0,
+        offload: 0,
     })
 }
 

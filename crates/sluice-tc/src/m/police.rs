@@ -39,7 +39,7 @@ pub(crate) fn parse_action(a: &mut Args) -> CmdResult<ActionSpec> {
         opts: ActionOpts::Police(p.opts),
         cookie: None,
         no_percpu: false,
-        skip: 0,
+        offload: 0,
     })
 }
 

@@ -16,9 +16,6 @@ const USAGE: &str = "Usage:... simple [sdata STRING] [index INDEX] [CONTROL]
 \tINDEX := optional index value used
 \tCONTROL := reclassify|pipe|drop|continue|ok";
 
-/// `TC_ACT_PIPE`, the default control action.
-const TC_ACT_PIPE: i32 = 3;
-
 /// `parse_simple`, with the current word at `simple`.
 pub(crate) fn parse(a: &mut Args) -> CmdResult<ActionSpec> {
     let mut sdata = None;
@@ -36,7 +33,7 @@ pub(crate) fn parse(a: &mut Args) -> CmdResult<ActionSpec> {
             break;
         }
     }
-    let action = verdict(parse_action_control_dflt(a, false, TC_ACT_PIPE)?)?;
+    let action = verdict(parse_action_control_dflt(a, false, super::TC_ACT_PIPE)?)?;
     let index = super::parse_index(a, |v| format!("simple: Illegal \"index\" ({v})"))?;
     ok += index.is_some() as u32;
     let index = index.unwrap_or(0);
@@ -54,7 +51,7 @@ pub(crate) fn parse(a: &mut Args) -> CmdResult<ActionSpec> {
         opts: ActionOpts::Simple(SimpleOpts { action, sdata }),
         cookie: None,
         no_percpu: false,
-        skip: 0,
+        offload: 0,
     })
 }
 

@@ -31,9 +31,6 @@ MARK = firewall mark to set
 MASK = mask applied to firewall mark (0xffffffff by default)
 note: inheritdsfield maps DS field to skb->priority";
 
-/// `TC_ACT_PIPE`, the default control action.
-const TC_ACT_PIPE: i32 = 3;
-
 /// The packet types by name, in the order m_skbedit.c tries them.
 const PTYPES: [(&str, u16); 4] = [
     ("host", 0),
@@ -81,7 +78,7 @@ pub(crate) fn parse(a: &mut Args) -> CmdResult<ActionSpec> {
         ok += 1;
         a.next();
     }
-    o.action = verdict(parse_action_control_dflt(a, false, TC_ACT_PIPE)?)?;
+    o.action = verdict(parse_action_control_dflt(a, false, super::TC_ACT_PIPE)?)?;
     let index = super::parse_index(a, |_| "skbedit: Illegal \"index\"".into())?;
     ok += index.is_some() as u32;
     let index = index.unwrap_or(0);
@@ -93,7 +90,7 @@ pub(crate) fn parse(a: &mut Args) -> CmdResult<ActionSpec> {
         opts: ActionOpts::Skbedit(o),
         cookie: None,
         no_percpu: false,
-        skip: 0,
+        offload: 0,
     })
 }
 

@@ -33,9 +33,6 @@ where SWAPPABLE is: \"mac\" to swap mac addresses
 \t           goto chain <CHAIN_INDEX>
 \tINDEX := skbmod index value to use";
 
-/// `TC_ACT_PIPE`, the default control action.
-const TC_ACT_PIPE: i32 = 3;
-
 /// `sscanf(s, "%hhx:%hhx:%hhx:%hhx:%hhx:%hhx") == 6`: six hex numbers
 /// (each cut to its low byte) joined by colons; text after the sixth is
 /// ignored.
@@ -92,7 +89,7 @@ pub(crate) fn parse(a: &mut Args) -> CmdResult<ActionSpec> {
         ok += 1;
         a.next();
     }
-    let action = verdict(parse_action_control_dflt(a, false, TC_ACT_PIPE)?)?;
+    let action = verdict(parse_action_control_dflt(a, false, super::TC_ACT_PIPE)?)?;
     let mut index = 0;
     if a.peek().is_some_and(|w| matches(w, "index")) {
         let v = next_arg(a)?;
@@ -117,7 +114,7 @@ pub(crate) fn parse(a: &mut Args) -> CmdResult<ActionSpec> {
         }),
         cookie: None,
         no_percpu: false,
-        skip: 0,
+        offload: 0,
     })
 }
 

@@ -28,9 +28,6 @@ const USAGE: &str = "Usage: vlan pop [CONTROL]
        CONTROL := reclassify | pipe | drop | continue | pass |
                   goto chain <CHAIN_INDEX>";
 
-/// `TC_ACT_PIPE`, the default control action.
-const TC_ACT_PIPE: i32 = 3;
-
 /// The verbs by name, in the order tc tries them (so `p` is `pop`).
 const VERBS: [(&str, i32); 5] = [
     ("pop", verb::POP),
@@ -119,7 +116,7 @@ pub(crate) fn parse(a: &mut Args) -> CmdResult<ActionSpec> {
         }
         a.next();
     }
-    o.action = verdict(parse_action_control_dflt(a, false, TC_ACT_PIPE)?)?;
+    o.action = verdict(parse_action_control_dflt(a, false, super::TC_ACT_PIPE)?)?;
     let index = super::parse_index(a, |_| "vlan: Illegal \"index\"".into())?.unwrap_or(0);
     let name = verb_name(o.v_action);
     if push_attrs(o.v_action) && o.id.is_none() {
@@ -143,7 +140,7 @@ pub(crate) fn parse(a: &mut Args) -> CmdResult<ActionSpec> {
         opts: ActionOpts::Vlan(o),
         cookie: None,
         no_percpu: false,
-        skip: 0,
+        offload: 0,
     })
 }
 
