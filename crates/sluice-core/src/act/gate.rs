@@ -281,6 +281,15 @@ mod tests {
         }
     }
 
+    /// Replace `g`'s configuration with `o` at time 0; the dump after.
+    fn replaced(g: &mut Gate, o: &GateOpts) -> GateOpts {
+        g.change(GateParams::validate(o, false, false).unwrap(), Time(0));
+        let ActionOpts::Gate(d) = g.dump() else {
+            panic!("kind")
+        };
+        d
+    }
+
     fn gate(o: GateOpts, now: u64) -> Gate {
         Gate::new(GateParams::validate(&o, false, true).unwrap(), Time(now))
     }
@@ -386,13 +395,7 @@ mod tests {
             base_time: Some(400_000_000_000),
             ..opts(vec![])
         };
-        g.change(
-            GateParams::validate(&replace, false, false).unwrap(),
-            Time(0),
-        );
-        let ActionOpts::Gate(d) = g.dump() else {
-            panic!()
-        };
+        let d = replaced(&mut g, &replace);
         assert_eq!(
             (
                 d.priority,
@@ -414,13 +417,7 @@ mod tests {
             entry(false, 5_000_000, -1),
             entry(true, 5_000_000, -1),
         ]);
-        g.change(
-            GateParams::validate(&replace, false, false).unwrap(),
-            Time(0),
-        );
-        let ActionOpts::Gate(d) = g.dump() else {
-            panic!()
-        };
+        let d = replaced(&mut g, &replace);
         assert_eq!(
             (d.cycle_time, d.entries.map(|e| e.len())),
             (Some(10_000_000), Some(2))
