@@ -1,9 +1,9 @@
 //! simple syntax (iproute2 tc/m_simple.c): `simple [sdata STRING]
 //! [CONTROL] [index N]`, the control action `pipe` when none is given; the
 //! string at most 31 bytes. Printed as m_simple.c prints it: `Simple
-//! <STRING>` with no control action. In JSON, iproute2 6.1 writes those
-//! lines raw into the JSON text (they are `fprintf`s); sluice keeps the JSON
-//! well-formed and gives the index line's numbers as keys.
+//! <STRING>` with no control action. Those lines are plain `fprintf`s, so
+//! in JSON iproute2 6.1 writes them raw into the JSON text, which is then
+//! not valid JSON; sluice writes the same bytes (as for skbmod, hfsc, qfq).
 
 use super::{next_arg, parse_action_control_dflt, soft, verdict, PrintCx};
 use crate::args::{matches, Args, CmdResult, Fail};
@@ -61,8 +61,14 @@ pub(crate) fn print(d: &ActionDump, cx: &PrintCx, out: &mut Out) {
         return;
     };
     let s = o.sdata.as_deref().unwrap_or("");
-    out.text(&format!("Simple <{s}>\n"));
-    super::print_index_tail(d, cx, "\t index ", out);
+    out.raw(&format!(
+        "Simple <{s}>\n\t index {} ref {} bind {}",
+        d.index, d.refcnt, d.bindcnt
+    ));
+    if cx.stats {
+        super::print_tm(d, cx.now, out);
+    }
+    out.nl();
 }
 
 #[cfg(test)]
@@ -139,5 +145,10 @@ mod tests {
         assert!(tc(&mut n, "actions get action simple index 9")
             .stdout
             .contains("Simple <x>\n\t index 9 ref 2 bind 1\n"));
+        // In JSON the same bytes land raw in the document, as 6.1 writes them.
+        assert_eq!(
+            tc(&mut n, "-j actions get action simple index 9").stdout,
+            "[{\"total acts\":0},{\"actions\":[{\"order\":1Simple <x>\n\t index 9 ref 2 bind 1,\"not_in_hw\":true}]}]\n"
+        );
     }
 }
