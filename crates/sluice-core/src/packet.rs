@@ -114,6 +114,11 @@ pub const ETH_P_8021Q: u16 = 0x8100;
 /// `ETH_P_8021AD`.
 pub const ETH_P_8021AD: u16 = 0x88a8;
 
+/// `eth_type_vlan`: an 802.1Q or 802.1ad tag protocol.
+pub fn is_vlan_type(t: u16) -> bool {
+    t == ETH_P_8021Q || t == ETH_P_8021AD
+}
+
 /// What tc actions see of a packet's connection: the entry netfilter
 /// attached to the skb (`skb->_nfct`: egress, after the POSTROUTING hook),
 /// or — for a packet no hook has seen yet, as on ingress — the entry

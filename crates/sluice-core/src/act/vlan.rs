@@ -35,7 +35,7 @@
 use super::{check_ctrlact, Action, ActionOpts};
 use crate::cls::Verdict;
 use crate::error::{Errno, TcError, TcResult};
-use crate::packet::{Packet, VlanTag, ETH_P_8021AD, ETH_P_8021Q};
+use crate::packet::{is_vlan_type, Packet, VlanTag, ETH_P_8021Q};
 use crate::time::Time;
 use serde::{Deserialize, Serialize};
 
@@ -95,7 +95,7 @@ pub(crate) fn check(o: &VlanOpts) -> TcResult<VlanOpts> {
                 return Err(TcError::errno(Errno::ERANGE));
             }
             let proto = o.protocol.unwrap_or(ETH_P_8021Q);
-            if proto != ETH_P_8021Q && proto != ETH_P_8021AD {
+            if !is_vlan_type(proto) {
                 return Err(TcError::errno(Errno::EPROTONOSUPPORT));
             }
             kept.id = Some(id);
@@ -230,7 +230,7 @@ impl Action for Vlan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::packet::ETH_P_IP;
+    use crate::packet::{ETH_P_8021AD, ETH_P_IP};
 
     fn opts(v_action: i32) -> VlanOpts {
         VlanOpts {

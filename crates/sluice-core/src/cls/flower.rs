@@ -47,7 +47,7 @@ use super::{
 };
 use crate::error::{Errno, TcError, TcResult};
 use crate::handle::Handle;
-use crate::packet::{Packet, ETH_P_8021AD, ETH_P_8021Q, ETH_P_IP, ETH_P_IPV6};
+use crate::packet::{is_vlan_type, Packet, ETH_P_IP, ETH_P_IPV6};
 use crate::qdisc::flow_hash::{FlowAddrs, FlowKeys};
 use crate::time::Time;
 use serde::{Deserialize, Serialize};
@@ -121,11 +121,6 @@ impl VlanKey {
             && eq(self.tpid, p.tpid)
             && eq(self.eth_type, p.eth_type)
     }
-}
-
-/// `eth_type_vlan`: an 802.1Q or 802.1ad TPID.
-fn is_vlan_type(t: u16) -> bool {
-    t == ETH_P_8021Q || t == ETH_P_8021AD
 }
 
 /// The keys of a filter, each a value and a mask (`None`: not matched).
@@ -967,8 +962,8 @@ mod tests {
         p
     }
 
-    const Q: u16 = ETH_P_8021Q;
-    const AD: u16 = ETH_P_8021AD;
+    const Q: u16 = crate::packet::ETH_P_8021Q;
+    const AD: u16 = crate::packet::ETH_P_8021AD;
 
     #[test]
     fn vlan_keys_match_the_outer_and_second_tag() {

@@ -28,7 +28,7 @@ use sluice_core::cls::{
     TCA_CLS_FLAGS_SKIP_SW, TCA_CLS_FLAGS_VERBOSE,
 };
 use sluice_core::handle::Handle;
-use sluice_core::packet::{ETH_P_8021AD, ETH_P_8021Q, ETH_P_ALL, ETH_P_IP, ETH_P_IPV6};
+use sluice_core::packet::{is_vlan_type, ETH_P_ALL, ETH_P_IP, ETH_P_IPV6};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// iproute2 6.1's `explain()` (its `ppp_proto` line lacks its line break).
@@ -153,10 +153,6 @@ const VLAN_KEYS: [(&str, bool, VlanField); 6] = [
     ("cvlan_prio", true, VlanField::Prio),
     ("cvlan_ethtype", true, VlanField::EthType),
 ];
-
-fn is_vlan_type(t: u16) -> bool {
-    t == ETH_P_8021Q || t == ETH_P_8021AD
-}
 
 /// A VLAN keyword `key` with its value `v`, checked as tc checks it against
 /// the filter's `protocol`, tc's current `eth_type` and the `num_of_vlans`
