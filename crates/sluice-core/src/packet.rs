@@ -119,6 +119,16 @@ pub fn is_vlan_type(t: u16) -> bool {
     t == ETH_P_8021Q || t == ETH_P_8021AD
 }
 
+/// `ETH_P_MPLS_UC`: MPLS unicast.
+pub const ETH_P_MPLS_UC: u16 = 0x8847;
+/// `ETH_P_MPLS_MC`: MPLS multicast.
+pub const ETH_P_MPLS_MC: u16 = 0x8848;
+
+/// `eth_p_mpls`: an MPLS protocol.
+pub fn is_mpls_type(t: u16) -> bool {
+    t == ETH_P_MPLS_UC || t == ETH_P_MPLS_MC
+}
+
 /// What tc actions see of a packet's connection: the entry netfilter
 /// attached to the skb (`skb->_nfct`: egress, after the POSTROUTING hook),
 /// or — for a packet no hook has seen yet, as on ingress — the entry

@@ -243,7 +243,7 @@ pub fn status(plane: &Plane, io: &IoStats) -> String {
     };
     let v = serde_json::json!({"a_to_b": dir(Dir::AB), "b_to_a": dir(Dir::BA),
                                "mirred_drops": plane.mirred_drops(),
-                               "vlan_drops": plane.vlan_drops(), "io": io});
+                               "vlan_drops": plane.vlan_drops(), "mpls_drops": plane.mpls_drops(), "io": io});
     format!("{}\n", serde_json::to_string_pretty(&v).unwrap_or_default())
 }
 

@@ -49,7 +49,7 @@
 
 use sluice_core::device::{DevKind, Device};
 use sluice_core::netfilter::{Hook, Ifaces, Verdict};
-use sluice_core::packet::{Packet, ETH_P_IP, ETH_P_IPV6};
+use sluice_core::packet::{is_mpls_type, Packet, ETH_P_IP, ETH_P_IPV6};
 use sluice_core::port::{Port, PortConfig};
 use sluice_core::qdisc::DevInfo;
 use sluice_core::stats::DropReason;
@@ -260,6 +260,9 @@ pub struct Plane {
     /// would not take it up its stack without a VLAN device
     /// (`PACKET_OTHERHOST`; a priority-only tag, VLAN id 0, is no obstacle).
     vlan_drops: u64,
+    /// Packets that reached a side as MPLS (an `mpls` action pushed a
+    /// label): the namespaces route no labels.
+    mpls_drops: u64,
 }
 
 /// An ifb device's transmit side: a port of unlimited rate (the device's
@@ -328,6 +331,7 @@ impl Plane {
             to_side: Vec::new(),
             mirred_drops: 0,
             vlan_drops: 0,
+            mpls_drops: 0,
         }
     }
 
@@ -415,6 +419,10 @@ impl Plane {
     fn up_the_stack(&mut self, dev: usize, pkt: Packet) {
         if pkt.vlan.is_some_and(|t| t.tci & 0x0fff != 0) || !pkt.vlan_inband.is_empty() {
             self.vlan_drops += 1;
+            return;
+        }
+        if is_mpls_type(pkt.protocol) {
+            self.mpls_drops += 1;
             return;
         }
         match dir_into(dev) {
@@ -619,6 +627,11 @@ impl Plane {
     /// Packets that reached a side with a VLAN tag.
     pub fn vlan_drops(&self) -> u64 {
         self.vlan_drops
+    }
+
+    /// Packets that reached a side as MPLS.
+    pub fn mpls_drops(&self) -> u64 {
+        self.mpls_drops
     }
 
     /// The port (wire) of one direction.

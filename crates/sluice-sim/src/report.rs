@@ -282,11 +282,15 @@ pub fn table(scenario: &str, runs: &[RunResult]) -> String {
             l.ingress,
             l.wire,
             l.unroutable,
-            [("netfilter", l.netfilter), ("vlan", l.vlan)]
-                .iter()
-                .filter(|(_, n)| *n > 0)
-                .map(|(k, n)| format!(" {k} {n}"))
-                .collect::<String>()
+            [
+                ("netfilter", l.netfilter),
+                ("vlan", l.vlan),
+                ("mpls", l.mpls)
+            ]
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(k, n)| format!(" {k} {n}"))
+            .collect::<String>()
         ));
     }
     out

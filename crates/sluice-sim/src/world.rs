@@ -22,7 +22,7 @@ use crate::host::{Host, HostEvent, Output};
 use crate::ip::ipv4_info;
 use sluice_core::device::DevKind;
 use sluice_core::netfilter::{Hook, Ifaces, Verdict};
-use sluice_core::packet::Packet;
+use sluice_core::packet::{is_mpls_type, Packet};
 use sluice_core::port::{Port, PortConfig};
 use sluice_core::qdisc::pfifo_fast::tos_to_priority;
 use sluice_core::stats::DropReason;
@@ -142,6 +142,11 @@ pub struct LossCounters {
     /// 0, priority only, is no obstacle).
     #[serde(skip_serializing_if = "is_zero")]
     pub vlan: u64,
+    /// Arrived as MPLS (an `mpls` action pushed a label) at a node, which
+    /// has no MPLS routes: dropped as the kernel drops a protocol it has no
+    /// handler for.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub mpls: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -491,6 +496,10 @@ impl World {
     fn up_the_stack(&mut self, node: usize, dev: usize, mut pkt: Packet, now: Time) {
         if pkt.vlan.is_some_and(|t| t.tci & 0x0fff != 0) || !pkt.vlan_inband.is_empty() {
             self.losses.vlan += 1;
+            return;
+        }
+        if is_mpls_type(pkt.protocol) {
+            self.losses.mpls += 1;
             return;
         }
         let Some(info) = ipv4_info(&pkt) else { return };

@@ -537,6 +537,55 @@ fn ctinfo_restores_a_stored_dscp_into_cakes_voice_tin() {
 }
 
 #[test]
+fn an_mpls_label_keeps_packets_from_a_host_until_popped() {
+    // s labels everything it sends at its clsact egress (label 100); the
+    // router r routes no labels, so the download never starts — unless r's
+    // ingress pops the label, here found by a u32 filter reading the label
+    // stack entry where the network header was (label 100 = 0x64 in the
+    // top 20 bits). An expiring TTL is dropped at r's ingress instead.
+    let w = "[[workload]]\ntype = \"tcp\"\nfrom = \"s\"\nto = \"d\"\nname = \"f\"";
+    let run_with = |push: &str, r_actions: Option<&str>| {
+        let mut sc = path("10mbit", "10ms", "pfifo limit 100", 0.0, w, 1);
+        sc.nodes[0].tc.push("tc qdisc add dev eth0 clsact".into());
+        sc.nodes[0].tc.push(format!(
+            "tc filter add dev eth0 egress matchall action mpls push {push}"
+        ));
+        if let Some(acts) = r_actions {
+            sc.nodes[1].tc.push("tc qdisc add dev eth0 ingress".into());
+            sc.nodes[1].tc.push(format!(
+                "tc filter add dev eth0 parent ffff: protocol mpls_uc u32 match u32 0x00064000 0xfffff000 at 0 {acts}"
+            ));
+        }
+        one_run(&sc)
+    };
+    let labelled = run_with("label 100", None);
+    assert!(labelled.losses.mpls > 0, "{:?}", labelled.losses);
+    assert!(labelled.total_goodput_mbps() < 0.01);
+    let pop = "action mpls pop protocol ip";
+    let popped = run_with("label 100", Some(pop));
+    assert_eq!(popped.losses.mpls, 0);
+    let g = popped.total_goodput_mbps();
+    // 4 more bytes per 1514-byte frame on s's 10 Mbit/s link than plain IP.
+    assert!(g > 9.0, "{g}");
+    // Another label: the filter does not match, nothing is popped.
+    let other = run_with("label 101", Some(pop));
+    assert!(other.losses.mpls > 0 && other.total_goodput_mbps() < 0.01);
+    // TTL 1 expires at r's decrement: dropped at its ingress.
+    let expiring = run_with(
+        "label 100 ttl 1",
+        Some("action mpls dec_ttl pipe action mpls pop protocol ip"),
+    );
+    assert!(expiring.losses.ingress > 0, "{:?}", expiring.losses);
+    assert_eq!(expiring.losses.mpls, 0);
+    assert!(expiring.total_goodput_mbps() < 0.01);
+    let lasting = run_with(
+        "label 100 ttl 2",
+        Some("action mpls dec_ttl pipe action mpls pop protocol ip"),
+    );
+    assert!(lasting.total_goodput_mbps() > 9.0);
+}
+
+#[test]
 fn a_vlan_tag_keeps_packets_from_a_host_without_vlans_until_popped() {
     // s tags everything it sends (VLAN 10) at its clsact egress; the router
     // r has no VLAN device, so the tagged packets are not for it and the

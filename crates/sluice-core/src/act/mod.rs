@@ -3,7 +3,8 @@
 //!
 //! Modelled on net/sched/act_api.c and include/net/act_api.h. An action is
 //! an instance of a kind (`police`, `gact`, `mirred`, `skbedit`,
-//! `connmark`, `ctinfo`, `simple`, `csum`, `pedit`, `nat`, `vlan`, `skbmod`, `gate`) with an index that is
+//! `connmark`, `ctinfo`, `simple`, `csum`, `pedit`, `nat`, `vlan`, `mpls`, `skbmod`,
+//! `gate`) with an index that is
 //! unique per kind in a network namespace. Actions are created either standalone
 //! (`tc actions add`) or inline by a filter (`... u32 match ... action drop`);
 //! a filter may also bind an existing action by naming its index, so one
@@ -52,6 +53,7 @@ pub mod ctinfo;
 pub mod gact;
 pub mod gate;
 pub mod mirred;
+pub mod mpls;
 pub mod nat;
 pub mod pedit;
 pub mod police;
@@ -94,6 +96,7 @@ pub enum ActionOpts {
     Pedit(pedit::PeditOpts),
     Nat(nat::NatOpts),
     Vlan(vlan::VlanOpts),
+    Mpls(mpls::MplsOpts),
     Skbmod(skbmod::SkbmodOpts),
     Gate(gate::GateOpts),
 }
@@ -113,6 +116,7 @@ impl ActionOpts {
             ActionOpts::Pedit(_) => "pedit",
             ActionOpts::Nat(_) => "nat",
             ActionOpts::Vlan(_) => "vlan",
+            ActionOpts::Mpls(_) => "mpls",
             ActionOpts::Skbmod(_) => "skbmod",
             ActionOpts::Gate(_) => "gate",
         }
@@ -314,6 +318,7 @@ enum Params {
     Pedit(pedit::PeditParams),
     Nat(nat::NatParams),
     Vlan(vlan::VlanParams),
+    Mpls(mpls::MplsParams),
     Skbmod(skbmod::SkbmodParams),
     Gate(gate::GateParams),
 }
@@ -331,6 +336,7 @@ enum Kind {
     Pedit(pedit::Pedit),
     Nat(nat::Nat),
     Vlan(vlan::Vlan),
+    Mpls(mpls::Mpls),
     Skbmod(skbmod::Skbmod),
     Gate(gate::Gate),
 }
@@ -349,6 +355,7 @@ impl Kind {
             Kind::Pedit(k) => k,
             Kind::Nat(k) => k,
             Kind::Vlan(k) => k,
+            Kind::Mpls(k) => k,
             Kind::Skbmod(k) => k,
             Kind::Gate(k) => k,
         }
@@ -366,6 +373,7 @@ impl Kind {
             Kind::Pedit(k) => k,
             Kind::Nat(k) => k,
             Kind::Vlan(k) => k,
+            Kind::Mpls(k) => k,
             Kind::Skbmod(k) => k,
             Kind::Gate(k) => k,
         }
@@ -539,9 +547,9 @@ pub struct FlushReport {
 }
 
 /// Kinds this table knows (others answer "not found" as when the module is missing).
-pub const KNOWN_KINDS: [&str; 13] = [
-    "connmark", "csum", "ctinfo", "gact", "gate", "mirred", "nat", "pedit", "police", "simple",
-    "skbedit", "skbmod", "vlan",
+pub const KNOWN_KINDS: [&str; 14] = [
+    "connmark", "csum", "ctinfo", "gact", "gate", "mirred", "mpls", "nat", "pedit", "police",
+    "simple", "skbedit", "skbmod", "vlan",
 ];
 
 fn known(kind: &str) -> Option<&'static str> {
@@ -667,6 +675,10 @@ impl ActionTable {
             ActionOpts::Gact(o) => gact::check_policy(o)?,
             ActionOpts::Mirred(_) => {}
             ActionOpts::Skbedit(o) => skbedit::check_policy(o)?,
+            // act_mpls checks everything before the index is looked up.
+            ActionOpts::Mpls(o) => {
+                mpls::check(o)?;
+            }
             ActionOpts::Connmark(_)
             | ActionOpts::Ctinfo(_)
             | ActionOpts::Simple(_)
@@ -809,6 +821,7 @@ impl ActionTable {
                         Params::Pedit(k) => Kind::Pedit(pedit::Pedit::new(k)),
                         Params::Nat(k) => Kind::Nat(nat::Nat::new(k)),
                         Params::Vlan(k) => Kind::Vlan(vlan::Vlan::new(k)),
+                        Params::Mpls(k) => Kind::Mpls(mpls::Mpls::new(k)),
                         Params::Skbmod(k) => Kind::Skbmod(skbmod::Skbmod::new(k)),
                         Params::Gate(k) => Kind::Gate(gate::Gate::new(k, now)),
                     };
@@ -993,6 +1006,7 @@ fn params_kind(p: &Params) -> &'static str {
         Params::Pedit(_) => "pedit",
         Params::Nat(_) => "nat",
         Params::Vlan(_) => "vlan",
+        Params::Mpls(_) => "mpls",
         Params::Skbmod(_) => "skbmod",
         Params::Gate(_) => "gate",
     }
@@ -1029,6 +1043,7 @@ fn validate(
         ActionOpts::Pedit(o) => Params::Pedit(pedit::PeditParams::validate(o, in_filter)?),
         ActionOpts::Nat(o) => Params::Nat(nat::NatParams::validate(o, in_filter)?),
         ActionOpts::Vlan(o) => Params::Vlan(vlan::VlanParams::validate(o, in_filter)?),
+        ActionOpts::Mpls(o) => Params::Mpls(mpls::MplsParams::validate(o, in_filter)?),
         ActionOpts::Skbmod(o) => Params::Skbmod(skbmod::SkbmodParams::validate(o, in_filter)?),
         ActionOpts::Gate(o) => Params::Gate(gate::GateParams::validate(o, in_filter, creating)?),
     })
@@ -1047,6 +1062,7 @@ fn apply(kind: &mut Kind, params: Params, now: Time, est: Option<EstimatorSpec>)
         (Kind::Pedit(k), Params::Pedit(n)) => k.change(n),
         (Kind::Nat(k), Params::Nat(n)) => k.change(n),
         (Kind::Vlan(k), Params::Vlan(n)) => k.change(n),
+        (Kind::Mpls(k), Params::Mpls(n)) => k.change(n),
         (Kind::Skbmod(k), Params::Skbmod(n)) => k.change(n),
         (Kind::Gate(k), Params::Gate(n)) => k.change(n, now),
         // Replace is looked up by kind, so the kinds always agree.

@@ -2,7 +2,8 @@
 //! tc_util.c (`action KIND ... [cookie HEX] [hw_stats ...]`, control
 //! verdicts such as `drop` or `goto chain 5`), and one file per kind, like
 //! iproute2's m_*.c: [`police`], [`gact`], [`mirred`], [`skbedit`], [`connmark`],
-//! [`ctinfo`], [`simple`], [`csum`], [`pedit`], [`nat`], [`vlan`], [`skbmod`] and [`gate`].
+//! [`ctinfo`], [`simple`], [`csum`], [`pedit`], [`nat`], [`vlan`], [`mpls`], [`skbmod`] and
+//! [`gate`].
 //!
 //! # Parser conventions
 //!
@@ -28,6 +29,7 @@ pub(crate) mod ctinfo;
 pub(crate) mod gact;
 pub(crate) mod gate;
 pub(crate) mod mirred;
+pub(crate) mod mpls;
 pub(crate) mod nat;
 pub(crate) mod pedit;
 pub(crate) mod police;
@@ -423,6 +425,7 @@ pub(crate) fn parse_actions(a: &mut Args) -> CmdResult<Vec<ActionSpec>> {
             (false, "pedit") => pedit::parse(a),
             (false, "nat") => nat::parse(a),
             (false, "vlan") => vlan::parse(a),
+            (false, "mpls") => mpls::parse(a),
             (false, "skbmod") => skbmod::parse(a),
             (false, "gate") => gate::parse(a),
             (false, k) if k != "gact" && IPROUTE2_KINDS.contains(&k) => Err(foreign(a)),
@@ -550,6 +553,7 @@ fn print_one(d: &ActionDump, bind: bool, cx: &PrintCx, out: &mut Out) {
         ActionOpts::Pedit(_) => pedit::print(d, cx, out),
         ActionOpts::Nat(_) => nat::print(d, cx, out),
         ActionOpts::Vlan(_) => vlan::print(d, cx, out),
+        ActionOpts::Mpls(_) => mpls::print(d, cx, out),
         ActionOpts::Skbmod(_) => skbmod::print(d, cx, out),
         ActionOpts::Gate(_) => gate::print(d, cx, out),
     }
