@@ -1044,7 +1044,7 @@ fn filter_input(kind: &str, elem: &str) -> String {
                     "csum" => csum_input(&t, i + 2),
                     "pedit" => pedit_input(&t, i + 2),
                     "nat" => nat_input(&t, i + 2),
-                    "vlan" => vlan_input(&t, i + 2),
+                    "vlan" | "mpls" => action_as_printed(&t, i + 2),
                     "skbmod" => skbmod_input(&t, i + 2),
                     // gate prints no kind: its text starts with `priority`.
                     "priority" => gate_input(&t, i + 2),
@@ -1168,12 +1168,6 @@ fn csum_input(t: &[&str], at: usize) -> (String, usize) {
     );
     let i = past_refs(t, index + 2);
     (s, i)
-}
-
-/// `vlan VERB [id N protocol P [priority Q]] [dst_mac M src_mac M] CONTROL
-/// index I ref R bind B`, from `t[at]` = "vlan": it reads back as printed.
-fn vlan_input(t: &[&str], at: usize) -> (String, usize) {
-    action_as_printed(t, at)
 }
 
 /// `skbmod CONTROL EDITS index I ref R bind B`, from `t[at]` = "skbmod":
@@ -1492,6 +1486,20 @@ fn vlan_actions_round_trip() {
 }
 
 #[test]
+fn mpls_actions_round_trip() {
+    // Printed as `mpls  VERB [protocol P] [label L] [tc T] [bos B] [ttl T]
+    // CONTROL`: it reads back as printed.
+    filter_trip(&[
+        "filter add dev DEV parent ffff: protocol all prio 1 u32 match u32 0 0 \
+         action mpls push label 100 tc 3 ttl 64 action mpls modify label 7 bos 1 reclassify \
+         action mpls dec_ttl continue index 9",
+        "filter add dev DEV parent ffff: protocol mpls_uc prio 2 matchall \
+         action mpls pop protocol ipv6 pass \
+         action mpls mac_push protocol mpls_mc label 1048575 bos 0 goto chain 3",
+    ]);
+}
+
+#[test]
 fn skbmod_actions_round_trip() {
     filter_trip(&[
         "filter add dev DEV parent ffff: protocol ip prio 1 u32 match u32 0 0 \
@@ -1648,6 +1656,7 @@ const KINDS: &[&str] = &[
     "pedit",
     "nat",
     "vlan",
+    "mpls",
     "skbmod",
     "gate",
 ];

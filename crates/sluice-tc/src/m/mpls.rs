@@ -182,3 +182,149 @@ pub(crate) fn print(d: &ActionDump, cx: &PrintCx, out: &mut Out) {
     out.nl();
     super::print_index_tail(d, cx, "\t index ", out);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::USAGE;
+    use crate::f::testutil::tc;
+    use crate::net::Net;
+
+    fn tail(msg: &str, left: usize) -> String {
+        format!("{msg}\nbad action parsing\nparse_action: bad value ({left}:mpls)!\nIllegal \"action\"\n")
+    }
+
+    /// iproute2 6.1's answers (docs/research/mpls.md §2.2 and §3.3; every
+    /// one exits 255 from `tc actions`).
+    #[test]
+    fn parse_errors_as_iproute2_6_1() {
+        let incomplete = "Command line is not complete. Try option \"help\"\n".to_string();
+        let inv = |w: &str, m: &str| format!("Error: argument \"{w}\" is wrong: {m}\n");
+        let required = |k: &str| format!("Error: argument \"{k}\" is required\n");
+        let fields = "only valid for push, mac_push and modify";
+        let proto = "only valid for push, mac_push and pop";
+        let kernel =
+            |m: &str| format!("Error: act_mpls: {m}.\nWe have an error talking to the kernel\n");
+        for (args, err) in [
+            ("mpls", incomplete.clone()),
+            ("mpls foo", incomplete.clone()),
+            ("mpls pop help", format!("{USAGE}\n")),
+            ("mpls pop drop", required("protocol")),
+            ("mpls pop protocol ip protocol 0", required("protocol")),
+            ("mpls pop protocol", incomplete.clone()),
+            (
+                "mpls pop protocol 0x10000",
+                inv("0x10000", "protocol is invalid"),
+            ),
+            ("mpls label 5 push", inv("label", fields)),
+            ("mpls pop protocol ip ttl 5", inv("ttl", fields)),
+            ("mpls protocol ip pop", inv("protocol", proto)),
+            (
+                "mpls modify label 5 protocol mpls_uc",
+                inv("protocol", proto),
+            ),
+            ("mpls push tc 3", required("label")),
+            (
+                "mpls push protocol ip label 5",
+                tail("invalid push protocol \"0x0800\" - use mpls_(uc|mc)", 6),
+            ),
+            (
+                "mpls mac_push protocol ipv6",
+                tail("invalid mac_push protocol \"0x86dd\" - use mpls_(uc|mc)", 4),
+            ),
+            ("mpls push label -1", inv("-1", "label must be <=0xFFFFF")),
+            (
+                "mpls push label 5 tc 256",
+                inv("256", "tc field is 3 bits max"),
+            ),
+            (
+                "mpls push label 5 ttl 0",
+                inv("0", "ttl must be >0 and <=255"),
+            ),
+            ("mpls push label 5 bos 2", inv("2", "bos must be 0 or 1")),
+            (
+                "mpls push label 5 p",
+                tail(
+                    &format!("Error: got \"p\" but action already set to \"push\"\n{USAGE}"),
+                    5,
+                ),
+            ),
+            ("mpls dec_ttl index 0x10", inv("0x10", "illegal index")),
+            ("mpls dec_ttl index", incomplete.clone()),
+            // tc lets these through; the kernel refuses them.
+            (
+                "mpls mac_push ttl 4",
+                kernel("Label is required for MPLS push"),
+            ),
+            ("mpls modify label 3", kernel("MPLS label out of range")),
+            (
+                "mpls pop protocol 0x05ff",
+                kernel("Invalid protocol type for MPLS pop"),
+            ),
+            (
+                "mpls pop protocol all",
+                kernel("Invalid protocol type for MPLS pop"),
+            ),
+            (
+                "mpls dec_ttl goto chain 3",
+                "Error: can't goto NULL proto/chain.\nWe have an error talking to the kernel\n"
+                    .into(),
+            ),
+        ] {
+            let mut n = Net::new();
+            let o = tc(&mut n, &format!("actions add action {args}"));
+            assert_eq!((o.code, o.stderr.as_str()), (255, err.as_str()), "{args}");
+            assert!(
+                tc(&mut n, "actions ls action mpls").stdout.is_empty(),
+                "{args}"
+            );
+        }
+        // In a filter: tc's `return -1` exits 1, its exits 255, the kernel 2.
+        for (words, code) in [("pop push", 1), ("pop", 255), ("mac_push", 2)] {
+            let mut n = crate::f::testutil::ingress();
+            let c = format!("filter add dev DEV ingress protocol ip matchall action mpls {words}");
+            assert_eq!(tc(&mut n, &c).code, code, "{words}");
+        }
+    }
+
+    /// What iproute2 6.1 printed for the kernel's dumps (§4.2, §4.6): the
+    /// protocol always stored, shown for pop and the pushes only; a push's
+    /// TTL 255 unless given; fields in the order label, tc, bos, ttl.
+    #[test]
+    fn printed_as_iproute2_6_1_prints_it() {
+        let mut n = Net::new();
+        for add in [
+            "mpls pop protocol 0x1234 index 4",
+            "mpls push label 20 index 5",
+            "mpls push protocol mpls_mc label 0xfffff tc 7 ttl 64 bos 1 index 6",
+            "mpls mac_push label 30 bos 0 index 7",
+            "mpls modify label 99 tc 3 ttl 9 bos 0 index 8",
+            "mpls dec_ttl jump 10 index 9",
+            "mpls pop protocol ip goto chain 5 index 10",
+        ] {
+            let o = tc(&mut n, &format!("actions add action {add}"));
+            let ok = add.contains("goto") == (o.code != 0);
+            assert!(ok, "{add}: {}", o.stderr);
+        }
+        let out = tc(&mut n, "actions ls action mpls").stdout;
+        for line in [
+            "\taction order 0: mpls  pop protocol [4660] pipe\n\t index 4 ref 1 bind 0\n",
+            "\taction order 1: mpls  push protocol mpls_uc label 20 ttl 255 pipe\n\t index 5 ref 1 bind 0\n",
+            "\taction order 2: mpls  push protocol mpls_mc label 1048575 tc 7 bos 1 ttl 64 pipe\n\t index 6 ref 1 bind 0\n",
+            "\taction order 3: mpls  mac_push protocol mpls_uc label 30 bos 0 ttl 255 pipe\n\t index 7 ref 1 bind 0\n",
+            "\taction order 4: mpls  modify label 99 tc 3 bos 0 ttl 9 pipe\n\t index 8 ref 1 bind 0\n",
+            "\taction order 5: mpls  dec_ttl jump 10\n\t index 9 ref 1 bind 0\n",
+        ] {
+            assert!(out.contains(line), "{out}");
+        }
+        let j = tc(&mut n, "-j actions get action mpls index 6").stdout;
+        assert!(j.contains(r#"{"order":1,"kind":"mpls","mpls_action":"push","protocol":"mpls_mc","label":1048575,"tc":7,"bos":1,"ttl":64,"control_action":{"type":"pipe"},"index":6,"ref":1,"bind":0"#), "{j}");
+        // A replace sets every parameter anew (the tc is gone).
+        let r = tc(&mut n, "actions replace action mpls push label 30 index 6");
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let out = tc(&mut n, "actions get action mpls index 6").stdout;
+        assert!(
+            out.contains("mpls  push protocol mpls_uc label 30 ttl 255 pipe"),
+            "{out}"
+        );
+    }
+}
