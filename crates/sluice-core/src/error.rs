@@ -29,6 +29,7 @@ pub enum Errno {
     EAGAIN,
     ENOSYS,
     EPROTONOSUPPORT,
+    EBADMSG,
 }
 
 impl Errno {
@@ -53,6 +54,7 @@ impl Errno {
             Errno::EAGAIN => "Resource temporarily unavailable",
             Errno::ENOSYS => "Function not implemented",
             Errno::EPROTONOSUPPORT => "Protocol not supported",
+            Errno::EBADMSG => "Bad message",
         }
     }
 }

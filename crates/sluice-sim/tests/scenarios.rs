@@ -542,7 +542,8 @@ fn an_mpls_label_keeps_packets_from_a_host_until_popped() {
     // router r routes no labels, so the download never starts — unless r's
     // ingress pops the label, here found by a u32 filter reading the label
     // stack entry where the network header was (label 100 = 0x64 in the
-    // top 20 bits). An expiring TTL is dropped at r's ingress instead.
+    // top 20 bits). An expiring TTL is dropped at r's ingress instead. A
+    // flower filter picks a two-label stack by both its entries.
     let w = "[[workload]]\ntype = \"tcp\"\nfrom = \"s\"\nto = \"d\"\nname = \"f\"";
     let run_with = |push: &str, r_actions: Option<&str>| {
         let mut sc = path("10mbit", "10ms", "pfifo limit 100", 0.0, w, 1);
@@ -583,6 +584,31 @@ fn an_mpls_label_keeps_packets_from_a_host_until_popped() {
         Some("action mpls dec_ttl pipe action mpls pop protocol ip"),
     );
     assert!(lasting.total_goodput_mbps() > 9.0);
+    // Two labels (200 outermost, 100 at the bottom of the stack); a flower
+    // filter matching both entries pops both, one naming 100 as the
+    // outer entry matches nothing.
+    let stacked = |keys: &str| {
+        let mut sc = path("10mbit", "10ms", "pfifo limit 100", 0.0, w, 1);
+        sc.nodes[0].tc.extend([
+            "tc qdisc add dev eth0 clsact".into(),
+            "tc filter add dev eth0 egress matchall action mpls push label 100 \
+             action mpls push label 200"
+                .into(),
+        ]);
+        sc.nodes[1].tc.extend([
+            "tc qdisc add dev eth0 ingress".into(),
+            format!(
+                "tc filter add dev eth0 parent ffff: protocol mpls_uc flower {keys} \
+                 action mpls pop protocol mpls_uc action mpls pop protocol ip"
+            ),
+        ]);
+        one_run(&sc)
+    };
+    let both = stacked("mpls lse depth 1 label 200 bos 0 lse depth 2 label 100 bos 1");
+    assert_eq!(both.losses.mpls, 0);
+    assert!(both.total_goodput_mbps() > 9.0);
+    let wrong = stacked("mpls_label 100");
+    assert!(wrong.losses.mpls > 0 && wrong.total_goodput_mbps() < 0.01);
 }
 
 #[test]

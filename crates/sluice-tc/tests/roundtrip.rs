@@ -1014,9 +1014,24 @@ fn filter_input(kind: &str, elem: &str) -> String {
             }
             "ip_proto" | "ip_tos" | "ip_ttl" | "dst_ip" | "src_ip" | "dst_port" | "src_port"
             | "tcp_flags" | "ip_flags" | "indev" | "num_of_vlans" | "vlan_id" | "vlan_prio"
-            | "vlan_ethtype" | "cvlan_id" | "cvlan_prio" | "cvlan_ethtype" => {
+            | "vlan_ethtype" | "cvlan_id" | "cvlan_prio" | "cvlan_ethtype" | "mpls_label"
+            | "mpls_tc" | "mpls_bos" | "mpls_ttl" => {
                 s.push(format!("{w} {}", t[i]));
                 i += 1;
+            }
+            // `mpls` then an `lse` line per entry: `lse depth D label L ...`.
+            "mpls" => {
+                let mut words = vec![w];
+                while let Some(&f) = t.get(i) {
+                    let width = match f {
+                        "lse" => 1,
+                        "depth" | "label" | "tc" | "bos" | "ttl" => 2,
+                        _ => break,
+                    };
+                    words.extend(&t[i..i + width]);
+                    i += width;
+                }
+                s.push(words.join(" "));
             }
             "skip_hw" => s.push(w.to_string()),
             "match" => {
@@ -1406,6 +1421,12 @@ fn flower_filters_round_trip() {
          vlan_ethtype 802.1Q cvlan_id 20 cvlan_prio 5 cvlan_ethtype ipv6",
         "filter add dev DEV parent ffff: protocol all pref 7 flower num_of_vlans 2 vlan_id 1 \
          vlan_ethtype ip cvlan_id 2",
+        "filter add dev DEV parent ffff: protocol mpls_uc pref 8 flower mpls_label 100 \
+         mpls_tc 2 mpls_bos 1 mpls_ttl 0 action mpls pop protocol ip",
+        "filter add dev DEV parent ffff: protocol mpls_mc pref 9 flower mpls lse depth 1 \
+         lse depth 3 label 1048575 tc 7 bos 1 ttl 255 classid 1:1",
+        "filter add dev DEV parent ffff: protocol 802.1Q pref 10 flower vlan_id 10 \
+         vlan_ethtype mpls_uc mpls_label 5",
     ]);
 }
 
@@ -1665,6 +1686,14 @@ const WORDS: &[&str] = &[
     "push",
     "pop",
     "modify",
+    "mac_push",
+    "dec_ttl",
+    "label",
+    "lse",
+    "depth",
+    "bos",
+    "mpls_label",
+    "mpls_uc",
     "munge",
     "ex",
     "retain",

@@ -34,7 +34,17 @@
 //! are kept). The dump rebuilds the attributes from that ([`FlowerVlan`]).
 //! A packet's tags are its accelerated tag, then those in the packet.
 //!
-//! Deviations: only the keys above; Ethernet addresses, MPLS, ARP, tunnel
+//! MPLS keys (under an MPLS EtherType only, `fl_set_key_mpls`): label, TC,
+//! bottom-of-stack bit and TTL of label stack entries at depths 1 to 7,
+//! sent either as the old single-entry attributes (`mpls_label` ...: depth
+//! 1, the outermost) or as a list of entries each naming its depth (`mpls
+//! lse depth D ...`), never both (EBADMSG). A filter matches a packet whose
+//! stack has an entry at every depth the filter names — read down to the
+//! bottom-of-stack entry, at most seven — with the fields it gives. The
+//! dump gives the old attributes when only depth 1 is named and has a
+//! field, else the list ([`FlowerMpls`]).
+//!
+//! Deviations: only the keys above; Ethernet addresses, ARP, tunnel
 //! (`enc_*`) and conntrack keys are refused by the tc front end (sluice's
 //! packets start at the network header). `indev` is validated and dumped
 //! but always matches, as fw's.
@@ -47,7 +57,7 @@ use super::{
 };
 use crate::error::{Errno, TcError, TcResult};
 use crate::handle::Handle;
-use crate::packet::{is_vlan_type, Packet, ETH_P_IP, ETH_P_IPV6};
+use crate::packet::{is_mpls_type, is_vlan_type, Packet, ETH_P_IP, ETH_P_IPV6};
 use crate::qdisc::flow_hash::{FlowAddrs, FlowKeys};
 use crate::time::Time;
 use serde::{Deserialize, Serialize};
@@ -86,6 +96,227 @@ pub struct FlowerVlan {
     pub cvlan_prio: Option<u8>,
     /// `cvlan_ethtype`: what the second tag carries.
     pub cvlan_ethtype: Option<u16>,
+}
+
+/// flower's MPLS attributes as tc sends them and the kernel dumps them:
+/// the old single-entry keys (`TCA_FLOWER_KEY_MPLS_LABEL/TC/BOS/TTL`) or
+/// the entry list (`TCA_FLOWER_KEY_MPLS_OPTS`); what they match is
+/// [`FlowerKeys`]' `mpls`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct FlowerMpls {
+    /// `mpls_label`.
+    pub label: Option<u32>,
+    /// `mpls_tc`.
+    pub tc: Option<u8>,
+    /// `mpls_bos`.
+    pub bos: Option<u8>,
+    /// `mpls_ttl`.
+    pub ttl: Option<u8>,
+    /// `mpls lse ...`: the entries (the last list sent; `Some` and empty
+    /// when an empty list was sent).
+    pub lses: Option<Vec<MplsLseAttr>>,
+}
+
+/// One `lse` of `mpls` (`TCA_FLOWER_KEY_MPLS_OPT_LSE_*`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct MplsLseAttr {
+    /// `depth` (1 is the outermost entry; required).
+    pub depth: Option<u8>,
+    /// `label`.
+    pub label: Option<u32>,
+    /// `tc`.
+    pub tc: Option<u8>,
+    /// `bos`.
+    pub bos: Option<u8>,
+    /// `ttl`.
+    pub ttl: Option<u8>,
+}
+
+/// How many label stack entries flower (the flow dissector) reads
+/// (`FLOW_DIS_MPLS_MAX`).
+pub const FLOW_DIS_MPLS_MAX: usize = 7;
+
+/// One label stack entry's fields as flower matches them, each fully
+/// masked when set.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(default)]
+pub struct MplsLseKey {
+    /// The label (20 bits).
+    pub label: Option<u32>,
+    /// The traffic class (3 bits).
+    pub tc: Option<u8>,
+    /// The bottom-of-stack bit.
+    pub bos: Option<u8>,
+    /// The TTL.
+    pub ttl: Option<u8>,
+}
+
+impl MplsLseKey {
+    fn mask(&self) -> [bool; 4] {
+        [
+            self.label.is_some(),
+            self.tc.is_some(),
+            self.bos.is_some(),
+            self.ttl.is_some(),
+        ]
+    }
+
+    fn matches(&self, p: &MplsLseKey) -> bool {
+        let eq = |k: Option<u32>, v: Option<u32>| k.is_none_or(|k| Some(k) == v);
+        let b = |x: Option<u8>| x.map(u32::from);
+        eq(self.label, p.label)
+            && eq(b(self.tc), b(p.tc))
+            && eq(b(self.bos), b(p.bos))
+            && eq(b(self.ttl), b(p.ttl))
+    }
+}
+
+/// The label stack as flower matches it (`flow_dissector_key_mpls`): the
+/// entries at depths 1..=7 and which of them are matched (`used_lses`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(default)]
+pub struct MplsKey {
+    /// Bit d - 1: the entry at depth d is matched (a filter) or present (a
+    /// packet).
+    pub used: u8,
+    /// The entries, outermost first.
+    pub lse: [MplsLseKey; FLOW_DIS_MPLS_MAX],
+}
+
+impl MplsKey {
+    fn mask(&self) -> (u8, [[bool; 4]; FLOW_DIS_MPLS_MAX]) {
+        (self.used, self.lse.map(|l| l.mask()))
+    }
+
+    fn matches(&self, p: &MplsKey) -> bool {
+        (0..FLOW_DIS_MPLS_MAX)
+            .filter(|i| self.used & 1 << i != 0)
+            .all(|i| p.used & 1 << i != 0 && self.lse[i].matches(&p.lse[i]))
+    }
+
+    /// `fl_set_key_mpls`: the keys from tc's attributes, or the kernel's
+    /// refusal.
+    fn from_attrs(m: &FlowerMpls) -> TcResult<MplsKey> {
+        let mut key = MplsKey::default();
+        let old = m.label.is_some() || m.tc.is_some() || m.bos.is_some() || m.ttl.is_some();
+        let entry = |label: Option<u32>, tc: Option<u8>, bos: Option<u8>, ttl: Option<u8>| {
+            if bos.is_some_and(|b| b > 1) {
+                return Err(TcError::inval("Bottom Of Stack (BOS) must be 0 or 1"));
+            }
+            if tc.is_some_and(|t| t > 7) {
+                return Err(TcError::inval("Traffic Class (TC) must be between 0 and 7"));
+            }
+            if label.is_some_and(|l| l > 0xfffff) {
+                return Err(TcError::inval("Label must be between 0 and 1048575"));
+            }
+            Ok(MplsLseKey {
+                label,
+                tc,
+                bos,
+                ttl,
+            })
+        };
+        match &m.lses {
+            Some(_) if old => {
+                return Err(TcError::msg(
+                    Errno::EBADMSG,
+                    "MPLS label, Traffic Class, Bottom Of Stack and Time To Live must be \
+                     encapsulated in the MPLS options attribute",
+                ))
+            }
+            Some(lses) => {
+                for l in lses {
+                    let depth = l
+                        .depth
+                        .ok_or_else(|| TcError::inval("Missing MPLS option \"depth\""))?;
+                    if depth == 0 || depth as usize > FLOW_DIS_MPLS_MAX {
+                        return Err(TcError::inval("Invalid MPLS depth"));
+                    }
+                    let i = depth as usize - 1;
+                    let e = entry(l.label, l.tc, l.bos, l.ttl)?;
+                    // A depth named twice: the later fields over the earlier.
+                    let k = &mut key.lse[i];
+                    *k = MplsLseKey {
+                        label: e.label.or(k.label),
+                        tc: e.tc.or(k.tc),
+                        bos: e.bos.or(k.bos),
+                        ttl: e.ttl.or(k.ttl),
+                    };
+                    key.used |= 1 << i;
+                }
+            }
+            None if old => {
+                key.lse[0] = entry(m.label, m.tc, m.bos, m.ttl)?;
+                key.used = 1;
+            }
+            None => {}
+        }
+        Ok(key)
+    }
+
+    /// `fl_dump_key_mpls`: the old attributes when only depth 1 is matched
+    /// and with a field, else the entry list (nothing when none is).
+    fn attrs(&self) -> FlowerMpls {
+        let first = self.lse[0];
+        if self.used == 0 {
+            return FlowerMpls::default();
+        }
+        if self.used == 1 && first.mask().contains(&true) {
+            return FlowerMpls {
+                label: first.label,
+                tc: first.tc,
+                bos: first.bos,
+                ttl: first.ttl,
+                lses: None,
+            };
+        }
+        let lses = (0..FLOW_DIS_MPLS_MAX)
+            .filter(|i| self.used & 1 << i != 0)
+            .map(|i| {
+                let l = self.lse[i];
+                MplsLseAttr {
+                    depth: Some(i as u8 + 1),
+                    label: l.label,
+                    tc: l.tc,
+                    bos: l.bos,
+                    ttl: l.ttl,
+                }
+            })
+            .collect();
+        FlowerMpls {
+            lses: Some(lses),
+            ..Default::default()
+        }
+    }
+
+    /// The flow dissector's walk of a packet's stack: entries from the
+    /// network header down to the bottom-of-stack one, at most seven; a
+    /// truncated entry ends the walk.
+    fn dissect(pkt: &Packet) -> MplsKey {
+        let mut key = MplsKey::default();
+        if !is_mpls_type(pkt.protocol) {
+            return key;
+        }
+        for i in 0..FLOW_DIS_MPLS_MAX {
+            let Some(b) = pkt.bytes_at::<4>(i * 4) else {
+                break;
+            };
+            let lse = u32::from_be_bytes(b);
+            key.lse[i] = MplsLseKey {
+                label: Some(lse >> 12),
+                tc: Some((lse >> 9 & 7) as u8),
+                bos: Some((lse >> 8 & 1) as u8),
+                ttl: Some(lse as u8),
+            };
+            key.used |= 1 << i;
+            if lse & 0x100 != 0 {
+                break;
+            }
+        }
+        key
+    }
 }
 
 /// One tag's fields as flower matches them (`flow_dissector_key_vlan`),
@@ -161,6 +392,8 @@ pub struct FlowerKeys {
     pub icmp_code: Option<(u8, u8)>,
     /// `TCA_FLOWER_KEY_FLAGS` ([`FLAG_FRAG`], [`FLAG_FIRSTFRAG`]) and mask.
     pub ip_flags: Option<(u32, u32)>,
+    /// The label stack (kept form).
+    pub mpls: MplsKey,
 }
 
 /// The flower options tc sends (`TCA_FLOWER_*`).
@@ -182,6 +415,9 @@ pub struct FlowerOpts {
     /// The VLAN attributes.
     #[serde(default)]
     pub vlan: FlowerVlan,
+    /// The MPLS attributes.
+    #[serde(default)]
+    pub mpls: FlowerMpls,
     /// `TCA_FLOWER_ACT`.
     #[serde(default)]
     pub actions: Vec<ActionSpec>,
@@ -198,6 +434,9 @@ pub struct FlowerDump {
     pub keys: FlowerKeys,
     /// The VLAN attributes the kernel dumps for them.
     pub vlan: FlowerVlan,
+    /// The MPLS attributes the kernel dumps for them.
+    #[serde(default)]
+    pub mpls: FlowerMpls,
     /// `TCA_FLOWER_FLAGS`: user flags plus `not_in_hw`.
     pub flags: u32,
     /// `TCA_FLOWER_ACT`.
@@ -223,6 +462,7 @@ struct Mask {
     icmp_type: Option<u8>,
     icmp_code: Option<u8>,
     ip_flags: Option<u32>,
+    mpls: (u8, [[bool; 4]; FLOW_DIS_MPLS_MAX]),
 }
 
 fn port_mask(p: &Option<PortKey>) -> Option<Option<u16>> {
@@ -250,6 +490,7 @@ impl FlowerKeys {
             icmp_type: self.icmp_type.map(|k| k.1),
             icmp_code: self.icmp_code.map(|k| k.1),
             ip_flags: self.ip_flags.map(|k| k.1),
+            mpls: self.mpls.mask(),
         }
     }
 
@@ -280,6 +521,7 @@ impl FlowerKeys {
             icmp_type: m8(self.icmp_type),
             icmp_code: m8(self.icmp_code),
             ip_flags: self.ip_flags.map(|(v, m)| (v & m, m)),
+            mpls: self.mpls,
         }
     }
 
@@ -288,7 +530,7 @@ impl FlowerKeys {
     /// is no field; the IP fields only under an IP EtherType; ports, TCP
     /// flags and ICMP fields only under the IP protocol they belong to. The
     /// rest is dropped silently, as the kernel drops it.
-    fn kept(&self, v: &FlowerVlan) -> FlowerKeys {
+    fn kept(&self, v: &FlowerVlan, m: &FlowerMpls) -> TcResult<FlowerKeys> {
         fn nz<T: Copy + Default + PartialEq>(k: Option<(T, T)>) -> Option<(T, T)> {
             k.filter(|(_, m)| *m != T::default())
         }
@@ -323,7 +565,11 @@ impl FlowerKeys {
             (Some(ETH_P_IP), Some(1)) | (Some(ETH_P_IPV6), Some(58))
         );
         let port = |p: Option<PortKey>| p.filter(|p| l4 && !matches!(p, PortKey::Value(_, 0)));
-        FlowerKeys {
+        let mpls = match n_proto {
+            Some(t) if is_mpls_type(t) => MplsKey::from_attrs(m)?,
+            _ => MplsKey::default(),
+        };
+        Ok(FlowerKeys {
             eth_type: n_proto,
             num_of_vlans: v.num_of_vlans,
             vlan,
@@ -339,7 +585,8 @@ impl FlowerKeys {
             icmp_type: nz(self.icmp_type).filter(|_| icmp),
             icmp_code: nz(self.icmp_code).filter(|_| icmp),
             ip_flags: nz(self.ip_flags),
-        }
+            mpls,
+        })
     }
 
     /// The VLAN attributes the kernel dumps for these keys (`fl_dump_key`):
@@ -391,6 +638,7 @@ impl FlowerKeys {
             && eq(self.icmp_type, p.icmp.0)
             && eq(self.icmp_code, p.icmp.1)
             && eq(self.ip_flags, p.ip_flags)
+            && self.mpls.matches(&p.mpls)
     }
 }
 
@@ -411,6 +659,7 @@ struct PacketKeys {
     tcp_flags: u16,
     icmp: (u8, u8),
     ip_flags: u32,
+    mpls: MplsKey,
 }
 
 impl PacketKeys {
@@ -420,6 +669,7 @@ impl PacketKeys {
         let mut k = PacketKeys {
             eth_type: pkt.protocol,
             ip_proto: f.ip_proto,
+            mpls: MplsKey::dissect(pkt),
             ..Default::default()
         };
         // The dissector walks the tags outermost first: each gives its id,
@@ -517,6 +767,7 @@ impl Flower {
                 indev: f.indev.clone(),
                 keys: f.keys.clone(),
                 vlan: f.keys.vlan_attrs(),
+                mpls: f.keys.mpls.attrs(),
                 flags: f.flags,
                 actions: f.exts.dump(),
             })),
@@ -582,7 +833,7 @@ impl Classifier for Flower {
             }
         }
         // Kept as given (the dump shows the values unmasked); compared masked.
-        let keys = o.keys.kept(&o.vlan);
+        let keys = o.keys.kept(&o.vlan, &o.mpls)?;
         let mask = keys.mask();
         let existing = req.exists.then(|| self.find(req.handle)).flatten();
         if let Some(i) = existing {
@@ -867,7 +1118,9 @@ mod tests {
             dst_ip: Some((v4([10, 0, 0, 1]), 0)),
             ..Default::default()
         };
-        let k = keys.kept(&FlowerVlan::default());
+        let k = keys
+            .kept(&FlowerVlan::default(), &FlowerMpls::default())
+            .unwrap();
         assert_eq!((k.dst_port, k.tcp_flags, k.dst_ip), (None, None, None));
         assert_eq!((k.ip_proto, k.icmp_type), (Some(1), Some((8, 0xff))));
         let (mut net, mut b) = (Net::default(), Block::default());
@@ -887,7 +1140,11 @@ mod tests {
             ip_ttl: Some((64, 0xff)),
             ..Default::default()
         };
-        assert_eq!(all.kept(&FlowerVlan::default()), FlowerKeys::default());
+        assert_eq!(
+            all.kept(&FlowerVlan::default(), &FlowerMpls::default())
+                .unwrap(),
+            FlowerKeys::default()
+        );
     }
 
     #[test]
@@ -1070,7 +1327,8 @@ mod tests {
                 ip_proto: Some(17),
                 ..Default::default()
             }
-            .kept(&v)
+            .kept(&v, &FlowerMpls::default())
+            .unwrap()
         };
         // Under protocol ip the VLAN attributes mean nothing.
         let v = FlowerVlan {
@@ -1138,5 +1396,162 @@ mod tests {
         let k = kept(crate::packet::ETH_P_ALL, v);
         assert_eq!((k.vlan.tpid, k.cvlan.tpid), (None, Some(ETH_P_IP)));
         assert_eq!((k.eth_type, k.vlan_attrs()), (None, v));
+    }
+
+    /// A filter of protocol mpls_uc with MPLS attributes `m`, in a block of
+    /// its own (or the kernel's refusal).
+    fn mpls_block(m: FlowerMpls) -> TcResult<Block> {
+        let (mut net, mut b) = (Net::default(), Block::default());
+        let uc = crate::packet::ETH_P_MPLS_UC;
+        let msg = FilterMsg {
+            prio: 1,
+            protocol: uc,
+            kind: Some("flower".into()),
+            opts: Some(FilterOpts::Flower(FlowerOpts {
+                classid: Some(h(1, 1)),
+                keys: FlowerKeys {
+                    eth_type: Some(uc),
+                    ..Default::default()
+                },
+                mpls: m,
+                ..Default::default()
+            })),
+            ..Default::default()
+        };
+        b.change_filter(&msg, FilterCmd::Add, &mut net.env(h(0xffff, 0)))?;
+        Ok(b)
+    }
+
+    /// An MPLS packet with the entries (label, tc, bos, ttl), outermost first.
+    fn labelled(stack: &[(u32, u32, u32, u32)]) -> Packet {
+        let mut d = vec![];
+        for &(label, tc, bos, ttl) in stack {
+            d.extend((label << 12 | tc << 9 | bos << 8 | ttl).to_be_bytes());
+        }
+        d.extend([0x45; 20]);
+        Packet::new(d, 100, crate::packet::ETH_P_MPLS_UC)
+    }
+
+    fn lse(depth: u8, label: Option<u32>, bos: Option<u8>) -> MplsLseAttr {
+        MplsLseAttr {
+            depth: Some(depth),
+            label,
+            bos,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn mpls_keys_match_entries_down_to_the_bottom_of_stack() {
+        let two = [(100, 0, 0, 64), (200, 3, 1, 63)];
+        let matched = |m: FlowerMpls, p: Packet| class_of(&mut mpls_block(m).unwrap(), p).is_some();
+        // The old keys are depth 1, the outermost entry.
+        let old = |label| FlowerMpls {
+            label: Some(label),
+            ..Default::default()
+        };
+        assert!(matched(old(100), labelled(&two)));
+        assert!(!matched(old(200), labelled(&two)));
+        let ttl = FlowerMpls {
+            ttl: Some(63),
+            ..Default::default()
+        };
+        assert!(!matched(ttl, labelled(&two)));
+        // Depth 2 needs a second entry; an entry after the bottom of stack
+        // is never read.
+        let second = |label, bos| FlowerMpls {
+            lses: Some(vec![lse(2, Some(label), bos)]),
+            ..Default::default()
+        };
+        assert!(matched(second(200, Some(1)), labelled(&two)));
+        assert!(!matched(second(200, Some(0)), labelled(&two)));
+        assert!(!matched(second(200, None), labelled(&[(200, 0, 1, 64)])));
+        assert!(!matched(
+            second(200, None),
+            labelled(&[(100, 0, 1, 64), (200, 0, 1, 64)])
+        ));
+        // A depth without fields: the packet has such an entry.
+        let has3 = FlowerMpls {
+            lses: Some(vec![lse(3, None, None)]),
+            ..Default::default()
+        };
+        assert!(!matched(has3.clone(), labelled(&two)));
+        assert!(matched(
+            has3,
+            labelled(&[(1, 0, 0, 1), (2, 0, 0, 1), (3, 0, 1, 1)])
+        ));
+        // An empty list looks at no entry; an IP packet is not MPLS at all.
+        let empty = FlowerMpls {
+            lses: Some(vec![]),
+            ..Default::default()
+        };
+        assert!(matched(empty.clone(), labelled(&[])));
+        assert!(!matched(empty, udp([1, 1, 1, 1], [2, 2, 2, 2], 1, 2)));
+        // At most seven entries are read.
+        let eight: Vec<_> = (1..=8).map(|l| (l, 0, (l == 8) as u32, 9)).collect();
+        let deep = FlowerMpls {
+            lses: Some(vec![lse(7, Some(7), Some(0))]),
+            ..Default::default()
+        };
+        assert!(matched(deep, labelled(&eight)));
+    }
+
+    #[test]
+    fn the_kernel_checks_mpls_attributes_and_dumps_them_back() {
+        let err = |m: FlowerMpls| {
+            let e = mpls_block(m).expect_err("refused");
+            (e.errno, e.extack.unwrap_or_default())
+        };
+        let both = FlowerMpls {
+            label: Some(5),
+            lses: Some(vec![lse(1, None, None)]),
+            ..Default::default()
+        };
+        assert_eq!(err(both).0, Errno::EBADMSG);
+        let depth = |d| FlowerMpls {
+            lses: Some(vec![lse(d, None, None)]),
+            ..Default::default()
+        };
+        assert_eq!(err(depth(8)), (Errno::EINVAL, "Invalid MPLS depth".into()));
+        let no_depth = FlowerMpls {
+            lses: Some(vec![MplsLseAttr::default()]),
+            ..Default::default()
+        };
+        assert_eq!(err(no_depth).1, "Missing MPLS option \"depth\"");
+        let dump = |m: FlowerMpls| MplsKey::from_attrs(&m).unwrap().attrs();
+        // Depth 1 alone with a field comes back as the old keys.
+        let one = FlowerMpls {
+            lses: Some(vec![lse(1, Some(5), None)]),
+            ..Default::default()
+        };
+        assert_eq!(
+            dump(one),
+            FlowerMpls {
+                label: Some(5),
+                ..Default::default()
+            }
+        );
+        // Without a field, or with another depth, as the list, by depth;
+        // a depth given twice merges.
+        assert_eq!(dump(depth(1)), depth(1));
+        let twice = FlowerMpls {
+            lses: Some(vec![
+                lse(2, Some(9), None),
+                lse(1, None, Some(0)),
+                lse(2, None, Some(1)),
+            ]),
+            ..Default::default()
+        };
+        assert_eq!(
+            dump(twice).lses,
+            Some(vec![lse(1, None, Some(0)), lse(2, Some(9), Some(1))])
+        );
+        // Under a non-MPLS protocol the attributes are ignored, even bad ones.
+        let ip = FlowerKeys {
+            eth_type: Some(ETH_P_IP),
+            ..Default::default()
+        };
+        let k = ip.kept(&FlowerVlan::default(), &depth(9)).unwrap();
+        assert_eq!(k.mpls, MplsKey::default());
     }
 }

@@ -3,10 +3,13 @@
 //! `cvlan_` twins, `ip_proto`, `src_ip`/`dst_ip`, `src_port`/`dst_port` (a
 //! port, `PORT/MASK` or `MIN-MAX`), `ip_tos`, `ip_ttl`, `tcp_flags`, ICMP
 //! `type` and `code`, `ip_flags`, `indev`, `skip_hw`/`skip_sw`, `verbose`,
-//! `classid`/`flowid`, `action`. Keys of Ethernet addresses, MPLS, ARP, PPPoE,
-//! tunnels and conntrack are refused by name (sluice's packets start at the
-//! network header). Keywords are tried in f_flower.c's order, each as a
-//! prefix (`i` is `ip_flags`, `t` is `tcp_flags`, `vlan` is `vlan_id`).
+//! `classid`/`flowid`, `action`, and MPLS's `mpls_label`/`mpls_tc`/`mpls_bos`/
+//! `mpls_ttl` or `mpls lse depth D [label L] [tc T] [bos B] [ttl T] ...` (not
+//! both; under an MPLS EtherType; values in base 10). Keys of Ethernet
+//! addresses, ARP, PPPoE, tunnels and conntrack are refused by name
+//! (sluice's packets start at the network header). Keywords are tried in
+//! f_flower.c's order, each as a prefix (`i` is `ip_flags`, `t` is
+//! `tcp_flags`, `vlan` is `vlan_id`, `m` is `mpls`, `mpls_t` is `mpls_tc`).
 //!
 //! As in tc, the EtherType the IP keys are checked against starts as the
 //! filter's protocol and becomes `vlan_ethtype`'s, then `cvlan_ethtype`'s,
@@ -21,14 +24,15 @@ use crate::filter::{proto_a2n, proto_n2a};
 use crate::m::{self, next_arg, soft, then};
 use crate::out::{Out, To, J};
 use sluice_core::cls::flower::{
-    FlowerDump, FlowerKeys, FlowerOpts, FlowerVlan, PortKey, FLAG_FIRSTFRAG, FLAG_FRAG,
+    FlowerDump, FlowerKeys, FlowerMpls, FlowerOpts, FlowerVlan, MplsLseAttr, PortKey,
+    FLAG_FIRSTFRAG, FLAG_FRAG,
 };
 use sluice_core::cls::{
     FilterOpts, TCA_CLS_FLAGS_IN_HW, TCA_CLS_FLAGS_NOT_IN_HW, TCA_CLS_FLAGS_SKIP_HW,
     TCA_CLS_FLAGS_SKIP_SW, TCA_CLS_FLAGS_VERBOSE,
 };
 use sluice_core::handle::Handle;
-use sluice_core::packet::{is_vlan_type, ETH_P_ALL, ETH_P_IP, ETH_P_IPV6};
+use sluice_core::packet::{is_mpls_type, is_vlan_type, ETH_P_ALL, ETH_P_IP, ETH_P_IPV6};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// iproute2 6.1's `explain()` (its `ppp_proto` line lacks its line break).
@@ -42,15 +46,59 @@ const REFUSED_CT: [(&str, bool); 4] = [
     ("ct_mark", true),
     ("ct_label", true),
 ];
-const REFUSED_L2: [(&str, bool); 7] = [
-    ("mpls", true),
-    ("mpls_label", true),
-    ("mpls_tc", true),
-    ("mpls_bos", true),
-    ("mpls_ttl", true),
-    ("dst_mac", true),
-    ("src_mac", true),
-];
+const REFUSED_L2: [(&str, bool); 2] = [("dst_mac", true), ("src_mac", true)];
+
+/// The old single-entry MPLS keys, in f_flower.c's order.
+const MPLS_OLD: [&str; 4] = ["mpls_label", "mpls_tc", "mpls_bos", "mpls_ttl"];
+
+/// A label, TC, bottom-of-stack or TTL value as flower reads them (base 10,
+/// each within its bits), or `None`.
+fn lse_field(v: &str, what: &str) -> Option<u32> {
+    let max = match what {
+        "label" => 0xfffff,
+        "tc" => 7,
+        "bos" => 1,
+        _ => 0xff,
+    };
+    let v = if what == "label" {
+        m::get_u32(v, 10)
+    } else {
+        get_u8(v, 10).map(u32::from)
+    };
+    v.filter(|v| *v <= max)
+}
+
+/// `flower_parse_mpls_lse`, with the current word after `lse`.
+fn mpls_lse(a: &mut Args) -> CmdResult<MplsLseAttr> {
+    let mut l = MplsLseAttr::default();
+    while let Some(w) = a.peek() {
+        let Some(what) = ["depth", "label", "tc", "bos", "ttl"]
+            .into_iter()
+            .find(|k| matches(w, k))
+        else {
+            break;
+        };
+        let v = next_arg(a)?;
+        let bad = || soft(format!("Illegal \"{what}\""));
+        match what {
+            "depth" => l.depth = Some(get_u8(v, 10).filter(|d| *d >= 1).ok_or_else(bad)?),
+            "label" => l.label = Some(lse_field(v, what).ok_or_else(bad)?),
+            _ => {
+                let x = Some(lse_field(v, what).ok_or_else(bad)? as u8);
+                match what {
+                    "tc" => l.tc = x,
+                    "bos" => l.bos = x,
+                    _ => l.ttl = x,
+                }
+            }
+        }
+        a.next();
+    }
+    if l.depth.is_none() {
+        return Err(Fail::new(255, "Error: argument \"depth\" is required"));
+    }
+    Ok(l)
+}
 const REFUSED_LATE: [(&str, bool); 19] = [
     ("arp_tip", true),
     ("arp_sip", true),
@@ -82,10 +130,11 @@ fn refused(w: &str) -> Fail {
     Fail::new(
         1,
         format!(
-            "sluice: flower key \"{w}\" is not supported (sluice's flower matches IP \
-             and VLAN fields: ip_proto, src_ip, dst_ip, src_port, dst_port, ip_tos, \
+            "sluice: flower key \"{w}\" is not supported (sluice's flower matches IP, \
+             VLAN and MPLS fields: ip_proto, src_ip, dst_ip, src_port, dst_port, ip_tos, \
              ip_ttl, tcp_flags, type, code, ip_flags, num_of_vlans, vlan_id, vlan_prio, \
-             vlan_ethtype, cvlan_id, cvlan_prio, cvlan_ethtype)"
+             vlan_ethtype, cvlan_id, cvlan_prio, cvlan_ethtype, mpls, mpls_label, mpls_tc, \
+             mpls_bos, mpls_ttl)"
         ),
     )
 }
@@ -218,6 +267,8 @@ pub(super) fn parse(handle: Option<&str>, protocol: u16, a: &mut Args) -> CmdRes
     // tc's `eth_type`: the protocol, then the last `[c]vlan_ethtype`.
     let mut eth_type = protocol;
     let proto_err = || soft("Illegal \"eth_type\" for ip proto\nIllegal \"ip_proto\"");
+    // Which MPLS form was used: the entry list (true) or the old keys.
+    let mut mpls_format: Option<bool> = None;
     while let Some(w) = a.peek() {
         let k = &mut o.keys;
         if matches(w, "classid") || matches(w, "flowid") {
@@ -268,6 +319,43 @@ pub(super) fn parse(handle: Option<&str>, protocol: u16, a: &mut Args) -> CmdRes
         } else if let Some(&key) = VLAN_KEYS.iter().find(|k| matches(w, k.0)) {
             let v = next_arg(a)?;
             eth_type = vlan_key(key, v, protocol, eth_type, &mut o.vlan)?;
+        } else if matches(w, "mpls") {
+            next_arg(a)?;
+            if !is_mpls_type(eth_type) {
+                return Err(soft("Can't set \"mpls\" if ethertype isn't MPLS"));
+            }
+            if mpls_format == Some(false) {
+                return Err(soft(
+                    "Can't set \"mpls\" if \"mpls_label\", \"mpls_tc\", \"mpls_bos\" or \"mpls_ttl\" is set",
+                ));
+            }
+            mpls_format = Some(true);
+            let mut lses = vec![];
+            while a.peek().is_some_and(|w| matches(w, "lse")) {
+                next_arg(a)?;
+                lses.push(mpls_lse(a)?);
+            }
+            // A list sent again replaces the one before (the kernel reads the last).
+            o.mpls.lses = Some(lses);
+            continue;
+        } else if let Some(key) = MPLS_OLD.into_iter().find(|k| matches(w, k)) {
+            let v = next_arg(a)?;
+            if !is_mpls_type(eth_type) {
+                return Err(soft(format!("Can't set \"{key}\" if ethertype isn't MPLS")));
+            }
+            if mpls_format == Some(true) {
+                return Err(soft(format!("Can't set \"{key}\" if \"mpls\" is set")));
+            }
+            mpls_format = Some(false);
+            let what = &key[5..];
+            let x = lse_field(v, what).ok_or_else(|| soft(format!("Illegal \"{key}\"")))?;
+            let mp = &mut o.mpls;
+            match what {
+                "label" => mp.label = Some(x),
+                "tc" => mp.tc = Some(x as u8),
+                "bos" => mp.bos = Some(x as u8),
+                _ => mp.ttl = Some(x as u8),
+            }
         } else if is_one_of(w, &REFUSED_L2) {
             return Err(refused(w));
         } else if matches(w, "ip_proto") {
@@ -425,6 +513,60 @@ fn address(value: u128, mask: u128, v6: bool) -> String {
     }
 }
 
+/// flower's MPLS keys as `flower_print_opt` prints them: the entry list
+/// (`  mpls`, then `    lse depth D label L tc T bos B ttl T` per entry),
+/// then the old keys (`mpls_label` a number in JSON, the others strings).
+fn print_mpls(mp: &FlowerMpls, out: &mut Out) {
+    if let Some(lses) = &mp.lses {
+        let mut objs = vec![];
+        let mut lines = vec![];
+        for l in lses {
+            let mut text = "    lse".to_string();
+            let mut obj = vec![];
+            let fields = [
+                ("depth", l.depth.map(u32::from)),
+                ("label", l.label),
+                ("tc", l.tc.map(u32::from)),
+                ("bos", l.bos.map(u32::from)),
+                ("ttl", l.ttl.map(u32::from)),
+            ];
+            for (key, v) in fields {
+                if let Some(v) = v {
+                    text.push_str(&format!(" {key} {v}"));
+                    obj.push((key.to_string(), J::Num(v.to_string())));
+                }
+            }
+            objs.push(J::Obj(obj));
+            lines.push(text);
+        }
+        out.nl();
+        out.item(To::Any, "mpls", "  mpls", J::Arr(objs));
+        for text in lines {
+            out.nl();
+            out.text(&text);
+        }
+    }
+    if let Some(l) = mp.label {
+        out.nl();
+        out.uint(
+            To::Any,
+            "mpls_label",
+            &format!("  mpls_label {l}"),
+            l as u64,
+        );
+    }
+    for (key, v) in [
+        ("mpls_tc", mp.tc),
+        ("mpls_bos", mp.bos),
+        ("mpls_ttl", mp.ttl),
+    ] {
+        if let Some(v) = v {
+            out.nl();
+            out.str(To::Any, key, &format!("  {key} {v}"), &v.to_string());
+        }
+    }
+}
+
 /// `flower_print_opt`.
 pub(super) fn print(d: &FlowerDump, handle: u32, cx: &FPrintCx, out: &mut Out) {
     if handle != 0 {
@@ -508,6 +650,7 @@ pub(super) fn print(d: &FlowerDump, handle: u32, cx: &FPrintCx, out: &mut Out) {
             }
         }
     }
+    print_mpls(&d.mpls, out);
     let v6 = match k.eth_type {
         Some(ETH_P_IP) => Some(false),
         Some(ETH_P_IPV6) => Some(true),
@@ -845,5 +988,157 @@ mod tests {
             o.stderr
         );
         assert_eq!(tc(&mut net, "filter show dev DEV ingress").stdout, "");
+    }
+
+    /// docs/research/mpls.md §6.5: the old keys one per line (JSON: the
+    /// label a number, the others strings), the entry list as `mpls` and
+    /// one `lse` line per entry; depth 1 alone with a field comes back as
+    /// the old keys.
+    #[test]
+    fn mpls_keys_print_as_iproute2_6_1_prints_the_kernels_dump() {
+        let mut net = dev();
+        assert_eq!(tc(&mut net, "qdisc add dev DEV ingress").code, 0);
+        for c in [
+            "filter add dev DEV parent ffff: protocol mpls_uc pref 1 flower mpls_label 100 \
+             mpls_tc 2 mpls_bos 1 mpls_ttl 64",
+            "filter add dev DEV parent ffff: protocol mpls_uc pref 2 flower mpls lse depth 1 \
+             label 100 tc 3 bos 0 ttl 64 lse depth 2 label 200 bos 1",
+            "filter add dev DEV parent ffff: protocol mpls_mc pref 3 flower mp l d 1",
+            "filter add dev DEV parent ffff: protocol mpls_uc pref 4 flower mpls lse depth 1 \
+             label 5",
+            "filter add dev DEV parent ffff: protocol 802.1Q pref 5 flower vlan_id 10 \
+             vlan_ethtype mpls_uc mpls_label 5 mpls_ttl 0",
+        ] {
+            let o = tc(&mut net, c);
+            assert_eq!(o.code, 0, "{c}: {}", o.stderr);
+        }
+        let text = tc(&mut net, "filter show dev DEV ingress").stdout;
+        for w in [
+            "pref 1 flower chain 0 handle 0x1 \n  eth_type 8847\n  mpls_label 100\n  mpls_tc 2\n\
+             \x20 mpls_bos 1\n  mpls_ttl 64\n  not_in_hw\n",
+            "pref 2 flower chain 0 handle 0x1 \n  eth_type 8847\n  mpls\n    lse depth 1 label 100 \
+             tc 3 bos 0 ttl 64\n    lse depth 2 label 200 bos 1\n  not_in_hw\n",
+            "pref 3 flower chain 0 handle 0x1 \n  eth_type 8848\n  mpls\n    lse depth 1\n",
+            "pref 4 flower chain 0 handle 0x1 \n  eth_type 8847\n  mpls_label 5\n  not_in_hw\n",
+            "handle 0x1 \n  vlan_id 10\n  vlan_ethtype mpls_uc\n  eth_type 8847\n  mpls_label 5\n\
+             \x20 mpls_ttl 0\n",
+        ] {
+            assert!(text.contains(w), "{w:?}\nnot in\n{text}");
+        }
+        let json = tc(&mut net, "-j filter show dev DEV ingress").stdout;
+        for w in [
+            r#""keys":{"eth_type":"8847","mpls_label":100,"mpls_tc":"2","mpls_bos":"1","mpls_ttl":"64"}"#,
+            r#""keys":{"eth_type":"8847","mpls":[{"depth":1,"label":100,"tc":3,"bos":0,"ttl":64},{"depth":2,"label":200,"bos":1}]}"#,
+            r#""keys":{"eth_type":"8848","mpls":[{"depth":1}]}"#,
+        ] {
+            assert!(json.contains(w), "{w}\nnot in\n{json}");
+        }
+    }
+
+    /// Compared with iproute2 6.1's tc on this machine (§6.3); the last is
+    /// the kernel's.
+    #[test]
+    fn mpls_key_errors_are_iproute2_6_1s() {
+        let mut net = dev();
+        assert_eq!(tc(&mut net, "qdisc add dev DEV ingress").code, 0);
+        let incomplete = "Command line is not complete. Try option \"help\"\n";
+        let one = |m: &str| (format!("{m}\n"), 1);
+        let both = "Can't set \"mpls\" if \"mpls_label\", \"mpls_tc\", \"mpls_bos\" or \"mpls_ttl\" is set";
+        for (args, (err, code)) in [
+            (
+                "protocol ip flower mpls_label 5",
+                one("Can't set \"mpls_label\" if ethertype isn't MPLS"),
+            ),
+            (
+                "flower mpls_tc 1",
+                one("Can't set \"mpls_tc\" if ethertype isn't MPLS"),
+            ),
+            (
+                "protocol ip flower mpls lse depth 1",
+                one("Can't set \"mpls\" if ethertype isn't MPLS"),
+            ),
+            (
+                "protocol 802.1q flower vlan_id 10 vlan_ethtype ip mpls_label 5",
+                one("Can't set \"mpls_label\" if ethertype isn't MPLS"),
+            ),
+            (
+                "protocol mpls_uc flower mpls_label 0x10",
+                one("Illegal \"mpls_label\""),
+            ),
+            (
+                "protocol mpls_uc flower mpls_label 1048576",
+                one("Illegal \"mpls_label\""),
+            ),
+            (
+                "protocol mpls_mc flower mpls_t 9",
+                one("Illegal \"mpls_tc\""),
+            ),
+            (
+                "protocol mpls_uc flower mpls_bos 2",
+                one("Illegal \"mpls_bos\""),
+            ),
+            (
+                "protocol mpls_uc flower mpls_ttl 256",
+                one("Illegal \"mpls_ttl\""),
+            ),
+            (
+                "protocol mpls_uc flower mpls_label",
+                (incomplete.into(), 255),
+            ),
+            ("protocol mpls_uc flower mpls lse", (incomplete.into(), 255)),
+            (
+                "protocol mpls_uc flower mpls lse depth 1 lse",
+                (incomplete.into(), 255),
+            ),
+            (
+                "protocol mpls_uc flower mpls lse label 5",
+                ("Error: argument \"depth\" is required\n".into(), 255),
+            ),
+            (
+                "protocol mpls_uc flower mpls lse depth 0",
+                one("Illegal \"depth\""),
+            ),
+            (
+                "protocol mpls_uc flower mpls lse depth 0x1",
+                one("Illegal \"depth\""),
+            ),
+            (
+                "protocol mpls_uc flower mpls lse depth 1 label 1048576",
+                one("Illegal \"label\""),
+            ),
+            (
+                "protocol mpls_uc flower mpls lse depth 1 tc 8",
+                one("Illegal \"tc\""),
+            ),
+            (
+                "protocol mpls_uc flower mpls lse depth 1 ttl 256",
+                one("Illegal \"ttl\""),
+            ),
+            (
+                "protocol mpls_uc flower mpls_ttl 5 mpls lse depth 1",
+                one(both),
+            ),
+            (
+                "protocol mpls_uc flower mpls lse depth 1 mpls_tc 5",
+                one("Can't set \"mpls_tc\" if \"mpls\" is set"),
+            ),
+            (
+                "protocol mpls_uc flower mpls lse depth 1 label 5 foo",
+                (format!("What is \"foo\"?\n{}", super::USAGE), 1),
+            ),
+            (
+                "protocol mpls_uc flower mpls lse depth 8",
+                (
+                    "Error: Invalid MPLS depth.\nWe have an error talking to the kernel\n".into(),
+                    2,
+                ),
+            ),
+        ] {
+            let o = tc(&mut net, &format!("filter add dev DEV ingress {args}"));
+            assert_eq!((o.stderr.as_str(), o.code), (err.as_str(), code), "{args}");
+        }
+        assert!(tc(&mut net, "filter show dev DEV ingress")
+            .stdout
+            .is_empty());
     }
 }
