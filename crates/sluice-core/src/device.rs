@@ -190,6 +190,13 @@ impl Device {
         }
     }
 
+    /// The link's speed (Mbit/s) changed, as a NIC reports once its link
+    /// is up: the qdiscs that read it hear of it (`NETDEV_CHANGE`).
+    pub fn set_speed(&mut self, speed: u32) {
+        self.info.speed = speed;
+        self.root.device_changed(&self.info);
+    }
+
     /// Change the transmit queue length; a default root follows it.
     pub fn set_txqueuelen(&mut self, len: u32) {
         self.info.txqueuelen = len;

@@ -304,6 +304,8 @@ impl Plane {
                 txqueuelen: 1000,
                 hard_header_len: 0,
                 seed: 0,
+                // A TUN device reports 10 Mbit/s to ethtool.
+                speed: 10,
             };
             let idx = net.add_device(info, sluice_core::device::DevKind::Tun);
             if let Some(d) = net.devices.iter_mut().find(|d| d.ifindex == idx) {

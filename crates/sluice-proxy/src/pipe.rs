@@ -103,6 +103,8 @@ pub(crate) fn qdisc_device(spec: &str, seed: u64) -> Result<Net, String> {
         txqueuelen: 1000,
         hard_header_len: 0,
         seed,
+        // A TUN device reports 10 Mbit/s to ethtool.
+        speed: 10,
     };
     net.add_device(info, DevKind::Tun);
     if let Some(d) = net.dev_mut("tox") {

@@ -215,6 +215,9 @@ impl World {
                 .iter()
                 .position(|d| d.info.name == name)
                 .ok_or_else(|| format!("node {}: no device {name}", node.name))?;
+            // The link comes up at its rate, as ethtool would report it.
+            let speed = u32::try_from(cfg.rate_bps / 1_000_000).unwrap_or(u32::MAX);
+            node.net.devices[dev].set_speed(speed);
             node.ifaces.push(Iface {
                 dev,
                 port: Port::new(cfg),

@@ -537,6 +537,29 @@ fn ctinfo_restores_a_stored_dscp_into_cakes_voice_tin() {
 }
 
 #[test]
+fn cbs_holds_a_class_to_what_its_credit_arithmetic_gives() {
+    // A 100 Mbit/s port (the link's rate is the speed cbs reads) reserving
+    // 20 Mbit/s for s's traffic: each 1514-byte frame spends
+    // 1514 * 80/100 = 1211 bytes of credit when dequeued, earned back at
+    // idleslope, 2.5 bytes/us, from then on — one frame per 484.4 us, 25.0
+    // Mbit/s on the wire and 23.9 of TCP payload (1448 of 1514 bytes). The
+    // standard's credit curve would give 20; the kernel's software mode
+    // earns credit during the frame's own transmission too.
+    let w = "[[workload]]\ntype = \"tcp\"\nfrom = \"s\"\nto = \"d\"\nname = \"f\"";
+    let q = "handle 1: cbs idleslope 20000 sendslope -80000 hicredit 300 locredit -1514";
+    let r = one_run(&path("100mbit", "10ms", q, 0.0, w, 1));
+    let g = r.total_goodput_mbps();
+    assert!((23.3..=24.0).contains(&g), "{g}");
+    // With every parameter 0 it is a plain fifo: the whole port.
+    let plain = one_run(&path("100mbit", "10ms", "handle 1: cbs", 0.0, w, 1));
+    assert!(
+        plain.total_goodput_mbps() > 90.0,
+        "{}",
+        plain.total_goodput_mbps()
+    );
+}
+
+#[test]
 fn an_mpls_label_keeps_packets_from_a_host_until_popped() {
     // s labels everything it sends at its clsact egress (label 100); the
     // router r routes no labels, so the download never starts — unless r's

@@ -61,6 +61,7 @@ impl Net {
             txqueuelen: 1000,
             hard_header_len: 14,
             seed: 0,
+            speed: 0,
         };
         net.add_device(info, DevKind::Loopback);
         net

@@ -703,9 +703,13 @@ fn qdisc_list(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdRes
         for q in d.qdiscs() {
             // Builtin noop and the default leaves classful qdiscs create
             // (handle 0 below the root) are not in the kernel's dump, but
-            // for those hashed as invisible when it is asked for them.
+            // for those hashed visibly (cbs's), and those hashed as
+            // invisible when it is asked for them.
             if matches!(q.qdisc.dump(), QdiscOpts::Noop)
-                || (q.handle.is_unspec() && !q.parent.is_root() && !(invisible && q.invisible))
+                || (q.handle.is_unspec()
+                    && !q.parent.is_root()
+                    && !q.listed
+                    && !(invisible && q.invisible))
             {
                 continue;
             }

@@ -804,6 +804,18 @@ fn qfq_class_trip(opts: &str) {
 }
 
 #[test]
+fn cbs_round_trips() {
+    // Every option printed, each as the word it is read with.
+    for k in [
+        "cbs",
+        "cbs idleslope 20000 sendslope -80000 hicredit 300 locredit -1514",
+        "cbs hicredit 2147483647 locredit -2147483648 sendslope 010 idleslope 0x10",
+    ] {
+        exact_qdisc_trip(k, &|p: &[String]| p.join(" "));
+    }
+}
+
+#[test]
 fn qfq_round_trips() {
     exact_qdisc_trip("qfq", &|p: &[String]| p.join(" "));
     for opts in [
@@ -1664,6 +1676,7 @@ const KINDS: &[&str] = &[
     "sfb",
     "gred",
     "hhf",
+    "cbs",
     "u32",
     "fw",
     "matchall",

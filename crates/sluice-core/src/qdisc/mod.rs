@@ -16,6 +16,7 @@
 
 pub mod cake;
 pub mod cbq;
+pub mod cbs;
 pub mod choke;
 pub mod class_hash;
 pub mod codel;
@@ -185,6 +186,10 @@ pub struct DevInfo {
     /// such qdisc seeds its own generator from this, so runs are repeatable.
     #[serde(default)]
     pub seed: u64,
+    /// The link speed ethtool reports, in Mbit/s (0: none; cbs then counts
+    /// 10): a veth pair's 10 000, a simulated interface's link rate.
+    #[serde(default)]
+    pub speed: u32,
 }
 
 impl DevInfo {
@@ -209,6 +214,7 @@ impl Default for DevInfo {
             txqueuelen: 1000,
             hard_header_len: 14,
             seed: 0,
+            speed: 0,
         }
     }
 }
@@ -252,6 +258,7 @@ pub enum QdiscOpts {
     Sfb(sfb::SfbOpts),
     Gred(gred::GredOpts),
     Hhf(hhf::HhfOpts),
+    Cbs(cbs::CbsOpts),
     Noqueue,
     Noop,
 }
@@ -290,6 +297,7 @@ impl QdiscOpts {
             QdiscOpts::Sfb(_) => "sfb",
             QdiscOpts::Gred(_) => "gred",
             QdiscOpts::Hhf(_) => "hhf",
+            QdiscOpts::Cbs(_) => "cbs",
             QdiscOpts::Noqueue => "noqueue",
             QdiscOpts::Noop => "noop",
         }
@@ -328,6 +336,7 @@ pub const KINDS: &[&str] = &[
     "sfb",
     "gred",
     "hhf",
+    "cbs",
 ];
 
 /// `qdisc_block_indexes_set`: may a qdisc of these options be bound to
@@ -393,6 +402,7 @@ pub fn create(opts: &QdiscOpts, dev: &DevInfo) -> TcResult<Box<dyn Qdisc>> {
         QdiscOpts::Sfb(o) => Box::new(sfb::Sfb::new(o, dev)?),
         QdiscOpts::Gred(o) => Box::new(gred::Gred::new(o, dev)?),
         QdiscOpts::Hhf(o) => Box::new(hhf::Hhf::new(o, dev)?),
+        QdiscOpts::Cbs(o) => Box::new(cbs::Cbs::new(o, dev)?),
         QdiscOpts::Noqueue => Box::new(noqueue::Noqueue::new(false)),
         QdiscOpts::Noop => Box::new(noqueue::Noqueue::new(true)),
     })
@@ -491,6 +501,10 @@ pub trait Qdisc: Send + std::fmt::Debug {
     fn egress_hook(&mut self, _pkt: &mut Packet, _now: Time) -> Option<ingress::IngressVerdict> {
         None
     }
+    /// The device's link changed (`NETDEV_CHANGE`: a new speed); cbs
+    /// reads its port rate again.
+    fn device_changed(&mut self, _dev: &DevInfo) {}
+
     /// A warning the last configuration change produced (the kernel's
     /// extended ack on success, e.g. HTB's "quantum of class ... is big"),
     /// taken so it is reported once.
@@ -639,6 +653,9 @@ pub struct QdiscNode {
     /// qdisc show invisible`. Defaults that replace a deleted qdisc are not
     /// hashed in the kernel and stay false: no dump shows them.
     pub invisible: bool,
+    /// A handle-0 qdisc its parent hashed visibly (`qdisc_hash_add(q,
+    /// false)`: cbs's first default child), which `tc qdisc show` lists.
+    pub listed: bool,
     /// The qdisc is a fifo: empty exactly when the node counts no packet,
     /// and its dequeue of nothing does nothing, so the node answers for it
     /// (a prio parent asks its empty bands on every dequeue).
@@ -667,6 +684,7 @@ impl QdiscNode {
             peeked: None,
             seq: 0,
             invisible: false,
+            listed: false,
             kind,
             fifo: matches!(kind, "pfifo" | "bfifo" | "pfifo_head_drop"),
             class_estimators: Vec::new(),
@@ -746,6 +764,12 @@ impl QdiscNode {
     /// This node, marked [`QdiscNode::invisible`].
     pub fn hashed_invisible(mut self) -> Self {
         self.invisible = true;
+        self
+    }
+
+    /// This node, marked [`QdiscNode::listed`].
+    pub fn hashed_visible(mut self) -> Self {
+        self.listed = true;
         self
     }
 
@@ -994,6 +1018,16 @@ impl QdiscNode {
             }
         }
         out
+    }
+
+    /// Tell this qdisc and every one below it that the device changed.
+    pub fn device_changed(&mut self, dev: &DevInfo) {
+        self.qdisc.device_changed(dev);
+        if let Some(c) = self.qdisc.classes() {
+            for l in c.leaves() {
+                l.device_changed(dev);
+            }
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 
 mod cake;
 mod cbq;
+mod cbs;
 mod choke;
 mod codel;
 mod drr;
@@ -67,6 +68,7 @@ pub fn parse_qdisc(
         "qfq" => qfq::parse(args)?,
         "ets" => ets::parse(args)?,
         "skbprio" => skbprio::parse(args)?,
+        "cbs" => cbs::parse(args)?,
         "plug" => plug::parse(args)?,
         "multiq" => multiq::parse(args)?,
         "noqueue" => {
@@ -143,6 +145,7 @@ pub fn print_qdisc(opts: &QdiscOpts, out: &mut Out, details: bool, stats: bool) 
         QdiscOpts::Sfb(o) => sfb::print(o, out),
         QdiscOpts::Gred(o) => gred::print(o, out, details, stats),
         QdiscOpts::Hhf(o) => hhf::print(o, out),
+        QdiscOpts::Cbs(o) => cbs::print(o, out),
         _ => {}
     }
 }
