@@ -705,12 +705,9 @@ fn qdisc_list(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdRes
             // (handle 0 below the root) are not in the kernel's dump, but
             // for those hashed visibly (cbs's), and those hashed as
             // invisible when it is asked for them.
-            if matches!(q.qdisc.dump(), QdiscOpts::Noop)
-                || (q.handle.is_unspec()
-                    && !q.parent.is_root()
-                    && !q.listed
-                    && !(invisible && q.invisible))
-            {
+            let hidden = q.handle.is_unspec() && !q.parent.is_root() && !q.listed;
+            let asked_for = invisible && q.invisible;
+            if matches!(q.qdisc.dump(), QdiscOpts::Noop) || (hidden && !asked_for) {
                 continue;
             }
             if filter_handle.is_some_and(|h| h.major() != q.handle.major()) {
