@@ -248,6 +248,7 @@ pub fn split(pkt: &Packet, per_piece: u16) -> Result<Vec<Packet>, GsoError> {
             redirects: pkt.redirects,
             tc_skip_classify: pkt.tc_skip_classify,
             conn: pkt.conn,
+            eth: pkt.eth,
             vlan: pkt.vlan,
             vlan_inband: pkt.vlan_inband.clone(),
         }));

@@ -93,10 +93,26 @@ pub struct Skb {
     /// network protocol, as sluice's other readers of it expect; the
     /// kernel's `skb->protocol` would be the first one's TPID.
     pub vlan_inband: Vec<VlanTag>,
+    /// The Ethernet header's addresses, when the packet has one: a
+    /// simulated interface builds it on output (its own address as source,
+    /// the next hop's as destination), as the kernel's neighbour layer does
+    /// before the egress qdiscs; a TUN device's packets have none. With the
+    /// tags and `protocol` it makes the bytes before the network header
+    /// ([`Skb::mac_header`]).
+    pub eth: Option<EthAddrs>,
     /// Scratch space of the qdisc holding the packet (the kernel's
     /// `qdisc_skb_cb(skb)->data`): sfb keeps the packet's two bin hashes
     /// here between enqueue and dequeue. Meaningless outside a qdisc.
     pub cb: [u32; 2],
+}
+
+/// An Ethernet header's destination and source addresses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EthAddrs {
+    /// Destination address.
+    pub dst: [u8; 6],
+    /// Source address.
+    pub src: [u8; 6],
 }
 
 /// An 802.1Q or 802.1ad tag: its TPID (`0x8100`, `0x88a8`) and its TCI
@@ -308,6 +324,39 @@ impl Skb {
             (Some(t), _) | (None, Some(&t)) => t.proto,
             _ => self.protocol,
         }
+    }
+
+    /// The link-layer header in front of the network header, as the
+    /// packet carries it (destination, source, the tags in the packet, the
+    /// EtherType), if it has one: what offsets before the network header
+    /// read (u32's negative offsets).
+    pub fn mac_header(&self) -> Option<Vec<u8>> {
+        let e = self.eth?;
+        let mut h = Vec::with_capacity(14 + 4 * self.vlan_inband.len());
+        h.extend(e.dst);
+        h.extend(e.src);
+        for t in &self.vlan_inband {
+            h.extend(t.proto.to_be_bytes());
+            h.extend(t.tci.to_be_bytes());
+        }
+        h.extend(self.protocol.to_be_bytes());
+        Some(h)
+    }
+
+    /// The addresses the flow dissector reads (`eth_hdr(skb)`): the
+    /// Ethernet header's, or — on a device without one, whose MAC header
+    /// pointer is the network header — the first 12 bytes of the packet.
+    pub fn eth_addrs(&self) -> EthAddrs {
+        self.eth.unwrap_or_else(|| {
+            let mut b = [0u8; 12];
+            let n = self.data.len().min(12);
+            b[..n].copy_from_slice(&self.data[..n]);
+            let (dst, src) = b.split_at(6);
+            EthAddrs {
+                dst: dst.try_into().unwrap_or_default(),
+                src: src.try_into().unwrap_or_default(),
+            }
+        })
     }
 
     /// How many bytes the packet has from its network header on: the

@@ -173,8 +173,22 @@ pub fn build_with(
         ] {
             let q = opt_num(q.or(l.txqueuelen.as_ref()), "txqueuelen", vars)?.unwrap_or(1000);
             let net = &mut nets[ni].3;
+            // A locally administered address of its own: 02:00, the node's
+            // number, 00, the interface's number on the node (from 1).
+            let k = link_ends
+                .iter()
+                .flat_map(|(a, b): &((usize, String), (usize, String))| [a.0, b.0])
+                .filter(|n| *n == ni)
+                .count()
+                + 1;
+            let mac = format!(
+                "02:00:{:02x}:{:02x}:00:{:02x}",
+                ni >> 8 & 0xff,
+                ni & 0xff,
+                k & 0xff
+            );
             for cmd in [
-                format!("link add dev {dev} type ether"),
+                format!("link add dev {dev} type ether address {mac}"),
                 format!("link set dev {dev} txqueuelen {q}"),
                 format!("link set dev {dev} up"),
             ] {

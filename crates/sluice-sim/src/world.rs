@@ -22,11 +22,12 @@ use crate::host::{Host, HostEvent, Output};
 use crate::ip::ipv4_info;
 use sluice_core::device::DevKind;
 use sluice_core::netfilter::{Hook, Ifaces, Verdict};
-use sluice_core::packet::{is_mpls_type, Packet};
+use sluice_core::packet::{is_mpls_type, EthAddrs, Packet};
 use sluice_core::port::{Port, PortConfig};
 use sluice_core::qdisc::pfifo_fast::tos_to_priority;
 use sluice_core::stats::DropReason;
 use sluice_core::time::Time;
+use sluice_tc::l3::mac_of;
 use sluice_tc::net::Net;
 use std::collections::{BTreeMap, VecDeque};
 use std::net::Ipv4Addr;
@@ -292,6 +293,19 @@ impl World {
                 return;
             }
         }
+        self.output(node, iface, pkt);
+    }
+
+    /// A routed packet out of an interface: the Ethernet header the
+    /// neighbour layer builds (this device's address, the next hop's), then
+    /// the interface's qdiscs.
+    fn output(&mut self, node: usize, iface: usize, mut pkt: Packet) {
+        let (peer_node, peer_iface) = self.nodes[node].ifaces[iface].peer;
+        let mac = |n: &Node, i: usize| mac_of(&n.net.devices[n.ifaces[i].dev]).unwrap_or_default();
+        pkt.eth = Some(EthAddrs {
+            dst: mac(&self.nodes[peer_node], peer_iface),
+            src: mac(&self.nodes[node], iface),
+        });
         self.enqueue(node, iface, pkt);
     }
 
@@ -551,7 +565,7 @@ impl World {
                 return;
             }
         }
-        self.enqueue(node, out, pkt);
+        self.output(node, out, pkt);
     }
 
     /// Send what a host produced and set its timers; `out`'s buffers are

@@ -537,6 +537,34 @@ fn ctinfo_restores_a_stored_dscp_into_cakes_voice_tin() {
 }
 
 #[test]
+fn filters_read_the_ethernet_header_the_sender_built() {
+    // Every simulated interface has an address of its own (s's eth0:
+    // 02:00:00:00:00:01, r's eth0 02:00:00:01:00:01) and frames leave with
+    // an Ethernet header from the sender's to the next hop's. At r's
+    // ingress a flower filter dropping s's source address stops the
+    // download; one naming another address does not; u32 reads the header
+    // at negative offsets (the source address's first four bytes at -8,
+    // the EtherType at -2).
+    let w = "[[workload]]\ntype = \"tcp\"\nfrom = \"s\"\nto = \"d\"\nname = \"f\"";
+    let run_with = |filter: &str| {
+        let mut sc = path("10mbit", "10ms", "pfifo limit 100", 0.0, w, 1);
+        sc.nodes[1].tc.extend([
+            "tc qdisc add dev eth0 ingress".to_string(),
+            format!("tc filter add dev eth0 parent ffff: protocol ip {filter} action drop"),
+        ]);
+        one_run(&sc).total_goodput_mbps()
+    };
+    assert!(run_with("flower src_mac 02:00:00:00:00:01") < 0.01);
+    assert!(run_with("flower dst_mac 02:00:00:01:00:01 src_mac 02:00:00:00:00:00/40") < 0.01);
+    assert!(run_with("flower src_mac 02:00:00:00:00:02") > 9.0);
+    assert!(run_with("flower dst_mac 02:00:00:00:00:01") > 9.0);
+    assert!(
+        run_with("u32 match u32 0x02000000 0xffffffff at -8 match u16 0x0800 0xffff at -2") < 0.01
+    );
+    assert!(run_with("u32 match u32 0x02000001 0xffffffff at -8") > 9.0);
+}
+
+#[test]
 fn cbs_holds_a_class_to_what_its_credit_arithmetic_gives() {
     // A 100 Mbit/s port (the link's rate is the speed cbs reads) reserving
     // 20 Mbit/s for s's traffic: each 1514-byte frame spends

@@ -1027,7 +1027,7 @@ fn filter_input(kind: &str, elem: &str) -> String {
             "ip_proto" | "ip_tos" | "ip_ttl" | "dst_ip" | "src_ip" | "dst_port" | "src_port"
             | "tcp_flags" | "ip_flags" | "indev" | "num_of_vlans" | "vlan_id" | "vlan_prio"
             | "vlan_ethtype" | "cvlan_id" | "cvlan_prio" | "cvlan_ethtype" | "mpls_label"
-            | "mpls_tc" | "mpls_bos" | "mpls_ttl" => {
+            | "mpls_tc" | "mpls_bos" | "mpls_ttl" | "dst_mac" | "src_mac" => {
                 s.push(format!("{w} {}", t[i]));
                 i += 1;
             }
@@ -1439,6 +1439,10 @@ fn flower_filters_round_trip() {
          lse depth 3 label 1048575 tc 7 bos 1 ttl 255 classid 1:1",
         "filter add dev DEV parent ffff: protocol 802.1Q pref 10 flower vlan_id 10 \
          vlan_ethtype mpls_uc mpls_label 5",
+        "filter add dev DEV parent ffff: protocol ip pref 11 flower dst_mac 02:00:00:00:00:01 \
+         src_mac aa:bb:cc:00:00:00/24 ip_proto udp",
+        "filter add dev DEV parent ffff: protocol all pref 12 flower \
+         dst_mac 01:00:5e:00:00:00/ff:ff:ff:80:00:ff",
     ]);
 }
 

@@ -33,7 +33,7 @@ use pcap_file::pcapng::blocks::interface_description::{
 use pcap_file::pcapng::{Block, PcapNgReader};
 use pcap_file::{DataLink, Endianness, PcapError, TsResolution};
 use sluice_core::device::Device;
-use sluice_core::packet::{Packet, ETH_P_IP, ETH_P_IPV6};
+use sluice_core::packet::{EthAddrs, Packet, ETH_P_IP, ETH_P_IPV6};
 use sluice_core::port::{Port, PortConfig, TxBuffer};
 use sluice_core::time::{Duration, Time};
 use sluice_core::units::{parse_rate, parse_size, parse_time_ns};
@@ -551,6 +551,8 @@ struct Counts {
 struct Kept {
     l2: Vec<u8>,
     cut: u32,
+    /// `l2` is an Ethernet header, whose addresses the actions may change.
+    ethernet: bool,
 }
 
 struct Replayer {
@@ -604,8 +606,21 @@ impl Replayer {
             Some(l2) => f.orig_len.saturating_sub(l2) + 14,
         };
         let data = f.data.split_off(net_at);
-        self.frames.push(Some(Kept { l2: f.data, cut }));
+        // The Ethernet addresses the qdiscs' filters see: the frame's, or
+        // zeros on the Ethernet eth0 a frame of another link type crosses.
+        let ethernet = link == DataLink::ETHERNET && f.data.len() >= 12;
+        let mut eth = EthAddrs::default();
+        if ethernet {
+            eth.dst.copy_from_slice(&f.data[..6]);
+            eth.src.copy_from_slice(&f.data[6..12]);
+        }
+        self.frames.push(Some(Kept {
+            l2: f.data,
+            cut,
+            ethernet,
+        }));
         let mut pkt = Packet::new(data, len, proto);
+        pkt.eth = Some(eth);
         pkt.id = self.frames.len() as u64 - 1;
         pkt.tstamp = at;
         pkt
@@ -645,6 +660,10 @@ impl Replayer {
                 continue;
             };
             let mut frame = kept.l2;
+            if let (true, Some(e)) = (kept.ethernet, pkt.eth) {
+                frame[..6].copy_from_slice(&e.dst);
+                frame[6..12].copy_from_slice(&e.src);
+            }
             frame.extend_from_slice(&pkt.data);
             let orig_len = frame.len() as u32 + kept.cut;
             let epoch = self.epoch.unwrap_or(0);

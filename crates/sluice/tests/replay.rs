@@ -454,6 +454,53 @@ fn pedit_rewrites_headers_and_csum_repairs_their_checksums() {
 }
 
 #[test]
+fn ethernet_addresses_are_the_captures_and_actions_rewrite_them() {
+    // Frames to port 5001 get a new destination address (pedit's `eth`
+    // keys) and have their addresses swapped back and forth by skbmod; a
+    // flower filter keys on the capture's source address.
+    let d = Dir::new("ethaddr");
+    let input: Vec<(Duration, Vec<u8>)> = (0..20u16)
+        .map(|i| {
+            let port = if i % 2 == 0 { 5001 } else { 6001 };
+            (
+                Duration::from_micros(1000 * i as u64),
+                checked_frame(i, port),
+            )
+        })
+        .collect();
+    write_pcap(&d.path("in.pcap"), &input);
+    let src = input[0].1[6..12].to_vec();
+    let mac = |b: &[u8]| {
+        b.iter()
+            .map(|x| format!("{x:02x}"))
+            .collect::<Vec<_>>()
+            .join(":")
+    };
+    let script = format!(
+        "tc qdisc add dev eth0 root handle 1: prio\n\
+         tc filter add dev eth0 parent 1: protocol ip prio 1 flower src_mac {} ip_proto udp dst_port 5001 \\\n\
+         action pedit ex munge eth dst set 11:22:33:44:55:66 pipe \\\n\
+         action skbmod swap mac pipe action skbmod swap mac\n",
+        mac(&src)
+    );
+    let r = replay_script(&d, &script, "100mbit", "out.pcap");
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let out = read_pcap(&d.path("out.pcap"));
+    assert_eq!(out.len(), 20);
+    for ((_, f), (_, i)) in out.iter().zip(&input) {
+        let dst = if seq_of(f).is_multiple_of(2) {
+            vec![0x11, 0x22, 0x33, 0x44, 0x55, 0x66]
+        } else {
+            i[..6].to_vec()
+        };
+        assert_eq!(
+            (&f[..6], &f[6..12], &f[12..]),
+            (&dst[..], &src[..], &i[12..])
+        );
+    }
+}
+
+#[test]
 fn nat_translates_addresses_and_keeps_checksums_valid() {
     let d = Dir::new("nat");
     let input: Vec<(Duration, Vec<u8>)> = (0..50u16)

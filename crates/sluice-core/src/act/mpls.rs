@@ -16,8 +16,10 @@
 //!   (255 unless given: the kernel's default with no MPLS sysctl set) and
 //!   bottom-of-stack bit — given, or set when the packet (under any VLAN
 //!   tags) was not MPLS yet;
-//! - `mac_push`: the same, but the kernel puts the LSE in front of the MAC
-//!   header, so the bottom-of-stack bit is set whenever the device has one;
+//! - `mac_push`: the same, but in front of the whole frame: the Ethernet
+//!   header (with a tag carried beside the packet written in after the
+//!   addresses, and the tags in the packet) becomes payload under the new
+//!   LSE, whose bottom-of-stack bit is set whenever there was a header;
 //! - `modify`: the fields configured replace those of the first LSE; a
 //!   packet that is not MPLS, or shorter than an LSE, is dropped;
 //! - `dec_ttl`: the first LSE's TTL less one; a packet that is not MPLS,
@@ -37,13 +39,10 @@
 //! (255 unless given), the rest only when given; a change replaces every
 //! parameter.
 //!
-//! Deviations: sluice's packets carry no MAC header, so `mac_push` puts its
-//! LSE where `push` does (with the bottom-of-stack bit as the kernel sets
-//! it) and a VLAN tag beside the packet stays outside the stack instead of
-//! going under it with the MAC header. When a packet carries VLAN tags in
-//! its bytes, the kernel's `skb->protocol` is the first tag's TPID, so its
-//! pop, modify and dec_ttl would see no MPLS; sluice's protocol is the type
-//! after the tags (see [`Packet::vlan_inband`]).
+//! Deviation: when a packet carries VLAN tags in its bytes, the kernel's
+//! `skb->protocol` is the first tag's TPID, so its pop, modify and dec_ttl
+//! would see no MPLS; sluice's protocol is the type after the tags (see
+//! [`Packet::vlan_inband`]).
 
 use super::{check_ctrlact, Action, ActionOpts};
 use crate::cls::Verdict;
@@ -258,8 +257,22 @@ impl Mpls {
                 let lse = self.lse(0, !is_mpls_type(pkt.protocol));
                 self.push(pkt, lse);
             }
-            // A MAC header (every sluice device has one) is below the LSE.
-            verb::MAC_PUSH => self.push(pkt, self.lse(0, true)),
+            verb::MAC_PUSH => {
+                let set_bos = pkt.eth.is_some() || !is_mpls_type(pkt.protocol);
+                // The frame goes under the entry whole: its Ethernet header
+                // with the accelerated tag written in after the addresses.
+                if let Some(mut frame) = pkt.mac_header() {
+                    if let Some(t) = pkt.vlan.take() {
+                        let tag = [t.proto.to_be_bytes(), t.tci.to_be_bytes()].concat();
+                        frame.splice(12..12, tag);
+                        pkt.len = pkt.len.saturating_add(4);
+                    }
+                    pkt.eth = None;
+                    pkt.vlan_inband.clear();
+                    pkt.data.splice(0..0, frame);
+                }
+                self.push(pkt, self.lse(0, set_bos));
+            }
             verb::MODIFY => {
                 let lse = self.lse(first_lse(pkt)?, false);
                 pkt.data[..4].copy_from_slice(&lse.to_be_bytes());
@@ -376,13 +389,36 @@ mod tests {
         })
         .act(&mut q, now);
         assert_eq!(lse(&q) & 0x100, 0);
-        // mac_push sets it over MPLS too (a MAC header is below).
-        mpls(MplsOpts {
+        // Without a MAC header (a TUN device's packet) mac_push is push.
+        let mut mac_push = mpls(MplsOpts {
             label: Some(17),
             ..opts(verb::MAC_PUSH)
-        })
-        .act(&mut q, now);
-        assert_eq!(lse(&q), 17 << 12 | 0x100 | 255);
+        });
+        mac_push.act(&mut q, now);
+        assert_eq!(lse(&q) & 0x100, 0);
+        // Over an Ethernet frame the whole frame goes under the entry (its
+        // bottom of stack set over MPLS too), with the tag beside the
+        // packet written in after the addresses.
+        let mut f = ip();
+        mpls(push(16)).act(&mut f, now);
+        f.eth = Some(crate::packet::EthAddrs {
+            dst: [2, 0, 0, 0, 0, 1],
+            src: [2, 0, 0, 0, 0, 2],
+        });
+        f.vlan = Some(crate::packet::VlanTag {
+            proto: 0x8100,
+            tci: 7,
+        });
+        mac_push.act(&mut f, now);
+        assert_eq!(lse(&f), 17 << 12 | 0x100 | 255);
+        assert_eq!(
+            &f.data[4..22],
+            &[2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x81, 0, 0, 7, 0x88, 0x47]
+        );
+        assert_eq!(
+            (f.eth, f.vlan, f.len, f.protocol),
+            (None, None, 112, ETH_P_MPLS_UC)
+        );
     }
 
     #[test]

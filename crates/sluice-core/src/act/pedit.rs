@@ -43,11 +43,16 @@
 //! within its length from the network header (for IP, the length its
 //! header gives).
 //!
-//! Deviations: sluice's packets carry no Ethernet header (its devices have
-//! no MAC addresses), so a key on it — or a raw offset before the network
-//! header — edits nothing, and is not counted; and a simulated packet
-//! whose payload is not carried leaves a key within the payload without
-//! effect (the kernel would edit the payload).
+//! A key on the Ethernet header, or a raw offset before the network header,
+//! edits the packet's Ethernet header ([`Packet::eth`]: its addresses and
+//! the tags in the packet); on a device without one (a TUN device) the MAC
+//! header is where the network header is, as in the kernel.
+//!
+//! Deviations: an edit of the EtherType field changes nothing (sluice keeps
+//! it as the packet's protocol, which the kernel leaves too); a word before
+//! the link-layer header (the kernel's headroom) edits nothing and is not
+//! counted; a simulated packet whose payload is not carried leaves a key
+//! within the payload without effect (the kernel would edit the payload).
 
 use super::{check_ctrlact, Action, ActionOpts};
 use crate::cls::Verdict;
@@ -240,44 +245,58 @@ impl Pedit {
     }
 
     /// Apply every key in order; stops at the first that cannot apply.
+    /// A word in front of the network header is in the packet's Ethernet
+    /// header (and the tags in the packet), when it has one.
     fn edit(&self, pkt: &mut Packet) -> Result<(), Bad> {
         let o = &self.p.0;
         let extent = pkt.network_len() as i64;
+        // The link-layer header's bytes, once a key reaches them.
+        let mut mac: Option<Vec<u8>> = None;
+        let mac_len = |pkt: &Packet| pkt.eth.map_or(0, |_| 14 + 4 * pkt.vlan_inband.len()) as i64;
+        let mut result = Ok(());
         for (i, k) in o.keys.iter().enumerate() {
             let ex = o.keys_ex.as_ref().map_or(PeditKeyEx::default(), |e| e[i]);
             let base = match ex.htype {
-                // The Ethernet header is not carried: nothing to edit there.
-                htype::ETH => continue,
-                htype::TCP => l4_offset(pkt, PROTO_TCP).ok_or(Bad)?,
-                htype::UDP => l4_offset(pkt, PROTO_UDP).ok_or(Bad)?,
-                _ => 0,
+                // The MAC header: in front of the network header, or the
+                // network header itself on a device without one.
+                htype::ETH => Some(-mac_len(pkt)),
+                htype::TCP => l4_offset(pkt, PROTO_TCP),
+                htype::UDP => l4_offset(pkt, PROTO_UDP),
+                _ => Some(0),
+            };
+            let Some(base) = base else {
+                result = Err(Bad);
+                break;
             };
             let mut offset = k.off as i32 as i64;
             if k.offmask != 0 {
                 let at = base + k.at as i32 as i64;
                 if at >= extent {
-                    return Err(Bad);
+                    result = Err(Bad);
+                    break;
                 }
-                let Some(&byte) = usize::try_from(at).ok().and_then(|a| pkt.data.get(a)) else {
-                    // Before the network header or in a payload not carried.
+                let Some(byte) = byte_at(pkt, &mut mac, at) else {
+                    // Before the packet's first byte or in a payload not carried.
                     continue;
                 };
                 offset += ((byte as u32 & k.offmask) >> k.shift) as i64;
                 if offset % 4 != 0 {
-                    return Err(Bad);
+                    result = Err(Bad);
+                    break;
                 }
             }
             let at = base + offset;
             if at + 4 > extent {
-                return Err(Bad);
+                result = Err(Bad);
+                break;
             }
-            let Some(word) = usize::try_from(at)
-                .ok()
-                .and_then(|a| pkt.data.get_mut(a..a + 4))
+            let Some(old) = (0..4)
+                .map(|j| byte_at(pkt, &mut mac, at + j))
+                .collect::<Option<Vec<u8>>>()
             else {
                 continue;
             };
-            let old = u32::from_be_bytes([word[0], word[1], word[2], word[3]]);
+            let old = u32::from_be_bytes([old[0], old[1], old[2], old[3]]);
             let new = if ex.cmd == cmd::ADD {
                 // In memory order, read as the little-endian host reads it.
                 let (w, v, m) = (old.swap_bytes(), k.val.swap_bytes(), k.mask.swap_bytes());
@@ -285,9 +304,48 @@ impl Pedit {
             } else {
                 (old & k.mask) ^ k.val
             };
-            word.copy_from_slice(&new.to_be_bytes());
+            for (j, b) in new.to_be_bytes().into_iter().enumerate() {
+                set_byte(pkt, &mut mac, at + j as i64, b);
+            }
         }
-        Ok(())
+        if let (Some(m), Some(e)) = (mac, pkt.eth.as_mut()) {
+            e.dst.copy_from_slice(&m[..6]);
+            e.src.copy_from_slice(&m[6..12]);
+            for (t, b) in pkt.vlan_inband.iter_mut().zip(m[12..].chunks_exact(4)) {
+                t.proto = u16::from_be_bytes([b[0], b[1]]);
+                t.tci = u16::from_be_bytes([b[2], b[3]]);
+            }
+        }
+        result
+    }
+}
+
+/// The byte at `at` from the network header: in the packet, or (negative)
+/// in its link-layer header, read into `mac` the first time.
+fn byte_at(pkt: &Packet, mac: &mut Option<Vec<u8>>, at: i64) -> Option<u8> {
+    match usize::try_from(at) {
+        Ok(a) => pkt.data.get(a).copied(),
+        Err(_) => {
+            if mac.is_none() {
+                *mac = pkt.mac_header();
+            }
+            let m = mac.as_ref()?;
+            m.get(usize::try_from(m.len() as i64 + at).ok()?).copied()
+        }
+    }
+}
+
+/// Write the byte [`byte_at`] read (the EtherType's two bytes in `mac`
+/// are not carried back: the packet's protocol stays).
+fn set_byte(pkt: &mut Packet, mac: &mut Option<Vec<u8>>, at: i64, b: u8) {
+    match usize::try_from(at) {
+        Ok(a) => pkt.data[a] = b,
+        Err(_) => {
+            if let Some(m) = mac.as_mut() {
+                let i = (m.len() as i64 + at) as usize;
+                m[i] = b;
+            }
+        }
     }
 }
 
@@ -543,19 +601,47 @@ mod tests {
         assert_eq!(&p.data[36..40], &[0, 0, 0, 1]);
     }
 
+    /// An Ethernet key's offset counts from the MAC header: the packet's
+    /// Ethernet header when it has one (a word at 4 spans the destination's
+    /// last two bytes and the source's first two); on a device without one
+    /// (a TUN device) the MAC header is the network header.
     #[test]
-    fn ethernet_keys_edit_nothing_for_want_of_a_header() {
+    fn ethernet_keys_edit_the_ethernet_header() {
         let key = PeditKey {
-            off: 0,
+            off: 4,
+            mask: 0,
             val: 0x1122_3344,
             ..Default::default()
         };
         let mut a = action(vec![key], Some(vec![ex(htype::ETH, cmd::SET)]));
         let mut p = tcp4(0);
         let before = p.data.clone();
+        p.eth = Some(crate::packet::EthAddrs {
+            dst: [2, 0, 0, 0, 0, 1],
+            src: [2, 0, 0, 0, 0, 2],
+        });
         a.act(&mut p, Time(0));
+        let e = p.eth.unwrap();
+        assert_eq!(
+            (e.dst, e.src),
+            ([2, 0, 0, 0, 0x11, 0x22], [0x33, 0x44, 0, 0, 0, 2])
+        );
         assert_eq!(p.data, before);
         assert_eq!(a.overlimits(), 0);
+        // A raw key at -4 (no `ex`): the source's last two bytes and the
+        // EtherType, which stays the packet's protocol.
+        let raw = PeditKey {
+            off: -4i32 as u32,
+            mask: 0,
+            val: 0xaabb_0000,
+            ..Default::default()
+        };
+        action(vec![raw], None).act(&mut p, Time(0));
+        assert_eq!(p.eth.unwrap().src, [0x33, 0x44, 0, 0, 0xaa, 0xbb]);
+        assert_eq!(p.protocol, ETH_P_IP);
+        let mut tun = tcp4(0);
+        a.act(&mut tun, Time(0));
+        assert_eq!(&tun.data[4..8], &[0x11, 0x22, 0x33, 0x44]);
     }
 
     #[test]

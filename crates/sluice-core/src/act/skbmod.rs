@@ -17,14 +17,17 @@
 //! packet too short for the header it edits is dropped with an overlimit.
 //! The verdict is the configured one; `drops` never counts.
 //!
-//! Deviations: sluice's packets start at the network header and carry no
-//! Ethernet header, so the address and type edits and the swap change
-//! nothing visible (the kernel, too, edits only the header: the packet's
-//! protocol stays). The length the kernel makes writable depends on the
-//! hook (at ingress 14 bytes from the network header, at egress the MAC
-//! plus the IP header); sluice asks for the IP header, the egress rule, and
-//! for the Ethernet edits for nothing, as an Ethernet frame always has its
-//! header.
+//! The address edits and the swap rewrite the packet's Ethernet header
+//! ([`Packet::eth`]).
+//!
+//! Deviations: the type edit changes nothing (the kernel edits only the
+//! header's field, which sluice keeps as the packet's protocol, and the
+//! packet's protocol stays); a packet without an Ethernet header (a TUN
+//! device's) is left alone, where the kernel would write over its network
+//! header. The length the kernel makes writable depends on the hook (at
+//! ingress 14 bytes from the network header, at egress the MAC plus the IP
+//! header); sluice asks for the IP header, the egress rule, and for the
+//! Ethernet edits for nothing, as an Ethernet frame always has its header.
 
 use super::{check_ctrlact, Action, ActionOpts};
 use crate::cls::Verdict;
@@ -178,6 +181,18 @@ impl Action for Skbmod {
                 return Verdict::Shot;
             }
             set_ce(pkt);
+        } else if let Some(e) = pkt.eth.as_mut() {
+            // The Ethernet edits (the type edit changes only the header's
+            // field, which sluice's packets keep as their protocol).
+            if o.flags & SKBMOD_F_DMAC != 0 {
+                e.dst = o.dmac.unwrap_or_default();
+            }
+            if o.flags & SKBMOD_F_SMAC != 0 {
+                e.src = o.smac.unwrap_or_default();
+            }
+            if o.flags & SKBMOD_F_SWAPMAC != 0 {
+                std::mem::swap(&mut e.dst, &mut e.src);
+            }
         }
         o.action
     }
@@ -320,5 +335,34 @@ mod tests {
         assert_eq!(a.act(&mut p, Time(0)), Verdict::Shot);
         assert_eq!(p.data[1], 0x02);
         assert_eq!((a.overlimits(), a.drops()), (1, 0));
+    }
+
+    #[test]
+    fn address_edits_rewrite_the_ethernet_header() {
+        use crate::packet::EthAddrs;
+        let eth = EthAddrs {
+            dst: [2, 0, 0, 0, 0, 9],
+            src: [2, 0, 0, 0, 0, 8],
+        };
+        let mut set = Skbmod::new(SkbmodParams::validate(&opts(0x1, true, None), false).unwrap());
+        let mut p = ipv4(0);
+        p.eth = Some(eth);
+        set.act(&mut p, Time(0));
+        assert_eq!(
+            p.eth.map(|e| (e.dst, e.src)),
+            Some(([2, 0, 0, 0, 0, 1], eth.src))
+        );
+        let mut swap = Skbmod::new(
+            SkbmodParams::validate(&opts(SKBMOD_F_SWAPMAC, false, None), false).unwrap(),
+        );
+        swap.act(&mut p, Time(0));
+        assert_eq!(
+            p.eth.map(|e| (e.dst, e.src)),
+            Some((eth.src, [2, 0, 0, 0, 0, 1]))
+        );
+        // Without a header (a TUN device's packet) nothing changes.
+        let mut q = ipv4(0);
+        swap.act(&mut q, Time(0));
+        assert_eq!((q.eth, &q.data), (None, &ipv4(0).data));
     }
 }

@@ -13,9 +13,10 @@
 //! - `modify` replaces the outermost tag's id (and priority, when one was
 //!   configured; DEI and the other bits kept) and always its TPID (802.1Q
 //!   unless told); an untagged packet is left alone;
-//! - `pop_eth` drops a tagged packet and `push_eth` every packet, as the
-//!   kernel does on an Ethernet device, whose packets always have a MAC
-//!   header (these two are for devices without one).
+//! - `pop_eth` takes an untagged packet's Ethernet header away (14 bytes
+//!   less) and drops a tagged packet or one without a header; `push_eth`
+//!   gives a packet without one (a TUN device's) the configured addresses
+//!   (14 bytes more) and drops one that has a header or a tag beside it.
 //!
 //! While a packet carries a tag, filters see its TPID as the packet's
 //! protocol (a `protocol ip` filter no longer matches it). Every packet
@@ -29,13 +30,11 @@
 //! `modify` a TPID and a priority only when one was given; a change
 //! replaces every parameter.
 //!
-//! Deviation: `pop_eth` on an untagged packet removes the Ethernet header
-//! in the kernel; sluice's packets carry none, so it changes nothing.
 
 use super::{check_ctrlact, Action, ActionOpts};
 use crate::cls::Verdict;
 use crate::error::{Errno, TcError, TcResult};
-use crate::packet::{is_vlan_type, Packet, VlanTag, ETH_P_8021Q};
+use crate::packet::{is_vlan_type, EthAddrs, Packet, VlanTag, ETH_P_8021Q};
 use crate::time::Time;
 use serde::{Deserialize, Serialize};
 
@@ -193,8 +192,26 @@ impl Vlan {
                     pkt.vlan = Some(VlanTag { proto, tci });
                 }
             }
-            verb::POP_ETH if tagged => return Err(Failed),
-            verb::PUSH_ETH => return Err(Failed),
+            // `skb_eth_pop`: an untagged frame loses its Ethernet header;
+            // a tagged one, or one without a header, is refused.
+            verb::POP_ETH => {
+                if tagged || pkt.eth.take().is_none() {
+                    return Err(Failed);
+                }
+                pkt.len = pkt.len.saturating_sub(14);
+            }
+            // `skb_eth_push`: only a packet without a MAC header or a tag
+            // beside it gets one.
+            verb::PUSH_ETH => {
+                if pkt.eth.is_some() || pkt.vlan.is_some() {
+                    return Err(Failed);
+                }
+                pkt.eth = Some(EthAddrs {
+                    dst: o.dst_mac.unwrap_or_default(),
+                    src: o.src_mac.unwrap_or_default(),
+                });
+                pkt.len = pkt.len.saturating_add(14);
+            }
             _ => {}
         }
         Ok(())
@@ -313,19 +330,33 @@ mod tests {
     }
 
     #[test]
-    fn ethernet_header_verbs_drop_where_the_kernel_does() {
-        let mut p = Packet::new(vec![0x45; 20], 100, ETH_P_IP);
+    fn ethernet_header_verbs_as_skb_eth_pop_and_push() {
+        let now = Time(0);
         let mut pop_eth = vlan(opts(verb::POP_ETH));
-        assert_eq!(pop_eth.act(&mut p, Time(0)), Verdict::Pipe);
-        push(5, None, None).act(&mut p, Time(0));
-        assert_eq!(pop_eth.act(&mut p, Time(0)), Verdict::Shot);
         let mut push_eth = vlan(VlanOpts {
             dst_mac: Some([2, 0, 0, 0, 0, 1]),
             src_mac: Some([2, 0, 0, 0, 0, 2]),
             ..opts(verb::PUSH_ETH)
         });
-        assert_eq!(push_eth.act(&mut p, Time(0)), Verdict::Shot);
-        assert_eq!((pop_eth.drops(), push_eth.drops()), (1, 1));
+        // A frame with a header: pop takes it (14 bytes), push then puts
+        // the configured one back.
+        let mut p = Packet::new(vec![0x45; 20], 100, ETH_P_IP);
+        p.eth = Some(EthAddrs::default());
+        assert_eq!(push_eth.act(&mut p, now), Verdict::Shot);
+        assert_eq!(pop_eth.act(&mut p, now), Verdict::Pipe);
+        assert_eq!((p.eth, p.len), (None, 86));
+        assert_eq!(pop_eth.act(&mut p, now), Verdict::Shot);
+        assert_eq!(push_eth.act(&mut p, now), Verdict::Pipe);
+        assert_eq!(
+            p.eth.map(|e| (e.dst[5], e.src[5], p.len)),
+            Some((1, 2, 100))
+        );
+        // A tag refuses both.
+        push(5, None, None).act(&mut p, now);
+        assert_eq!(pop_eth.act(&mut p, now), Verdict::Shot);
+        p.eth = None;
+        assert_eq!(push_eth.act(&mut p, now), Verdict::Shot);
+        assert_eq!((pop_eth.drops(), push_eth.drops()), (2, 2));
     }
 
     #[test]

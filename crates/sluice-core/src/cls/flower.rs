@@ -44,10 +44,14 @@
 //! dump gives the old attributes when only depth 1 is named and has a
 //! field, else the list ([`FlowerMpls`]).
 //!
-//! Deviations: only the keys above; Ethernet addresses, ARP, tunnel
-//! (`enc_*`) and conntrack keys are refused by the tc front end (sluice's
-//! packets start at the network header). `indev` is validated and dumped
-//! but always matches, as fw's.
+//! Ethernet addresses (`dst_mac`, `src_mac`, each under a mask) are the
+//! packet's Ethernet header's; a packet without one (a TUN device's) gives
+//! what the kernel's dissector reads there, the first 12 bytes of its
+//! network header.
+//!
+//! Deviations: only the keys above; ARP, PPPoE, tunnel (`enc_*`) and
+//! conntrack keys are refused by the tc front end. `indev` is validated and
+//! dumped but always matches, as fw's.
 
 use super::act::{ActionDump, ActionSpec, Exts, InitCtx};
 use super::{
@@ -57,7 +61,7 @@ use super::{
 };
 use crate::error::{Errno, TcError, TcResult};
 use crate::handle::Handle;
-use crate::packet::{is_mpls_type, is_vlan_type, Packet, ETH_P_IP, ETH_P_IPV6};
+use crate::packet::{is_mpls_type, is_vlan_type, EthAddrs, Packet, ETH_P_IP, ETH_P_IPV6};
 use crate::qdisc::flow_hash::{FlowAddrs, FlowKeys};
 use crate::time::Time;
 use serde::{Deserialize, Serialize};
@@ -394,6 +398,10 @@ pub struct FlowerKeys {
     pub ip_flags: Option<(u32, u32)>,
     /// The label stack (kept form).
     pub mpls: MplsKey,
+    /// `TCA_FLOWER_KEY_ETH_DST` and its mask.
+    pub dst_mac: Option<([u8; 6], [u8; 6])>,
+    /// `TCA_FLOWER_KEY_ETH_SRC` and its mask.
+    pub src_mac: Option<([u8; 6], [u8; 6])>,
 }
 
 /// The flower options tc sends (`TCA_FLOWER_*`).
@@ -463,6 +471,8 @@ struct Mask {
     icmp_code: Option<u8>,
     ip_flags: Option<u32>,
     mpls: (u8, [[bool; 4]; FLOW_DIS_MPLS_MAX]),
+    dst_mac: Option<[u8; 6]>,
+    src_mac: Option<[u8; 6]>,
 }
 
 fn port_mask(p: &Option<PortKey>) -> Option<Option<u16>> {
@@ -491,6 +501,8 @@ impl FlowerKeys {
             icmp_code: self.icmp_code.map(|k| k.1),
             ip_flags: self.ip_flags.map(|k| k.1),
             mpls: self.mpls.mask(),
+            dst_mac: self.dst_mac.map(|k| k.1),
+            src_mac: self.src_mac.map(|k| k.1),
         }
     }
 
@@ -522,6 +534,8 @@ impl FlowerKeys {
             icmp_code: m8(self.icmp_code),
             ip_flags: self.ip_flags.map(|(v, m)| (v & m, m)),
             mpls: self.mpls,
+            dst_mac: self.dst_mac.map(|(v, m)| (mac_and(v, m), m)),
+            src_mac: self.src_mac.map(|(v, m)| (mac_and(v, m), m)),
         }
     }
 
@@ -586,6 +600,8 @@ impl FlowerKeys {
             icmp_code: nz(self.icmp_code).filter(|_| icmp),
             ip_flags: nz(self.ip_flags),
             mpls,
+            dst_mac: nz(self.dst_mac),
+            src_mac: nz(self.src_mac),
         })
     }
 
@@ -639,7 +655,18 @@ impl FlowerKeys {
             && eq(self.icmp_code, p.icmp.1)
             && eq(self.ip_flags, p.ip_flags)
             && self.mpls.matches(&p.mpls)
+            && mac_eq(self.dst_mac, p.eth.dst)
+            && mac_eq(self.src_mac, p.eth.src)
     }
+}
+
+fn mac_and(v: [u8; 6], m: [u8; 6]) -> [u8; 6] {
+    std::array::from_fn(|i| v[i] & m[i])
+}
+
+/// Is the address `p` the key's under its mask (or is there no key)?
+fn mac_eq(k: Option<([u8; 6], [u8; 6])>, p: [u8; 6]) -> bool {
+    k.is_none_or(|(v, m)| mac_and(v, m) == mac_and(p, m))
 }
 
 /// What the flow dissector gives flower (`fl_classify`'s `skb_key`).
@@ -660,6 +687,7 @@ struct PacketKeys {
     icmp: (u8, u8),
     ip_flags: u32,
     mpls: MplsKey,
+    eth: EthAddrs,
 }
 
 impl PacketKeys {
@@ -670,6 +698,7 @@ impl PacketKeys {
             eth_type: pkt.protocol,
             ip_proto: f.ip_proto,
             mpls: MplsKey::dissect(pkt),
+            eth: pkt.eth_addrs(),
             ..Default::default()
         };
         // The dissector walks the tags outermost first: each gives its id,
@@ -1553,5 +1582,32 @@ mod tests {
         };
         let k = ip.kept(&FlowerVlan::default(), &depth(9)).unwrap();
         assert_eq!(k.mpls, MplsKey::default());
+    }
+
+    /// The addresses are the Ethernet header's; a packet without one (a
+    /// TUN device's) shows its first IP header bytes there, as the
+    /// kernel's dissector reads them.
+    #[test]
+    fn ethernet_addresses_match_under_their_masks() {
+        let keys = FlowerKeys {
+            dst_mac: Some(([0x45, 0, 0, 0, 0, 0], [0xff, 0, 0, 0, 0, 0])),
+            ..Default::default()
+        };
+        let mut b = vlan_block(ETH_P_IP, FlowerVlan::default(), keys);
+        let p = udp([1, 1, 1, 1], [2, 2, 2, 2], 1, 2);
+        assert!(class_of(&mut b, p.clone()).is_some());
+        let mut framed = p;
+        framed.eth = Some(EthAddrs {
+            dst: [2, 0, 0, 0, 0, 1],
+            src: [2, 0, 0, 0, 0, 2],
+        });
+        assert!(class_of(&mut b, framed.clone()).is_none());
+        let keys = FlowerKeys {
+            src_mac: Some(([2, 0, 0, 0, 0, 2], [0xff; 6])),
+            dst_mac: Some(([2, 0, 0, 0, 0, 0x11], [0xff, 0xff, 0xff, 0xff, 0xff, 0x0f])),
+            ..Default::default()
+        };
+        let mut b = vlan_block(ETH_P_IP, FlowerVlan::default(), keys);
+        assert!(class_of(&mut b, framed).is_some());
     }
 }

@@ -478,17 +478,36 @@ pub struct U32 {
     root_table: Arc<SnapTable>,
 }
 
-/// Four bytes at `off` of the network header, big-endian, if present.
-fn read32(data: &[u8], off: i64) -> Option<u32> {
-    let o = usize::try_from(off).ok()?;
-    let b = data.get(o..o.checked_add(4)?)?;
+/// Four bytes at `off` of the network header, big-endian, if present; a
+/// negative offset reads the link-layer header in front of it.
+#[inline(always)]
+fn read32(pkt: &Packet, off: i64) -> Option<u32> {
+    let Ok(o) = usize::try_from(off) else {
+        return before_network_header(pkt, off, 4);
+    };
+    let b = pkt.data.get(o..o.checked_add(4)?)?;
     Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
 }
 
-fn read16(data: &[u8], off: i64) -> Option<u16> {
-    let o = usize::try_from(off).ok()?;
-    let b = data.get(o..o.checked_add(2)?)?;
+fn read16(pkt: &Packet, off: i64) -> Option<u16> {
+    let Ok(o) = usize::try_from(off) else {
+        return before_network_header(pkt, off, 2).map(|v| v as u16);
+    };
+    let b = pkt.data.get(o..o.checked_add(2)?)?;
     Some(u16::from_be_bytes([b[0], b[1]]))
+}
+
+/// `len` bytes at negative offset `off` (big-endian), which start in the
+/// link-layer header and may run on into the packet; `None` before the
+/// header's start or when there is none (the kernel reads its headroom).
+#[cold]
+#[inline(never)]
+fn before_network_header(pkt: &Packet, off: i64, len: usize) -> Option<u32> {
+    let mut h = pkt.mac_header()?;
+    let start = usize::try_from(h.len() as i64 + off).ok()?;
+    h.extend(pkt.data.iter().take(len));
+    let b = h.get(start..start + len)?;
+    Some(b.iter().fold(0, |v, x| v << 8 | *x as u32))
 }
 
 fn u32_err(errno: Errno, msg: &str) -> TcError {
@@ -953,7 +972,7 @@ fn walk(w: &mut Walk<'_>, table: &SnapTable, bucket: usize, off: i64, depth: usi
             continue;
         }
         bump32(&n.counters.mark_success);
-        if !keys_match(n, &w.pkt.data, off, w.off2)? {
+        if !keys_match(n, w.pkt, off, w.off2)? {
             continue;
         }
         let Some(link) = n.link else {
@@ -985,7 +1004,7 @@ fn descend(w: &mut Walk<'_>, n: &SnapKnode, link: usize, off: i64, depth: usize)
     let sel = &n.sel;
     let mut b = 0;
     if down.divisor != 0 {
-        let data = read32(&w.pkt.data, off + sel.hoff as i64).ok_or(Abort)?;
+        let data = read32(w.pkt, off + sel.hoff as i64).ok_or(Abort)?;
         b = (down.divisor & ((data & sel.hmask) >> n.fshift)) as usize;
     }
     let mut down_off = off;
@@ -994,7 +1013,7 @@ fn descend(w: &mut Walk<'_>, n: &SnapKnode, link: usize, off: i64, depth: usize)
         if sel.flags & (TC_U32_OFFSET | TC_U32_VAROFFSET) != 0 {
             w.off2 = sel.off as i64 + 3;
             if sel.flags & TC_U32_VAROFFSET != 0 {
-                let v = read16(&w.pkt.data, off + sel.offoff as i64).ok_or(Abort)?;
+                let v = read16(w.pkt, off + sel.offoff as i64).ok_or(Abort)?;
                 w.off2 += (v & sel.offmask)
                     .checked_shr(sel.offshift as u32)
                     .unwrap_or(0) as i64;
@@ -1028,10 +1047,10 @@ fn run_actions(exts: &Weak<Exts>, w: &mut Walk<'_>) -> Verdict {
 
 /// Do all of `n`'s keys match at base `off` (and `off2` for `nexthdr+`)?
 /// Counts each key that matches, in order, until one does not.
-fn keys_match(n: &SnapKnode, data: &[u8], off: i64, off2: i64) -> Result<bool, Abort> {
+fn keys_match(n: &SnapKnode, pkt: &Packet, off: i64, off2: i64) -> Result<bool, Abort> {
     for (j, k) in n.sel.keys.iter().enumerate() {
         let toff = off + k.off as i64 + (off2 & k.offmask as i64);
-        let v = read32(data, toff).ok_or(Abort)?;
+        let v = read32(pkt, toff).ok_or(Abort)?;
         if (v ^ k.val) & k.mask != 0 {
             return Ok(false);
         }
@@ -1416,6 +1435,56 @@ mod tests {
             class_of(&mut b, tcp(A, B, 1, 2, 0, true, &[1; 30])),
             Some(h(1, 0x20))
         );
+    }
+
+    /// Keys at negative offsets read the Ethernet header (the tags in the
+    /// packet included) and may run on into the network header; before
+    /// the header, or without one (a TUN device's packets), the walk stops.
+    #[test]
+    fn negative_offsets_read_the_ethernet_header() {
+        let (mut net, mut b) = (Net::default(), Block::default());
+        let q = h(1, 0);
+        // The source address's last two bytes and the EtherType (at -4),
+        // and the last two of the type with the IP version byte (at -2).
+        let keys = vec![
+            key(0x0506_0800, 0xffff_ffff, -4),
+            key(0x0800_4500, 0xffff_ff00, -2),
+        ];
+        add(
+            &mut b,
+            &mut net,
+            q,
+            u32_msg(10, ETH_P_IP, 0, Some(u32_match(keys, Some(h(1, 0x10))))),
+        );
+        let eth = crate::packet::EthAddrs {
+            dst: [2, 0, 0, 0, 0, 1],
+            src: [1, 2, 3, 4, 5, 6],
+        };
+        let mut p = tcp(A, B, 1, 2, 0, false, &[]);
+        p.eth = Some(eth);
+        assert_eq!(class_of(&mut b, p.clone()), Some(h(1, 0x10)));
+        // A tag in the packet sits between the addresses and the type.
+        p.vlan_inband = vec![crate::packet::VlanTag {
+            proto: 0x8100,
+            tci: 5,
+        }];
+        assert_eq!(class_of(&mut b, p), None);
+        assert_eq!(class_of(&mut b, tcp(A, B, 1, 2, 0, false, &[])), None);
+        let mut far = Block::default();
+        add(
+            &mut far,
+            &mut net,
+            q,
+            u32_msg(
+                10,
+                ETH_P_IP,
+                0,
+                Some(u32_match(vec![key(0, 0, -16)], Some(h(1, 0x20)))),
+            ),
+        );
+        let mut p = tcp(A, B, 1, 2, 0, false, &[]);
+        p.eth = Some(eth);
+        assert_eq!(class_of(&mut far, p), None);
     }
 
     /// Golden "u32 hash tables".

@@ -5,9 +5,9 @@
 //! `type` and `code`, `ip_flags`, `indev`, `skip_hw`/`skip_sw`, `verbose`,
 //! `classid`/`flowid`, `action`, and MPLS's `mpls_label`/`mpls_tc`/`mpls_bos`/
 //! `mpls_ttl` or `mpls lse depth D [label L] [tc T] [bos B] [ttl T] ...` (not
-//! both; under an MPLS EtherType; values in base 10). Keys of Ethernet
-//! addresses, ARP, PPPoE, tunnels and conntrack are refused by name
-//! (sluice's packets start at the network header). Keywords are tried in
+//! both; under an MPLS EtherType; values in base 10), Ethernet addresses
+//! `dst_mac`/`src_mac` (`LLADDR[/BITS|/MASK]`). Keys of ARP, PPPoE,
+//! tunnels and conntrack are refused by name. Keywords are tried in
 //! f_flower.c's order, each as a prefix (`i` is `ip_flags`, `t` is
 //! `tcp_flags`, `vlan` is `vlan_id`, `m` is `mpls`, `mpls_t` is `mpls_tc`).
 //!
@@ -46,7 +46,34 @@ const REFUSED_CT: [(&str, bool); 4] = [
     ("ct_mark", true),
     ("ct_label", true),
 ];
-const REFUSED_L2: [(&str, bool); 2] = [("dst_mac", true), ("src_mac", true)];
+/// `flower_parse_eth_addr`: `LLADDR`, `LLADDR/BITS` or `LLADDR/MASK`; the
+/// error is what tc prints (ll_addr_a2n's line, then `Illegal "KEY"`).
+fn eth_addr(v: &str, key: &str) -> CmdResult<([u8; 6], [u8; 6])> {
+    let bad = |line: Option<String>| {
+        let first = line.map(|l| format!("{l}\n")).unwrap_or_default();
+        soft(format!("{first}Illegal \"{key}\""))
+    };
+    let (addr, mask) = match v.split_once('/') {
+        Some((a, m)) => (a, Some(m)),
+        None => (v, None),
+    };
+    let addr = m::ll_addr(addr).map_err(|l| bad(Some(l)))?.0;
+    let mask = match mask {
+        None => [0xff; 6],
+        // The top BITS of 48, shifted as x86 shifts a 64-bit word (the
+        // count taken mod 64).
+        Some(m) => match m::get_u32(m, 10) {
+            Some(bits) => {
+                let shift = (16u32 + 48).wrapping_sub(bits) & 63;
+                let word = 0xffff_ffff_ffffu64 << shift;
+                let b = word.to_be_bytes();
+                [b[0], b[1], b[2], b[3], b[4], b[5]]
+            }
+            None => m::ll_addr(m).map_err(|l| bad(Some(l)))?.0,
+        },
+    };
+    Ok((addr, mask))
+}
 
 /// The old single-entry MPLS keys, in f_flower.c's order.
 const MPLS_OLD: [&str; 4] = ["mpls_label", "mpls_tc", "mpls_bos", "mpls_ttl"];
@@ -130,11 +157,11 @@ fn refused(w: &str) -> Fail {
     Fail::new(
         1,
         format!(
-            "sluice: flower key \"{w}\" is not supported (sluice's flower matches IP, \
-             VLAN and MPLS fields: ip_proto, src_ip, dst_ip, src_port, dst_port, ip_tos, \
-             ip_ttl, tcp_flags, type, code, ip_flags, num_of_vlans, vlan_id, vlan_prio, \
-             vlan_ethtype, cvlan_id, cvlan_prio, cvlan_ethtype, mpls, mpls_label, mpls_tc, \
-             mpls_bos, mpls_ttl)"
+            "sluice: flower key \"{w}\" is not supported (sluice's flower matches \
+             Ethernet, VLAN, MPLS and IP fields: dst_mac, src_mac, num_of_vlans, vlan_id, \
+             vlan_prio, vlan_ethtype, cvlan_id, cvlan_prio, cvlan_ethtype, mpls, mpls_label, \
+             mpls_tc, mpls_bos, mpls_ttl, ip_proto, src_ip, dst_ip, src_port, dst_port, \
+             ip_tos, ip_ttl, tcp_flags, type, code, ip_flags)"
         ),
     )
 }
@@ -356,8 +383,18 @@ pub(super) fn parse(handle: Option<&str>, protocol: u16, a: &mut Args) -> CmdRes
                 "bos" => mp.bos = Some(x as u8),
                 _ => mp.ttl = Some(x as u8),
             }
-        } else if is_one_of(w, &REFUSED_L2) {
-            return Err(refused(w));
+        } else if matches(w, "dst_mac") || matches(w, "src_mac") {
+            let key = if matches(w, "dst_mac") {
+                "dst_mac"
+            } else {
+                "src_mac"
+            };
+            let v = eth_addr(next_arg(a)?, key)?;
+            if key == "dst_mac" {
+                k.dst_mac = Some(v);
+            } else {
+                k.src_mac = Some(v);
+            }
         } else if matches(w, "ip_proto") {
             let v = next_arg(a)?;
             if !matches!(eth_type, ETH_P_IP | ETH_P_IPV6) {
@@ -513,6 +550,31 @@ fn address(value: u128, mask: u128, v6: bool) -> String {
     }
 }
 
+/// `ll_addr_n2a` of an Ethernet address.
+fn lladdr(a: &[u8; 6]) -> String {
+    a.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// What `flower_print_eth_addr` puts after an address: nothing for a full
+/// mask, `/BITS` for leading ones, else `/MASK` (`__mask_bits` counts
+/// ones from the top and gives up at a zero before them or a one after).
+fn mac_mask_suffix(mask: &[u8; 6]) -> String {
+    let word = mask.iter().fold(0u64, |w, b| w << 8 | *b as u64);
+    let ones = (word << 16).leading_ones();
+    if ones > 0 && word << 16 << ones == 0 {
+        if ones < 48 {
+            format!("/{ones}")
+        } else {
+            String::new()
+        }
+    } else {
+        format!("/{}", lladdr(mask))
+    }
+}
+
 /// flower's MPLS keys as `flower_print_opt` prints them: the entry list
 /// (`  mpls`, then `    lse depth D label L tc T bos B ttl T` per entry),
 /// then the old keys (`mpls_label` a number in JSON, the others strings).
@@ -616,6 +678,12 @@ pub(super) fn print(d: &FlowerDump, handle: u32, cx: &FPrintCx, out: &mut Out) {
     num(out, "cvlan_id", v.cvlan_id);
     num(out, "cvlan_prio", v.cvlan_prio.map(u16::from));
     ethtype(out, "cvlan_ethtype", v.cvlan_ethtype);
+    for (key, mac) in [("dst_mac", k.dst_mac), ("src_mac", k.src_mac)] {
+        if let Some((addr, mask)) = mac {
+            let text = format!("{}{}", lladdr(&addr), mac_mask_suffix(&mask));
+            line(out, key, text.clone(), J::Str(text));
+        }
+    }
     if let Some(e) = k.eth_type {
         let name = match e {
             ETH_P_IP => "ipv4".to_string(),
@@ -1140,5 +1208,65 @@ mod tests {
         assert!(tc(&mut net, "filter show dev DEV ingress")
             .stdout
             .is_empty());
+    }
+
+    /// Compared with iproute2 6.1's tc on this machine: the errors, and
+    /// the masks tc sends (strace: `/0` is the x86 shift of 64, so
+    /// 00:00:ff:ff:ff:ff); printed as `flower_print_eth_addr` does.
+    #[test]
+    fn ethernet_address_keys_as_iproute2_6_1() {
+        let mut net = dev();
+        assert_eq!(tc(&mut net, "qdisc add dev DEV ingress").code, 0);
+        for (args, err) in [
+            (
+                "dst_mac zz",
+                "\"zz\" is invalid lladdr.\nIllegal \"dst_mac\"\n",
+            ),
+            (
+                "dst_mac 02:00:00:00:00:01/zz",
+                "\"zz\" is invalid lladdr.\nIllegal \"dst_mac\"\n",
+            ),
+            (
+                "src_mac 02:00:00:00:00:100",
+                "\"100\" is invalid lladdr.\nIllegal \"src_mac\"\n",
+            ),
+        ] {
+            let o = tc(
+                &mut net,
+                &format!("filter add dev DEV ingress protocol ip flower {args}"),
+            );
+            assert_eq!((o.stderr.as_str(), o.code), (err, 1), "{args}");
+        }
+        for (i, keys) in [
+            "dst_mac 02:00:00:00:00:01 src_mac aa:bb:cc:dd:ee:ff/24",
+            "dst_mac 02:00:00:00:00:01/ff:00:ff:00:00:00",
+            "src_mac 01:02:03:04:05:06/0",
+            "src_mac 01:02:03:04:05:06/47",
+        ]
+        .iter()
+        .enumerate()
+        {
+            let c = format!(
+                "filter add dev DEV ingress pref {} protocol all flower {keys}",
+                i + 1
+            );
+            assert_eq!(tc(&mut net, &c).code, 0, "{c}");
+        }
+        let text = tc(&mut net, "filter show dev DEV ingress").stdout;
+        for w in [
+            "handle 0x1 \n  dst_mac 02:00:00:00:00:01\n  src_mac aa:bb:cc:dd:ee:ff/24\n  not_in_hw\n",
+            "handle 0x1 \n  dst_mac 02:00:00:00:00:01/ff:00:ff:00:00:00\n  not_in_hw\n",
+            "handle 0x1 \n  src_mac 01:02:03:04:05:06/00:00:ff:ff:ff:ff\n  not_in_hw\n",
+            "handle 0x1 \n  src_mac 01:02:03:04:05:06/47\n  not_in_hw\n",
+        ] {
+            assert!(text.contains(w), "{w:?}\nnot in\n{text}");
+        }
+        let json = tc(&mut net, "-j filter show dev DEV ingress").stdout;
+        assert!(
+            json.contains(
+                r#""keys":{"dst_mac":"02:00:00:00:00:01","src_mac":"aa:bb:cc:dd:ee:ff/24"}"#
+            ),
+            "{json}"
+        );
     }
 }
