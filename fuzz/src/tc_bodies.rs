@@ -8,7 +8,8 @@
 
 use sluice_core::handle::Handle;
 use sluice_core::packet::{
-    ConnMark, Packet, VlanTag, ETH_P_8021AD, ETH_P_8021Q, ETH_P_IP, ETH_P_IPV6, ETH_P_MPLS_UC,
+    ConnMark, EthAddrs, Packet, VlanTag, ETH_P_8021AD, ETH_P_8021Q, ETH_P_IP, ETH_P_IPV6,
+    ETH_P_MPLS_UC,
 };
 use sluice_core::qdisc::{Cx, Dequeue};
 use sluice_core::time::Time;
@@ -162,9 +163,10 @@ pub fn classify_packet(data: &[u8]) {
 /// offsets before the header), nat both ways (any address), a csum action
 /// recomputing every checksum it knows and ctinfo, which rewrites the DS
 /// field, on DEV's ingress; and on PEER's ingress, carrying up to three
-/// VLAN tags its first bytes describe (and once as an MPLS packet), through
-/// flower's VLAN and MPLS keys, the vlan and mpls actions, skbmod (ECN
-/// marking) and a gate. Must never panic.
+/// VLAN tags its first bytes describe (and once as an MPLS packet), with
+/// or without an Ethernet header, through flower's VLAN, MPLS and address
+/// keys, u32 at negative offsets, the vlan and mpls actions, pedit's
+/// Ethernet keys, skbmod and a gate. Must never panic.
 pub fn rewrite_packet(data: &[u8]) {
     let mut net = veth();
     for c in [
@@ -174,7 +176,9 @@ pub fn rewrite_packet(data: &[u8]) {
         "filter add dev PEER parent ffff: protocol all pref 3 flower num_of_vlans 2 vlan_ethtype ip cvlan_id 4 action vlan push id 4 protocol 802.1ad",
         "filter add dev PEER parent ffff: protocol mpls_uc pref 4 flower mpls lse depth 1 label 16 lse depth 7 bos 1 action mpls dec_ttl pipe action mpls modify label 5 tc 3 pipe action mpls pop protocol mpls_uc pipe action mpls pop protocol ip continue",
         "filter add dev PEER parent ffff: protocol all pref 5 matchall action mpls push label 7 pipe action mpls mac_push label 8 bos 0 pipe action mpls pop protocol ipv6 continue",
-        "filter add dev PEER parent ffff: protocol all pref 6 matchall action skbmod ecn pipe action skbmod swap mac pipe action gate sched-entry open 1 -1 100 sched-entry close 1",
+        "filter add dev PEER parent ffff: protocol all pref 6 matchall action skbmod ecn pipe action skbmod swap mac pipe action gate sched-entry open 1 -1 100 sched-entry close 1 continue",
+        "filter add dev PEER parent ffff: protocol all pref 7 u32 match u16 0x0800 0xffff at -2 match u32 0 0 at -16 action pedit ex munge eth dst set 02:00:00:00:00:09 munge offset -8 u32 add 1 pipe action vlan pop_eth pipe action vlan push_eth dst_mac 02:00:00:00:00:01 src_mac 02:00:00:00:00:02 continue",
+        "filter add dev PEER parent ffff: protocol all pref 8 flower dst_mac 02:00:00:00:00:01/16 src_mac 00:00:00:00:00:00/ff:00:ff:00:00:ff action skbmod set dmac 02:00:00:00:00:03 pipe action mpls mac_push label 9",
         "qdisc add dev DEV ingress",
         "filter add dev DEV parent ffff: protocol all matchall action pedit ex munge tcp dport add 1 munge udp sport set 7 munge ip ttl decrement munge offset 0 u32 at 0 f0 2 set 1 munge offset -4 u8 invert munge offset 0 u8 at 1 3 0 set 1 pipe action nat ingress 0.0.0.0/1 10.9.8.7 pipe action nat egress 128.0.0.0/1 172.16.0.1 pipe action csum iph icmp igmp tcp udp udplite sctp pipe action ctinfo dscp 0xfc000000",
     ] {
@@ -206,9 +210,16 @@ pub fn rewrite_packet(data: &[u8]) {
             tci: u16::from_be_bytes([t[0], t[1]]),
         })
         .collect();
+    // An Ethernet header (its addresses from the first byte) unless that
+    // byte is odd, as a TUN device's packets have none.
+    let eth = head.first().filter(|b| *b & 1 == 0).map(|b| EthAddrs {
+        dst: [2, 0, 0, 0, 0, *b],
+        src: [*b; 6],
+    });
     for protocol in [ETH_P_IP, ETH_P_IPV6, ETH_P_MPLS_UC] {
         let len = (rest.len() as u32).saturating_add(14);
         let mut pkt = Packet::new(rest.to_vec(), len, protocol);
+        pkt.eth = eth;
         pkt.vlan = tags.first().copied();
         pkt.vlan_inband = tags.iter().skip(1).copied().collect();
         let _ = peer.receive(pkt, Time::ZERO);
