@@ -332,7 +332,7 @@ impl Skb {
     /// read (u32's negative offsets).
     pub fn mac_header(&self) -> Option<Vec<u8>> {
         let e = self.eth?;
-        let mut h = Vec::with_capacity(14 + 4 * self.vlan_inband.len());
+        let mut h = Vec::with_capacity(self.mac_len());
         h.extend(e.dst);
         h.extend(e.src);
         for t in &self.vlan_inband {
@@ -343,18 +343,20 @@ impl Skb {
         Some(h)
     }
 
+    /// How many bytes [`Skb::mac_header`] has (0 without a header).
+    pub fn mac_len(&self) -> usize {
+        self.eth.map_or(0, |_| 14 + 4 * self.vlan_inband.len())
+    }
+
     /// The addresses the flow dissector reads (`eth_hdr(skb)`): the
     /// Ethernet header's, or — on a device without one, whose MAC header
     /// pointer is the network header — the first 12 bytes of the packet.
     pub fn eth_addrs(&self) -> EthAddrs {
         self.eth.unwrap_or_else(|| {
-            let mut b = [0u8; 12];
-            let n = self.data.len().min(12);
-            b[..n].copy_from_slice(&self.data[..n]);
-            let (dst, src) = b.split_at(6);
+            let byte = |i: usize| self.data.get(i).copied().unwrap_or(0);
             EthAddrs {
-                dst: dst.try_into().unwrap_or_default(),
-                src: src.try_into().unwrap_or_default(),
+                dst: std::array::from_fn(byte),
+                src: std::array::from_fn(|i| byte(i + 6)),
             }
         })
     }

@@ -518,12 +518,7 @@ pub(crate) fn show_link(
         _ => ("ether", [0xff; 6]),
     };
     let address = crate::l3::mac_of(d);
-    let mac = |a: &[u8; 6]| {
-        a.iter()
-            .map(|b| format!("{b:02x}"))
-            .collect::<Vec<_>>()
-            .join(":")
-    };
+    let mac = crate::m::ll_addr_n2a;
     let name = match peer {
         Some(p) => format!("{}@{p}", d.info.name),
         None => d.info.name.clone(),

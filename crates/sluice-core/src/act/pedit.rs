@@ -248,50 +248,54 @@ impl Pedit {
     /// A word in front of the network header is in the packet's Ethernet
     /// header (and the tags in the packet), when it has one.
     fn edit(&self, pkt: &mut Packet) -> Result<(), Bad> {
-        let o = &self.p.0;
-        let extent = pkt.network_len() as i64;
         // The link-layer header's bytes, once a key reaches them.
         let mut mac: Option<Vec<u8>> = None;
-        let mac_len = |pkt: &Packet| pkt.eth.map_or(0, |_| 14 + 4 * pkt.vlan_inband.len()) as i64;
-        let mut result = Ok(());
+        let result = self.apply_keys(pkt, &mut mac);
+        if let (Some(m), Some(e)) = (mac, pkt.eth.as_mut()) {
+            e.dst.copy_from_slice(&m[..6]);
+            e.src.copy_from_slice(&m[6..12]);
+            for (t, b) in pkt.vlan_inband.iter_mut().zip(m[12..].chunks_exact(4)) {
+                t.proto = u16::from_be_bytes([b[0], b[1]]);
+                t.tci = u16::from_be_bytes([b[2], b[3]]);
+            }
+        }
+        result
+    }
+
+    fn apply_keys(&self, pkt: &mut Packet, mac: &mut Option<Vec<u8>>) -> Result<(), Bad> {
+        let o = &self.p.0;
+        let extent = pkt.network_len() as i64;
         for (i, k) in o.keys.iter().enumerate() {
             let ex = o.keys_ex.as_ref().map_or(PeditKeyEx::default(), |e| e[i]);
             let base = match ex.htype {
                 // The MAC header: in front of the network header, or the
                 // network header itself on a device without one.
-                htype::ETH => Some(-mac_len(pkt)),
-                htype::TCP => l4_offset(pkt, PROTO_TCP),
-                htype::UDP => l4_offset(pkt, PROTO_UDP),
-                _ => Some(0),
-            };
-            let Some(base) = base else {
-                result = Err(Bad);
-                break;
+                htype::ETH => -(pkt.mac_len() as i64),
+                htype::TCP => l4_offset(pkt, PROTO_TCP).ok_or(Bad)?,
+                htype::UDP => l4_offset(pkt, PROTO_UDP).ok_or(Bad)?,
+                _ => 0,
             };
             let mut offset = k.off as i32 as i64;
             if k.offmask != 0 {
                 let at = base + k.at as i32 as i64;
                 if at >= extent {
-                    result = Err(Bad);
-                    break;
+                    return Err(Bad);
                 }
-                let Some(byte) = byte_at(pkt, &mut mac, at) else {
+                let Some(byte) = byte_at(pkt, mac, at) else {
                     // Before the packet's first byte or in a payload not carried.
                     continue;
                 };
                 offset += ((byte as u32 & k.offmask) >> k.shift) as i64;
                 if offset % 4 != 0 {
-                    result = Err(Bad);
-                    break;
+                    return Err(Bad);
                 }
             }
             let at = base + offset;
             if at + 4 > extent {
-                result = Err(Bad);
-                break;
+                return Err(Bad);
             }
             let Some(old) = (0..4)
-                .map(|j| byte_at(pkt, &mut mac, at + j))
+                .map(|j| byte_at(pkt, mac, at + j))
                 .collect::<Option<Vec<u8>>>()
             else {
                 continue;
@@ -305,18 +309,10 @@ impl Pedit {
                 (old & k.mask) ^ k.val
             };
             for (j, b) in new.to_be_bytes().into_iter().enumerate() {
-                set_byte(pkt, &mut mac, at + j as i64, b);
+                set_byte(pkt, mac, at + j as i64, b);
             }
         }
-        if let (Some(m), Some(e)) = (mac, pkt.eth.as_mut()) {
-            e.dst.copy_from_slice(&m[..6]);
-            e.src.copy_from_slice(&m[6..12]);
-            for (t, b) in pkt.vlan_inband.iter_mut().zip(m[12..].chunks_exact(4)) {
-                t.proto = u16::from_be_bytes([b[0], b[1]]);
-                t.tci = u16::from_be_bytes([b[2], b[3]]);
-            }
-        }
-        result
+        Ok(())
     }
 }
 

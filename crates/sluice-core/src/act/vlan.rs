@@ -29,7 +29,6 @@
 //! As stored (and dumped): `push` always has a TPID and a priority (0),
 //! `modify` a TPID and a priority only when one was given; a change
 //! replaces every parameter.
-//!
 
 use super::{check_ctrlact, Action, ActionOpts};
 use crate::cls::Verdict;

@@ -550,14 +550,6 @@ fn address(value: u128, mask: u128, v6: bool) -> String {
     }
 }
 
-/// `ll_addr_n2a` of an Ethernet address.
-fn lladdr(a: &[u8; 6]) -> String {
-    a.iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
-}
-
 /// What `flower_print_eth_addr` puts after an address: nothing for a full
 /// mask, `/BITS` for leading ones, else `/MASK` (`__mask_bits` counts
 /// ones from the top and gives up at a zero before them or a one after).
@@ -571,7 +563,7 @@ fn mac_mask_suffix(mask: &[u8; 6]) -> String {
             String::new()
         }
     } else {
-        format!("/{}", lladdr(mask))
+        format!("/{}", m::ll_addr_n2a(mask))
     }
 }
 
@@ -680,7 +672,7 @@ pub(super) fn print(d: &FlowerDump, handle: u32, cx: &FPrintCx, out: &mut Out) {
     ethtype(out, "cvlan_ethtype", v.cvlan_ethtype);
     for (key, mac) in [("dst_mac", k.dst_mac), ("src_mac", k.src_mac)] {
         if let Some((addr, mask)) = mac {
-            let text = format!("{}{}", lladdr(&addr), mac_mask_suffix(&mask));
+            let text = format!("{}{}", m::ll_addr_n2a(&addr), mac_mask_suffix(&mask));
             line(out, key, text.clone(), J::Str(text));
         }
     }

@@ -91,6 +91,14 @@ pub(crate) fn parse_index(
     Ok(Some(index))
 }
 
+/// `ll_addr_n2a` of a 6-byte address: `aa:bb:cc:dd:ee:ff`.
+pub(crate) fn ll_addr_n2a(a: &[u8; 6]) -> String {
+    a.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
 /// `ll_addr_a2n` into a 6-byte buffer: the bytes (zero-filled) and how
 /// many parts were read — four for an IPv4-style dotted address, else
 /// colon-separated parts read as `sscanf("%x")` (6 parts and more count

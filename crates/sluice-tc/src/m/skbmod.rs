@@ -118,13 +118,6 @@ pub(crate) fn parse(a: &mut Args) -> CmdResult<ActionSpec> {
     })
 }
 
-fn mac_text(m: &[u8; 6]) -> String {
-    m.iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
-}
-
 /// `print_skbmod`: raw text around the control action, as 6.1 prints it.
 pub(crate) fn print(d: &ActionDump, cx: &PrintCx, out: &mut Out) {
     let ActionOpts::Skbmod(o) = &d.opts else {
@@ -137,10 +130,10 @@ pub(crate) fn print(d: &ActionDump, cx: &PrintCx, out: &mut Out) {
         s.push_str(&format!("set etype 0x{t:X} \n\t "));
     }
     if let Some(m) = &o.dmac {
-        s.push_str(&format!("set dmac {} ", mac_text(m)));
+        s.push_str(&format!("set dmac {} ", super::ll_addr_n2a(m)));
     }
     if let Some(m) = &o.smac {
-        s.push_str(&format!("set smac {} ", mac_text(m)));
+        s.push_str(&format!("set smac {} ", super::ll_addr_n2a(m)));
     }
     if o.flags & SKBMOD_F_SWAPMAC != 0 {
         s.push_str("swap mac ");

@@ -164,8 +164,7 @@ pub(crate) fn print(d: &ActionDump, cx: &PrintCx, out: &mut Out) {
     }
     for (key, m) in [("dst_mac", o.dst_mac), ("src_mac", o.src_mac)] {
         if let Some(m) = m {
-            let s: Vec<String> = m.iter().map(|b| format!("{b:02x}")).collect();
-            let s = s.join(":");
+            let s = super::ll_addr_n2a(&m);
             out.str(To::Any, key, &format!(" {key} {s}"), &s);
         }
     }
