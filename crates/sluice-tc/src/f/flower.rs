@@ -38,7 +38,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 /// iproute2 6.1's `explain()` (its `ppp_proto` line lacks its line break).
 const USAGE: &str = include_str!("flower_usage.txt");
 
-/// Keywords of keys sluice's flower does not match, in three runs of
+/// Keywords of keys sluice's flower does not match, in two runs of
 /// f_flower.c's order of tests: (keyword, matched as a prefix).
 const REFUSED_CT: [(&str, bool); 4] = [
     ("ct_state", true),
@@ -46,6 +46,28 @@ const REFUSED_CT: [(&str, bool); 4] = [
     ("ct_mark", true),
     ("ct_label", true),
 ];
+const REFUSED_LATE: [(&str, bool); 19] = [
+    ("arp_tip", true),
+    ("arp_sip", true),
+    ("arp_op", true),
+    ("arp_tha", true),
+    ("arp_sha", true),
+    ("pppoe_sid", false),
+    ("ppp_proto", false),
+    ("enc_dst_ip", true),
+    ("enc_src_ip", true),
+    ("enc_key_id", true),
+    ("enc_dst_port", true),
+    ("enc_tos", true),
+    ("enc_ttl", true),
+    ("geneve_opts", true),
+    ("vxlan_opts", true),
+    ("erspan_opts", true),
+    ("gtp_opts", false),
+    ("l2_miss", false),
+    ("cfm", false),
+];
+
 /// `flower_parse_eth_addr`: `LLADDR`, `LLADDR/BITS` or `LLADDR/MASK`; the
 /// error is what tc prints (ll_addr_a2n's line, then `Illegal "KEY"`).
 fn eth_addr(v: &str, key: &str) -> CmdResult<([u8; 6], [u8; 6])> {
@@ -106,18 +128,17 @@ fn mpls_lse(a: &mut Args) -> CmdResult<MplsLseAttr> {
             break;
         };
         let v = next_arg(a)?;
-        let bad = || soft(format!("Illegal \"{what}\""));
+        let x = match what {
+            "depth" => get_u8(v, 10).filter(|d| *d >= 1).map(u32::from),
+            _ => lse_field(v, what),
+        }
+        .ok_or_else(|| soft(format!("Illegal \"{what}\"")))?;
         match what {
-            "depth" => l.depth = Some(get_u8(v, 10).filter(|d| *d >= 1).ok_or_else(bad)?),
-            "label" => l.label = Some(lse_field(v, what).ok_or_else(bad)?),
-            _ => {
-                let x = Some(lse_field(v, what).ok_or_else(bad)? as u8);
-                match what {
-                    "tc" => l.tc = x,
-                    "bos" => l.bos = x,
-                    _ => l.ttl = x,
-                }
-            }
+            "depth" => l.depth = Some(x as u8),
+            "label" => l.label = Some(x),
+            "tc" => l.tc = Some(x as u8),
+            "bos" => l.bos = Some(x as u8),
+            _ => l.ttl = Some(x as u8),
         }
         a.next();
     }
@@ -126,27 +147,6 @@ fn mpls_lse(a: &mut Args) -> CmdResult<MplsLseAttr> {
     }
     Ok(l)
 }
-const REFUSED_LATE: [(&str, bool); 19] = [
-    ("arp_tip", true),
-    ("arp_sip", true),
-    ("arp_op", true),
-    ("arp_tha", true),
-    ("arp_sha", true),
-    ("pppoe_sid", false),
-    ("ppp_proto", false),
-    ("enc_dst_ip", true),
-    ("enc_src_ip", true),
-    ("enc_key_id", true),
-    ("enc_dst_port", true),
-    ("enc_tos", true),
-    ("enc_ttl", true),
-    ("geneve_opts", true),
-    ("vxlan_opts", true),
-    ("erspan_opts", true),
-    ("gtp_opts", false),
-    ("l2_miss", false),
-    ("cfm", false),
-];
 
 fn is_one_of(w: &str, list: &[(&str, bool)]) -> bool {
     list.iter()
