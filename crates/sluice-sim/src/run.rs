@@ -350,6 +350,10 @@ fn add_workload(
                 .map(|s| dur(&sub(s)?, "interval"))
                 .transpose()?
                 .unwrap_or(Duration::from_secs(1));
+            if interval == Duration::ZERO {
+                // Every echo would be due at the same instant, for ever.
+                return Err(format!("workload {wi}: ping interval must be more than 0"));
+            }
             let mut p = PingApp::new(dst, interval, start, stop, 0x100 + wi as u16);
             p.tos = tos as u16;
             if let Some(sz) = &w.size {

@@ -334,6 +334,26 @@ fn absurd_numbers_are_errors_not_panics() {
     // A stagger that would overflow virtual time just starts the flows at the end of time.
     let late = path("1mbit", "1ms", "pfifo", 0.0, "[[workload]]\ntype = \"tcp\"\nfrom = \"s\"\nto = \"d\"\ncount = 4\nstagger = \"9000000000s\"", 1);
     assert!(build(&late, &late.vars_for(None, &no_overrides())).is_ok());
+    // Found the same way: a ping every 0 s would never let virtual time move.
+    let ping = |interval: &str| {
+        path(
+            "1mbit",
+            "1ms",
+            "pfifo",
+            0.0,
+            &format!("[[workload]]\ntype = \"ping\"\nfrom = \"s\"\nto = \"d\"\ninterval = \"{interval}\""),
+            1,
+        )
+    };
+    let zero = ping("0s");
+    let e = build(&zero, &zero.vars_for(None, &no_overrides())).err();
+    assert!(
+        e.as_deref()
+            .is_some_and(|e| e.contains("interval must be more than 0")),
+        "{e:?}"
+    );
+    let fast = ping("1us");
+    assert!(build(&fast, &fast.vars_for(None, &no_overrides())).is_ok());
 }
 
 #[test]
