@@ -19,11 +19,12 @@ use sluice_tc::{ip, tc};
 /// Commands read from one input: at most this many lines are run.
 pub const MAX_COMMANDS: usize = 4;
 
-/// The golden captures' starting point: veth `DEV`/`PEER`, both up.
+/// The golden captures' starting point, veth `DEV`/`PEER`, both up; `DEV` with
+/// four transmit queues, so that mq can be built on it.
 pub fn veth() -> Net {
     let mut net = Net::new();
     for c in [
-        "link add dev DEV type veth peer name PEER",
+        "link add dev DEV numtxqueues 4 type veth peer name PEER",
         "link set dev DEV up",
         "link set dev PEER up",
     ] {

@@ -6,8 +6,9 @@
 //! has one egress root qdisc and optionally an ingress or clsact qdisc. When the
 //! user has attached no root, the device has a default one with handle 0:
 //! `noop` while the device has never been up, then `noqueue` for devices that
-//! need no queue (loopback, veth, dummy, or `txqueuelen 0`) and `pfifo_fast`
-//! for the rest. Requests carry netlink flags as tc sets them: `add` is
+//! need no queue (loopback, veth, dummy), `mq` for the rest when they have
+//! several transmit queues, else `noqueue` at `txqueuelen 0` and
+//! `pfifo_fast` otherwise. Requests carry netlink flags as tc sets them: `add` is
 //! CREATE|EXCL, `replace` CREATE|REPLACE, `change` none, `link` REPLACE; the
 //! decisions below follow the kernel's case analysis on those flags, with its
 //! error codes and extack messages.
@@ -153,6 +154,8 @@ pub struct Device {
     /// The link-layer address `ip link add/set ... address` gave it (`ip
     /// link show` derives one from the index otherwise).
     pub address: Option<[u8; 6]>,
+    /// Receive queues (`numrxqueues`), shown by `ip -d link show`.
+    pub num_rx_queues: u32,
 }
 
 fn err(errno: Errno, msg: &str) -> TcError {
@@ -175,6 +178,7 @@ impl Device {
             cls: Default::default(),
             created: 0,
             address: None,
+            num_rx_queues: 1,
         }
     }
 
@@ -400,10 +404,6 @@ impl Device {
         }
         let (parent, handle) = (req.parent, req.handle);
         let Some(opts) = &req.opts else {
-            if req.kind.as_deref() == Some("mq") {
-                // mq needs a multiqueue device; sluice's devices have one queue.
-                return Err(TcError::errno(Errno::EOPNOTSUPP));
-            }
             // A kind we have whose init needs options (tbf) refuses a bare
             // request with EINVAL; a kind we lack is unknown.
             return Err(match req.kind.as_deref() {
@@ -445,6 +445,9 @@ impl Device {
             req.ingress_block.is_some(),
             req.egress_block.is_some(),
         )?;
+        if let QdiscOpts::Mq = opts {
+            crate::qdisc::mq::check_attach(parent, &self.info)?;
+        }
         if let QdiscOpts::Netem(o) = opts {
             crate::qdisc::netem::check_netem_in_tree(&self.root, None, o.duplicate)?;
         }
@@ -844,7 +847,12 @@ impl Device {
 pub fn default_root(info: &DevInfo, kind: &DevKind, activated: bool) -> QdiscNode {
     let opts = if !activated {
         QdiscOpts::Noop
-    } else if kind.no_queue() || info.txqueuelen == 0 {
+    } else if kind.no_queue() {
+        QdiscOpts::Noqueue
+    } else if info.num_tx_queues > 1 {
+        // attach_default_qdiscs: mq whatever the queue length.
+        QdiscOpts::Mq
+    } else if info.txqueuelen == 0 {
         QdiscOpts::Noqueue
     } else {
         QdiscOpts::PfifoFast(Default::default())

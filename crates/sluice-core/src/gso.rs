@@ -242,6 +242,7 @@ pub fn split(pkt: &Packet, per_piece: u16) -> Result<Vec<Packet>, GsoError> {
             csum_partial: pkt.csum_partial,
             pkt_type: pkt.pkt_type,
             tc_index: pkt.tc_index,
+            queue_mapping: pkt.queue_mapping,
             cb: pkt.cb,
             skb_iif: pkt.skb_iif,
             from_ingress: pkt.from_ingress,

@@ -58,6 +58,10 @@ pub struct Skb {
     /// Checksum offload (`CHECKSUM_PARTIAL`): the transport checksum is
     /// not computed yet; its field holds the pseudo-header sum.
     pub csum_partial: Option<CsumPartial>,
+    /// `skb->queue_mapping` as an `skbedit queue_mapping` action set it:
+    /// the transmit queue of a multi-queue device ([`crate::qdisc::mq`]);
+    /// `None`: picked by the flow hash.
+    pub queue_mapping: Option<u16>,
     /// `skb->tc_index`: set from the class minor by the ingress (and
     /// clsact) filters on `ok`; gred picks the virtual queue from its low
     /// four bits, and rewrites them to the default VQ when they name none.

@@ -306,6 +306,7 @@ impl Plane {
                 seed: 0,
                 // A TUN device reports 10 Mbit/s to ethtool.
                 speed: 10,
+                num_tx_queues: 1,
             };
             let idx = net.add_device(info, sluice_core::device::DevKind::Tun);
             if let Some(d) = net.devices.iter_mut().find(|d| d.ifindex == idx) {

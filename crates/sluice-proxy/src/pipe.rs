@@ -105,6 +105,7 @@ pub(crate) fn qdisc_device(spec: &str, seed: u64) -> Result<Net, String> {
         seed,
         // A TUN device reports 10 Mbit/s to ethtool.
         speed: 10,
+        num_tx_queues: 1,
     };
     net.add_device(info, DevKind::Tun);
     if let Some(d) = net.dev_mut("tox") {

@@ -167,11 +167,12 @@ pub fn build_with(
         let (an, ad) = split_end(&l.a)?;
         let (bn, bd) = split_end(&l.b)?;
         let (ai, bi) = (node_ix(&nets, an)?, node_ix(&nets, bn)?);
-        for (ni, dev, q) in [
-            (ai, ad, l.txqueuelen_a.as_ref()),
-            (bi, bd, l.txqueuelen_b.as_ref()),
+        for (ni, dev, q, txq) in [
+            (ai, ad, l.txqueuelen_a.as_ref(), l.txqueues_a.as_ref()),
+            (bi, bd, l.txqueuelen_b.as_ref(), l.txqueues_b.as_ref()),
         ] {
             let q = opt_num(q.or(l.txqueuelen.as_ref()), "txqueuelen", vars)?.unwrap_or(1000);
+            let txq = opt_num(txq.or(l.txqueues.as_ref()), "txqueues", vars)?.unwrap_or(1);
             let net = &mut nets[ni].3;
             // A locally administered address of its own: 02:00, the node's
             // number, 00, the interface's number on the node (from 1).
@@ -188,7 +189,7 @@ pub fn build_with(
                 k & 0xff
             );
             for cmd in [
-                format!("link add dev {dev} type ether address {mac}"),
+                format!("link add dev {dev} numtxqueues {txq} type ether address {mac}"),
                 format!("link set dev {dev} txqueuelen {q}"),
                 format!("link set dev {dev} up"),
             ] {

@@ -23,6 +23,7 @@
 //! delay = "1ms"
 //! buffer = "1p"              # the transmit buffer: packets (p) or bytes (b)
 //! txqueuelen = 1000          # of both devices (txqueuelen_a / txqueuelen_b)
+//! txqueues = 1               # transmit queues of both devices (txqueues_a / txqueues_b)
 //! [[workload]]
 //! type = "ping"              # ping | udp | tcp | web
 //! from = "sender"
@@ -133,6 +134,13 @@ pub struct LinkSpec {
     pub txqueuelen_a: Option<toml::Value>,
     /// txqueuelen at b.
     pub txqueuelen_b: Option<toml::Value>,
+    /// Transmit queues of both devices (`numtxqueues`, default 1; more make
+    /// the device multi-queue, with an mq root).
+    pub txqueues: Option<toml::Value>,
+    /// Transmit queues at a.
+    pub txqueues_a: Option<toml::Value>,
+    /// Transmit queues at b.
+    pub txqueues_b: Option<toml::Value>,
     /// Bytes of framing per packet on the wire.
     #[serde(default)]
     pub overhead: Option<u32>,

@@ -1,7 +1,7 @@
 //! The simulator against physics, against its own determinism, and against
 //! the expectations each bundled scenario states (examples/*.toml).
 
-use sluice_sim::report::{check, RunResult};
+use sluice_sim::report::{check, metric, RunResult};
 use sluice_sim::run::{build, run, run_all};
 use sluice_sim::scenario::Scenario;
 use sluice_sim::world::Census;
@@ -799,4 +799,44 @@ fn a_gate_passes_a_flow_only_while_its_schedule_is_open() {
     // a budget of 1500 bytes (one packet) passes 100 per second: 59 % lost.
     let budget = run_with("sched-entry open 6ms -1 1500 sched-entry close 4ms");
     assert!((budget - 59.0).abs() < 3.0, "{budget}");
+}
+
+#[test]
+fn mq_gives_each_transmit_queue_its_own_qdisc() {
+    // s's eth0 has two transmit queues under an mq root: queue 0 (class
+    // 1:1) is held to 1 Mbit/s by a tbf, queue 1 (1:2) has a plain fifo.
+    // clsact egress pins flow "a" (port 5001) and "b" (5002) to a queue
+    // with skbedit queue_mapping, before the queue is picked. Each offers 4
+    // Mbit/s to a 10 Mbit/s link: a flow on queue 0 gets (with the other
+    // flows there) the tbf's 1 Mbit/s of IP, less its UDP/IP headers
+    // (1000/1028 of it); one on queue 1 all of its 4.
+    let w = "[[workload]]\ntype = \"udp\"\nname = \"a\"\nfrom = \"s\"\nto = \"d\"\nrate = \"4mbit\"\nsize = 1000\nport = 5001\n\
+             [[workload]]\ntype = \"udp\"\nname = \"b\"\nfrom = \"s\"\nto = \"d\"\nrate = \"4mbit\"\nsize = 1000\nport = 5002";
+    let run_with = |queues: [u16; 2]| {
+        let mut sc = path("10mbit", "1ms", "handle 1: mq", 0.0, w, 1);
+        sc.links[0].txqueues_a = Some(toml::Value::Integer(2));
+        sc.nodes[0].tc.extend([
+            "tc qdisc add dev eth0 parent 1:1 handle 10: tbf rate 1mbit burst 4k latency 20ms"
+                .to_string(),
+            "tc qdisc add dev eth0 parent 1:2 handle 20: pfifo limit 100".to_string(),
+            "tc qdisc add dev eth0 clsact".to_string(),
+        ]);
+        for (port, queue) in [5001, 5002].into_iter().zip(queues) {
+            sc.nodes[0].tc.push(format!(
+                "tc filter add dev eth0 egress protocol ip u32 match ip dport {port} 0xffff action skbedit queue_mapping {queue}"
+            ));
+        }
+        let r = one_run(&sc);
+        let g = |n: &str| metric(&r, &format!("flow.{n}.goodput_mbps")).unwrap();
+        (g("a"), g("b"))
+    };
+    let tbf = 1000.0 / 1028.0;
+    let near = |x: f64, want: f64| (x - want).abs() < 0.05 * want;
+    let (a, b) = run_with([0, 1]);
+    assert!(near(a, tbf) && near(b, 4.0), "a {a} b {b}");
+    let (a, b) = run_with([1, 0]);
+    assert!(near(a, 4.0) && near(b, tbf), "a {a} b {b}");
+    // Both on queue 0: they share the tbf.
+    let (a, b) = run_with([0, 0]);
+    assert!(near(a + b, tbf), "a {a} b {b}");
 }

@@ -6,6 +6,7 @@ use crate::net::Net;
 use crate::out::{Out, To};
 use crate::Outcome;
 use sluice_core::device::{DevKind, Device};
+use sluice_core::qdisc::mq::MAX_TX_QUEUES;
 use sluice_core::qdisc::{DevInfo, QdiscOpts};
 
 /// Run `ip [options] OBJECT ...` against `net`.
@@ -257,6 +258,8 @@ fn link_add(net: &mut Net, a: &mut Args) -> CmdResult {
     let (mut address, mut peer_address) = (None, None);
     let mut mtu = 1500;
     let mut txqlen = 1000;
+    // (transmit, receive) queues of the device and of a veth peer.
+    let (mut queues, mut peer_queues) = ((1, 1), (1, 1));
     while let Some(w) = a.next() {
         match w {
             "dev" | "name" => name = Some(a.value()?.to_string()),
@@ -272,7 +275,7 @@ fn link_add(net: &mut Net, a: &mut Args) -> CmdResult {
                         } else if x == "address" {
                             peer_address = Some(lladdr(a.value()?)?);
                         } else if x == "numtxqueues" || x == "numrxqueues" {
-                            a.value()?;
+                            queue_count(x, a, &mut peer_queues)?;
                         }
                     }
                 }
@@ -291,9 +294,7 @@ fn link_add(net: &mut Net, a: &mut Args) -> CmdResult {
                 })?
             }
             "address" => address = Some(lladdr(a.value()?)?),
-            "numtxqueues" | "numrxqueues" => {
-                a.value()?;
-            }
+            "numtxqueues" | "numrxqueues" => queue_count(w, a, &mut queues)?,
             w if name.is_none() => name = Some(w.to_string()),
             w => {
                 return Err(Fail::new(
@@ -314,39 +315,53 @@ fn link_add(net: &mut Net, a: &mut Args) -> CmdResult {
     if net.dev(&name).is_some() {
         return Err(Fail::new(2, "RTNETLINK answers: File exists"));
     }
+    // rtnl_create_link's bounds, the device's and then a veth peer's.
+    for (tx, rx) in [queues, peer_queues] {
+        if !(1..=MAX_TX_QUEUES).contains(&tx) {
+            return Err(Fail::new(2, "Error: Invalid number of transmit queues."));
+        }
+        if !(1..=MAX_TX_QUEUES).contains(&rx) {
+            return Err(Fail::new(2, "Error: Invalid number of receive queues."));
+        }
+    }
     // The link speed ethtool reports: veth's 10 Gbit/s; the others have none.
     let speed = if kind == "veth" { 10_000 } else { 0 };
-    let info = |n: &str| DevInfo {
+    let info = |n: &str, num_tx_queues| DevInfo {
         name: n.to_string(),
         mtu,
         txqueuelen: txqlen,
         hard_header_len: 14,
         seed: 0,
         speed,
+        num_tx_queues,
     };
     match kind.as_str() {
         "dummy" => {
-            net.add_device(info(&name), DevKind::Dummy);
+            net.add_device(info(&name, queues.0), DevKind::Dummy);
         }
         "veth" => {
             let peer = peer.unwrap_or_else(|| format!("veth{}", net.devices.len()));
             if net.dev(&peer).is_some() {
                 return Err(Fail::new(2, "RTNETLINK answers: File exists"));
             }
-            net.add_device(info(&peer), DevKind::Veth { peer: name.clone() });
+            net.add_device(
+                info(&peer, peer_queues.0),
+                DevKind::Veth { peer: name.clone() },
+            );
             if let Some(d) = net.dev_mut(&peer) {
                 d.address = peer_address;
+                d.num_rx_queues = peer_queues.1;
             }
-            net.add_device(info(&name), DevKind::Veth { peer: peer.clone() });
+            net.add_device(info(&name, queues.0), DevKind::Veth { peer: peer.clone() });
         }
         "ether" | "sluice" => {
-            net.add_device(info(&name), DevKind::Ether);
+            net.add_device(info(&name, queues.0), DevKind::Ether);
         }
         "ifb" => {
             // ifb_setup's queue length wins over a `txqueuelen` given here.
             let info = DevInfo {
                 txqueuelen: IFB_TXQUEUELEN,
-                ..info(&name)
+                ..info(&name, queues.0)
             };
             net.add_device(info, DevKind::Ifb);
         }
@@ -354,6 +369,26 @@ fn link_add(net: &mut Net, a: &mut Args) -> CmdResult {
     }
     if let Some(d) = net.dev_mut(&name) {
         d.address = address;
+        d.num_rx_queues = queues.1;
+    }
+    Ok(())
+}
+
+/// `numtxqueues N` / `numrxqueues N` into `(tx, rx)`; ip refuses what is
+/// not a number, the kernel a number out of range (checked later).
+fn queue_count(word: &str, a: &mut Args, queues: &mut (u32, u32)) -> Result<(), Fail> {
+    let v = a.value()?;
+    let n = v.parse().map_err(|_| {
+        Fail::new(
+            255,
+            // ip/iplink.c's message ends in a newline of its own.
+            format!("Error: argument \"{v}\" is wrong: Invalid \"{word}\" value\n\n"),
+        )
+    })?;
+    if word == "numtxqueues" {
+        queues.0 = n;
+    } else {
+        queues.1 = n;
     }
     Ok(())
 }
@@ -648,11 +683,13 @@ pub(crate) fn show_link(
             out.str(To::Json, "info_kind", "", k);
             out.close();
         }
-        text.push_str("addrgenmode eui64 numtxqueues 1 numrxqueues 1 gso_max_size 65536 gso_max_segs 65535 tso_max_size 524280 tso_max_segs 65535 gro_max_size 65536 ");
+        text.push_str(&format!("addrgenmode eui64 numtxqueues {} numrxqueues {} gso_max_size 65536 gso_max_segs 65535 tso_max_size 524280 tso_max_segs 65535 gro_max_size 65536 ",
+            d.info.num_tx_queues, d.num_rx_queues
+        ));
         out.str(To::Json, "inet6_addr_gen_mode", "", "eui64");
         for (k, v) in [
-            ("num_tx_queues", 1),
-            ("num_rx_queues", 1),
+            ("num_tx_queues", d.info.num_tx_queues as u64),
+            ("num_rx_queues", d.num_rx_queues as u64),
             ("gso_max_size", 65536),
             ("gso_max_segs", 65535),
             ("tso_max_size", 524280),

@@ -62,6 +62,7 @@ impl Net {
             hard_header_len: 14,
             seed: 0,
             speed: 0,
+            num_tx_queues: 1,
         };
         net.add_device(info, DevKind::Loopback);
         net

@@ -749,8 +749,16 @@ fn print_qdisc(d: &Device, q: &QdiscNode, show_dev: bool, opts: &Opts, now: Time
         let p = q.parent.to_string();
         out.str(To::Any, "parent", &format!("parent {p} "), &p);
     }
-    if q.parent.is_root() {
-        out.uint(To::Any, "refcnt", "refcnt 2 ", 2);
+    // A root qdisc is held by the device and by each transmit queue it
+    // serves; mq serves none itself, and each queue has a noqueue (or noop)
+    // of its own. tc prints a count other than 1.
+    if q.parent.is_root() && !matches!(o, QdiscOpts::Mq) {
+        let queues = match o {
+            QdiscOpts::Noqueue | QdiscOpts::Noop => 1,
+            _ => d.info.num_tx_queues as u64,
+        };
+        let refcnt = 1 + queues;
+        out.uint(To::Any, "refcnt", &format!("refcnt {refcnt} "), refcnt);
     }
     if let QdiscOpts::Ingress(b) | QdiscOpts::Clsact(b) = &o {
         for (key, index) in [
@@ -1077,14 +1085,16 @@ fn class_list(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdRes
             out.close();
             // print_class ends its lines with "\n" even under -oneline.
             out.text("\n");
+            // tc_class.c: a newline after the counters (the kernel sends
+            // their attribute even empty), and one after the kind's extended
+            // statistics where tc has a printer for them.
             if opts.stats {
-                if print_class_stats(&c, rate, " ", out) {
-                    out.text("\n");
-                    if c.xstats != XStats::QueueOnly {
-                        q::print_xstats(&c.xstats, out);
-                    }
-                }
+                print_class_stats(&c, rate, " ", out);
                 out.text("\n");
+                if q::prints_xstats(&c.xstats) {
+                    q::print_xstats(&c.xstats, out);
+                    out.text("\n");
+                }
             }
             out.close();
         }

@@ -11,7 +11,7 @@
 //!   the IP header is dropped and counted (the kernel's failed
 //!   `pskb_may_pull`);
 //! - `queue_mapping Q` picks transmit queue Q when the device has more than
-//!   Q queues;
+//!   Q queues (on a multi-queue device's egress, before its mq root);
 //! - `mark M[/MASK]` replaces the bits of `skb->mark` under MASK (all 32
 //!   without one) with those of M;
 //! - `ptype T` sets `skb->pkt_type` (host 0, broadcast 1, multicast 2,
@@ -22,9 +22,10 @@
 //! kernel's does. Counters: every packet in bytes/packets, a drop for each
 //! packet `inheritdsfield` could not read.
 //!
-//! Deviations: every sluice device has one transmit queue, so only
-//! `queue_mapping 0` could apply, and it is what every packet already has:
-//! the value is kept and dumped, and changes nothing. Kernels since 6.0
+//! Deviations: the kernel sets the queue only when the device has more
+//! than Q queues; sluice's action does not know the device, so it always
+//! records Q and [`crate::qdisc::mq`] ignores a queue the device lacks, as
+//! the kernel's transmit path then picks by hash. Kernels since 6.0
 //! refuse `queue_mapping` on the receive side unless the action is
 //! `skip_sw`; sluice does not know on which side an action runs and accepts
 //! it. The `queue_mapping` range of `skbhash` (`TCA_SKBEDIT_QUEUE_MAPPING_MAX`)
@@ -169,7 +170,10 @@ impl Action for Skbedit {
                 }
             }
         }
-        // queue_mapping: one transmit queue, so nothing to do (module essay).
+        if let Some(q) = o.queue_mapping {
+            // mq uses it only when the device has that queue.
+            pkt.queue_mapping = Some(q);
+        }
         if let Some(m) = o.mark {
             let mask = o.mask.unwrap_or(u32::MAX);
             pkt.mark = (pkt.mark & !mask) | (m & mask);

@@ -34,6 +34,7 @@ pub mod hfsc;
 pub mod hhf;
 pub mod htb;
 pub mod ingress;
+pub mod mq;
 pub mod multiq;
 pub mod netem;
 pub mod noqueue;
@@ -190,6 +191,14 @@ pub struct DevInfo {
     /// 10): a veth pair's 10 000, a simulated interface's link rate.
     #[serde(default)]
     pub speed: u32,
+    /// Transmit queues (`numtxqueues`, 1..=4096); more than one makes the
+    /// device multi-queue, the home of [`mq`].
+    #[serde(default = "one_queue")]
+    pub num_tx_queues: u32,
+}
+
+fn one_queue() -> u32 {
+    1
 }
 
 impl DevInfo {
@@ -215,6 +224,7 @@ impl Default for DevInfo {
             hard_header_len: 14,
             seed: 0,
             speed: 0,
+            num_tx_queues: 1,
         }
     }
 }
@@ -259,6 +269,8 @@ pub enum QdiscOpts {
     Gred(gred::GredOpts),
     Hhf(hhf::HhfOpts),
     Cbs(cbs::CbsOpts),
+    /// mq: no options.
+    Mq,
     Noqueue,
     Noop,
 }
@@ -298,6 +310,7 @@ impl QdiscOpts {
             QdiscOpts::Gred(_) => "gred",
             QdiscOpts::Hhf(_) => "hhf",
             QdiscOpts::Cbs(_) => "cbs",
+            QdiscOpts::Mq => "mq",
             QdiscOpts::Noqueue => "noqueue",
             QdiscOpts::Noop => "noop",
         }
@@ -337,6 +350,7 @@ pub const KINDS: &[&str] = &[
     "gred",
     "hhf",
     "cbs",
+    "mq",
 ];
 
 /// `qdisc_block_indexes_set`: may a qdisc of these options be bound to
@@ -403,6 +417,7 @@ pub fn create(opts: &QdiscOpts, dev: &DevInfo) -> TcResult<Box<dyn Qdisc>> {
         QdiscOpts::Gred(o) => Box::new(gred::Gred::new(o, dev)?),
         QdiscOpts::Hhf(o) => Box::new(hhf::Hhf::new(o, dev)?),
         QdiscOpts::Cbs(o) => Box::new(cbs::Cbs::new(o, dev)?),
+        QdiscOpts::Mq => Box::new(mq::Mq::new(dev)?),
         QdiscOpts::Noqueue => Box::new(noqueue::Noqueue::new(false)),
         QdiscOpts::Noop => Box::new(noqueue::Noqueue::new(true)),
     })

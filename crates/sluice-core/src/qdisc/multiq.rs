@@ -30,15 +30,8 @@ pub struct MultiqOpts {
     pub max_bands: u16,
 }
 
-/// Transmit queues of a sluice device: always one.
-pub fn num_tx_queues(_dev: &DevInfo) -> u32 {
-    1
-}
-
-/// `multiq_init` + `multiq_tune`: refused unless the device is multi-queue,
-/// which no sluice device is.
-pub fn refuse(_opts: &MultiqOpts, dev: &DevInfo) -> TcError {
-    debug_assert_eq!(num_tx_queues(dev), 1);
+/// `multiq_init` + `multiq_tune`: refused.
+pub fn refuse(_opts: &MultiqOpts, _dev: &DevInfo) -> TcError {
     TcError::errno(Errno::EOPNOTSUPP)
 }
 

@@ -71,14 +71,19 @@ pub fn parse_qdisc(
         "cbs" => cbs::parse(args)?,
         "plug" => plug::parse(args)?,
         "multiq" => multiq::parse(args)?,
-        "noqueue" => {
+        // tc has no module for these: any word is unparsable.
+        "noqueue" | "mq" => {
             if let Some(w) = args.peek() {
                 return Err(crate::args::Fail::new(
                     1,
-                    format!("Unknown qdisc \"noqueue\", hence option \"{w}\" is unparsable"),
+                    format!("Unknown qdisc \"{kind}\", hence option \"{w}\" is unparsable"),
                 ));
             }
-            QdiscOpts::Noqueue
+            if kind == "mq" {
+                QdiscOpts::Mq
+            } else {
+                QdiscOpts::Noqueue
+            }
         }
         _ => {
             if let Some(w) = args.peek() {
@@ -181,6 +186,15 @@ pub fn print_class(opts: &ClassOpts, out: &mut Out, details: bool) {
 }
 
 /// Print per-kind statistics (`print_xstats`).
+/// Does tc print these extended statistics (the kind sent some, and its
+/// module has a `print_xstats`)?
+pub fn prints_xstats(x: &XStats) -> bool {
+    !matches!(
+        x,
+        XStats::None | XStats::Absent | XStats::QueueOnly | XStats::QfqClass(_)
+    )
+}
+
 pub fn print_xstats(x: &XStats, out: &mut Out) {
     match x {
         XStats::HtbClass(h) => htb::print_xstats(h, out),

@@ -91,10 +91,11 @@ mod tests {
         assert_eq!(tc(&mut n, "class show dev d0").1, want);
         // q_qfq.c prints with fprintf: the same text under -j.
         assert_eq!(tc(&mut n, "-j class show dev d0").1, want);
-        // No print_xstats in q_qfq.c: the generic counters only.
+        // No print_xstats in q_qfq.c: the generic counters only, and not
+        // the newline tc_class.c prints after extended statistics it printed.
         assert_eq!(
             tc(&mut n, "-s class show dev d0 classid 1:2").1,
-            "class qfq 1:2 root weight 3 maxpkt 600 \n Sent 0 bytes 0 pkt (dropped 0, overlimits 0 requeues 0) \n backlog 0b 0p requeues 0\n\n"
+            "class qfq 1:2 root weight 3 maxpkt 600 \n Sent 0 bytes 0 pkt (dropped 0, overlimits 0 requeues 0) \n backlog 0b 0p requeues 0\n"
         );
         // A child grafted onto a class shows as its leaf.
         let r = tc(
@@ -255,7 +256,7 @@ mod tests {
         assert_eq!(
             s,
             format!(
-                "class qfq 1:1 root weight 1 maxpkt 1514 \n Sent 200000 bytes 200 pkt (dropped 0, overlimits 0 requeues 0) \n backlog {}b {}p requeues 0\n\n",
+                "class qfq 1:1 root weight 1 maxpkt 1514 \n Sent 200000 bytes 200 pkt (dropped 0, overlimits 0 requeues 0) \n backlog {}b {}p requeues 0\n",
                 left * 1000,
                 left
             )
