@@ -633,6 +633,9 @@ fn touches_host(case: &Case) -> Option<String> {
         cmds.push(d);
     }
     for c in cmds {
+        if netdevsim(c).is_some() {
+            continue;
+        }
         if c.contains("/sys/") || c.contains("/proc/sys") {
             return Some("writes to the host's /sys or /proc (netdevsim)".into());
         }
@@ -643,6 +646,37 @@ fn touches_host(case: &Case) -> Option<String> {
         }
     }
     None
+}
+
+/// A netdevsim request tdc's cases write to /sys, which the runner carries
+/// out in sluice's state instead (see [`CaseCtx::exec`]).
+#[derive(Debug, PartialEq)]
+enum Netdevsim {
+    /// `echo "ID [PORTS [QUEUES]]" > /sys/bus/netdevsim/new_device`: one
+    /// port with QUEUES transmit (and receive) queues, default 1.
+    New { queues: u32 },
+    /// `echo "ID" > /sys/bus/netdevsim/del_device`.
+    Del,
+}
+
+fn netdevsim(cmd: &str) -> Option<Netdevsim> {
+    let (echo, file) = cmd.split_once('>')?;
+    let words = echo.trim().strip_prefix("echo")?.trim().trim_matches('"');
+    let nums: Vec<u32> = words
+        .split_whitespace()
+        .map(|w| w.parse().ok())
+        .collect::<Option<_>>()?;
+    match (file.trim(), nums.as_slice()) {
+        ("/sys/bus/netdevsim/new_device", [_, rest @ ..])
+            if rest.first().is_none_or(|&p| p == 1) =>
+        {
+            Some(Netdevsim::New {
+                queues: rest.get(1).copied().unwrap_or(1),
+            })
+        }
+        ("/sys/bus/netdevsim/del_device", [_]) => Some(Netdevsim::Del),
+        _ => None,
+    }
 }
 
 /// tdc_config.py's NAMES with run_one_test's per-case adjustments.
@@ -857,6 +891,17 @@ impl CaseCtx<'_> {
             return None;
         }
         let c = self.expand(cmd);
+        // netdevsim: a queued Ethernet device $ETH (as netdevsim's port is,
+        // with its queue count), rather than the host's /sys.
+        let ip = match netdevsim(&c) {
+            Some(Netdevsim::New { queues }) => Some(format!(
+                "ip link add dev {} numtxqueues {queues} numrxqueues {queues} type ether",
+                self.names["ETH"]
+            )),
+            Some(Netdevsim::Del) => Some(format!("ip link del dev {}", self.names["ETH"])),
+            None => None,
+        };
+        let c = ip.unwrap_or(c);
         let mut command = Command::new("bash");
         command.arg("-c").arg(&c);
         Some(self.spawn(command, &c))
@@ -2287,4 +2332,29 @@ fn json_reader_and_subset() {
     assert!(verify_json("not json", &Json::parse("[]").unwrap()).is_err());
     assert!(Json::parse("[1,]").is_err());
     assert!(Json::parse("{\"a\" 1}").is_err());
+}
+
+#[test]
+fn netdevsim_requests_are_recognised_and_nothing_else() {
+    assert_eq!(
+        netdevsim("echo \"1 1 8\" > /sys/bus/netdevsim/new_device"),
+        Some(Netdevsim::New { queues: 8 })
+    );
+    assert_eq!(
+        netdevsim("echo \"1 1\" > /sys/bus/netdevsim/new_device"),
+        Some(Netdevsim::New { queues: 1 })
+    );
+    assert_eq!(
+        netdevsim("echo \"1\" > /sys/bus/netdevsim/del_device"),
+        Some(Netdevsim::Del)
+    );
+    // Two ports would be two devices; other files are not netdevsim's.
+    for other in [
+        "echo \"1 2 4\" > /sys/bus/netdevsim/new_device",
+        "echo 1 > /proc/sys/net/core/bpf_jit_enable",
+        "echo \"x\" > /sys/bus/netdevsim/del_device",
+        "$TC qdisc show dev $ETH",
+    ] {
+        assert_eq!(netdevsim(other), None, "{other}");
+    }
 }

@@ -410,7 +410,7 @@ pub fn create(opts: &QdiscOpts, dev: &DevInfo) -> TcResult<Box<dyn Qdisc>> {
         QdiscOpts::Ets(o) => Box::new(ets::Ets::new(o, dev)?),
         QdiscOpts::Skbprio(o) => Box::new(skbprio::Skbprio::new(o, dev)?),
         QdiscOpts::Plug(o) => Box::new(plug::Plug::new(o, dev)?),
-        QdiscOpts::Multiq(o) => return Err(multiq::refuse(o, dev)),
+        QdiscOpts::Multiq(o) => Box::new(multiq::Multiq::new(o, dev)?),
         QdiscOpts::Fq(o) => Box::new(fq::Fq::new(o, dev)?),
         QdiscOpts::Cake(o) => Box::new(cake::Cake::new(o, dev)?),
         QdiscOpts::Sfb(o) => Box::new(sfb::Sfb::new(o, dev)?),

@@ -1,7 +1,6 @@
 //! multiq syntax (iproute2 tc/q_multiq.c): no options but `help`; printed
-//! `bands N/MAX `. sluice's devices have one transmit queue, so the kernel's
-//! answer to creating one is "Operation not supported"
-//! (sluice_core::qdisc::multiq).
+//! `bands N/MAX `. The qdisc is sluice_core::qdisc::multiq; on a device with
+//! one transmit queue the kernel's answer is "Operation not supported".
 
 use crate::args::{Args, CmdResult, Fail};
 use crate::out::{Out, To};
@@ -62,6 +61,56 @@ mod tests {
         assert_eq!(
             tc(&mut n, "qdisc add dev d0 root multiq help"),
             (1, String::new(), format!("{}\n", super::USAGE))
+        );
+    }
+
+    #[test]
+    fn a_band_per_queue_of_a_multi_queue_device() {
+        let mut n = net();
+        n.add_device(
+            sluice_core::qdisc::DevInfo {
+                name: "m0".into(),
+                num_tx_queues: 4,
+                ..Default::default()
+            },
+            sluice_core::device::DevKind::Ether,
+        );
+        assert_eq!(tc(&mut n, "qdisc add dev m0 root handle 1: multiq").0, 0);
+        // tc-testing multiq.json 20ba / 4301's patterns, with a root held by
+        // the device and each of its four queues.
+        assert_eq!(
+            tc(&mut n, "qdisc show dev m0").1,
+            "qdisc multiq 1: root refcnt 5 bands 4/4 \n"
+        );
+        let classes = tc(&mut n, "class show dev m0").1;
+        assert_eq!(
+            classes,
+            (1..=4)
+                .map(|i| format!("class multiq 1:{i} parent 1: \n"))
+                .collect::<String>()
+        );
+        assert_eq!(
+            tc(
+                &mut n,
+                "qdisc add dev m0 parent 1:2 handle 20: pfifo limit 5"
+            )
+            .0,
+            0
+        );
+        assert!(tc(&mut n, "class show dev m0")
+            .1
+            .contains("class multiq 1:2 parent 1: leaf 20: \n"));
+        assert_eq!(
+            tc(&mut n, "qdisc add dev m0 parent 1:5 pfifo").2,
+            "Error: Specified class not found.\n"
+        );
+        assert_eq!(
+            tc(
+                &mut n,
+                "class add dev m0 parent 1: classid 1:9 htb rate 1mbit"
+            )
+            .2,
+            "RTNETLINK answers: Operation not supported\n"
         );
     }
 
