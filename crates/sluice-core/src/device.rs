@@ -445,7 +445,7 @@ impl Device {
             req.ingress_block.is_some(),
             req.egress_block.is_some(),
         )?;
-        if let QdiscOpts::Mq = opts {
+        if let QdiscOpts::Mq | QdiscOpts::Mqprio(_) = opts {
             crate::qdisc::mq::check_attach(parent, &self.info)?;
         }
         if let QdiscOpts::Netem(o) = opts {

@@ -840,3 +840,42 @@ fn mq_gives_each_transmit_queue_its_own_qdisc() {
     let (a, b) = run_with([0, 0]);
     assert!(near(a + b, tbf), "a {a} b {b}");
 }
+
+#[test]
+fn mqprio_sends_each_priority_to_its_traffic_classs_queues() {
+    // s's eth0 has four transmit queues under mqprio: traffic class 0 owns
+    // queues 0-1 (classes 1:1, 1:2), each held to 1 Mbit/s by a tbf, class
+    // 1 owns queues 2-3 with plain fifos. The map sends priority 6 (what
+    // the IP stack makes of TOS 0x10, "interactive") to one class and every
+    // other priority to the other; nothing else steers the packets. Flow
+    // "a" (TOS 0x10) and "b" (TOS 0) each offer 4 Mbit/s to a 10 Mbit/s
+    // link: a flow in class 0 lands on one of its tbf queues and gets
+    // 1 Mbit/s of IP less its UDP/IP headers (1000/1028), one in class 1
+    // all of its 4.
+    let w = "[[workload]]\ntype = \"udp\"\nname = \"a\"\nfrom = \"s\"\nto = \"d\"\nrate = \"4mbit\"\nsize = 1000\nport = 5001\ntos = 16\n\
+             [[workload]]\ntype = \"udp\"\nname = \"b\"\nfrom = \"s\"\nto = \"d\"\nrate = \"4mbit\"\nsize = 1000\nport = 5002";
+    let run_with = |map: &str| {
+        let root = format!("handle 1: mqprio num_tc 2 map {map} queues 2@0 2@2 hw 0");
+        let mut sc = path("10mbit", "1ms", &root, 0.0, w, 1);
+        sc.links[0].txqueues_a = Some(toml::Value::Integer(4));
+        for q in 1..=2 {
+            sc.nodes[0].tc.push(format!(
+                "tc qdisc add dev eth0 parent 1:{q} tbf rate 1mbit burst 4k latency 20ms"
+            ));
+        }
+        for q in 3..=4 {
+            sc.nodes[0].tc.push(format!(
+                "tc qdisc add dev eth0 parent 1:{q} pfifo limit 100"
+            ));
+        }
+        let r = one_run(&sc);
+        let g = |n: &str| metric(&r, &format!("flow.{n}.goodput_mbps")).unwrap();
+        (g("a"), g("b"))
+    };
+    let tbf = 1000.0 / 1028.0;
+    let near = |x: f64, want: f64| (x - want).abs() < 0.05 * want;
+    let (a, b) = run_with("0 0 0 0 0 0 1 0");
+    assert!(near(a, 4.0) && near(b, tbf), "a {a} b {b}");
+    let (a, b) = run_with("1 1 1 1 1 1 0 1 1 1 1 1 1 1 1 1");
+    assert!(near(a, tbf) && near(b, 4.0), "a {a} b {b}");
+}

@@ -752,7 +752,7 @@ fn print_qdisc(d: &Device, q: &QdiscNode, show_dev: bool, opts: &Opts, now: Time
     // A root qdisc is held by the device and by each transmit queue it
     // serves; mq serves none itself, and each queue has a noqueue (or noop)
     // of its own. tc prints a count other than 1.
-    if q.parent.is_root() && !matches!(o, QdiscOpts::Mq) {
+    if q.parent.is_root() && !matches!(o, QdiscOpts::Mq | QdiscOpts::Mqprio(_)) {
         let queues = match o {
             QdiscOpts::Noqueue | QdiscOpts::Noop => 1,
             _ => d.info.num_tx_queues as u64,

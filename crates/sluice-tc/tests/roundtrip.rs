@@ -1953,3 +1953,62 @@ fn fuzz_bodies_survive_a_fixed_corpus() {
         assert!(run.is_ok(), "classify_packet panicked on {pkt:02x?}");
     }
 }
+
+// ---- mqprio ----
+
+/// `tc N map ... queues:(first:last) ...` read back as input.
+fn mqprio_input(printed: &str) -> String {
+    let t = words(printed);
+    let at = |k: &str| t.iter().position(|w| w == k).expect(k);
+    let num_tc = &t[at("tc") + 1];
+    let map = t[at("map") + 1..at("map") + 17].join(" ");
+    let line = printed
+        .split("queues:")
+        .nth(1)
+        .expect("queues")
+        .lines()
+        .next()
+        .unwrap();
+    let queues: Vec<String> = words(line)
+        .iter()
+        .map(|r| {
+            let (a, b) = r.trim_matches(['(', ')']).split_once(':').expect(r);
+            let (a, b): (u32, u32) = (a.parse().unwrap(), b.parse().unwrap());
+            format!("{}@{a}", b - a + 1)
+        })
+        .collect();
+    format!("num_tc {num_tc} map {map} queues {} hw 0", queues.join(" "))
+}
+
+proptest! {
+    #![proptest_config(cases(64))]
+    #[test]
+    fn mqprio_round_trips(sizes in prop::collection::vec(1u16..=2, 1..=4),
+                          map in prop::collection::vec(0u8..16, 0..=16)) {
+        // Traffic classes of 1-2 queues each on DEV's four, in order.
+        let mut queues = vec![];
+        let mut next = 0;
+        for s in sizes {
+            if next + s > 4 {
+                break;
+            }
+            queues.push(format!("{s}@{next}"));
+            next += s;
+        }
+        let num_tc = queues.len() as u8;
+        let map: Vec<String> = map.iter().map(|p| (p % num_tc).to_string()).collect();
+        let cmd = format!(
+            "qdisc add dev DEV root handle 1: mqprio num_tc {num_tc} map {} queues {} hw 0",
+            map.join(" "),
+            queues.join(" ")
+        );
+        let mut a = net_with(&[cmd]);
+        let pa = ok(&mut a, "qdisc show dev DEV root");
+        let mut b = net_with(&[format!(
+            "qdisc add dev DEV root handle 1: mqprio {}",
+            mqprio_input(&pa)
+        )]);
+        prop_assert_eq!(&pa, &ok(&mut b, "qdisc show dev DEV root"));
+        prop_assert_eq!(root_opts(&a), root_opts(&b));
+    }
+}

@@ -35,6 +35,7 @@ pub mod hhf;
 pub mod htb;
 pub mod ingress;
 pub mod mq;
+pub mod mqprio;
 pub mod multiq;
 pub mod netem;
 pub mod noqueue;
@@ -269,6 +270,7 @@ pub enum QdiscOpts {
     Gred(gred::GredOpts),
     Hhf(hhf::HhfOpts),
     Cbs(cbs::CbsOpts),
+    Mqprio(mqprio::MqprioOpts),
     /// mq: no options.
     Mq,
     Noqueue,
@@ -310,6 +312,7 @@ impl QdiscOpts {
             QdiscOpts::Gred(_) => "gred",
             QdiscOpts::Hhf(_) => "hhf",
             QdiscOpts::Cbs(_) => "cbs",
+            QdiscOpts::Mqprio(_) => "mqprio",
             QdiscOpts::Mq => "mq",
             QdiscOpts::Noqueue => "noqueue",
             QdiscOpts::Noop => "noop",
@@ -351,6 +354,7 @@ pub const KINDS: &[&str] = &[
     "hhf",
     "cbs",
     "mq",
+    "mqprio",
 ];
 
 /// `qdisc_block_indexes_set`: may a qdisc of these options be bound to
@@ -418,6 +422,7 @@ pub fn create(opts: &QdiscOpts, dev: &DevInfo) -> TcResult<Box<dyn Qdisc>> {
         QdiscOpts::Hhf(o) => Box::new(hhf::Hhf::new(o, dev)?),
         QdiscOpts::Cbs(o) => Box::new(cbs::Cbs::new(o, dev)?),
         QdiscOpts::Mq => Box::new(mq::Mq::new(dev)?),
+        QdiscOpts::Mqprio(o) => Box::new(mqprio::Mqprio::new(o, dev)?),
         QdiscOpts::Noqueue => Box::new(noqueue::Noqueue::new(false)),
         QdiscOpts::Noop => Box::new(noqueue::Noqueue::new(true)),
     })

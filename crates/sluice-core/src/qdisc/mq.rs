@@ -91,9 +91,21 @@ impl Mq {
         })
     }
 
-    /// `netdev_pick_tx`: the queue `skbedit queue_mapping` chose, if there
-    /// is one, else `skb_tx_hash` (`reciprocal_scale` of the flow hash).
+    /// `netdev_pick_tx` on a device without traffic classes: every queue.
     fn pick(&self, pkt: &mut Packet) -> usize {
+        self.pick_in(pkt, |n| (0, n))
+    }
+
+    /// `netdev_pick_tx`: the queue `skbedit queue_mapping` chose, if the
+    /// device has it, else `skb_tx_hash` — the flow hash scaled onto the
+    /// range `(first, count)` that `range(queues)` gives for the packet
+    /// (mqprio's traffic class), as `reciprocal_scale` does. A queue past
+    /// the device's is queue 0, as `netdev_cap_txqueue` makes it.
+    pub(super) fn pick_in(
+        &self,
+        pkt: &mut Packet,
+        range: impl Fn(usize) -> (usize, usize),
+    ) -> usize {
         let n = self.queues.len();
         if let Some(q) = pkt.queue_mapping.filter(|&q| (q as usize) < n) {
             return q as usize;
@@ -101,7 +113,40 @@ impl Mq {
         if pkt.hash == 0 {
             pkt.hash = flow_hash::flow_hash(pkt, self.hashrnd);
         }
-        ((pkt.hash as u64 * n as u64) >> 32) as usize
+        let (first, count) = range(n);
+        let q = first + ((pkt.hash as u64 * count as u64) >> 32) as usize;
+        if q < n {
+            q
+        } else {
+            0
+        }
+    }
+
+    /// Hand `pkt` to queue `i`'s qdisc.
+    pub(super) fn enqueue_at(
+        &mut self,
+        i: usize,
+        pkt: Packet,
+        cx: &mut Cx,
+    ) -> Result<(), (Packet, DropReason)> {
+        self.queues[i].offer(pkt, cx)
+    }
+
+    /// The counters of queues `range`'s qdiscs summed, as `mq_dump` and
+    /// mqprio's traffic classes add them up.
+    pub(super) fn sum_stats(&self, range: std::ops::Range<usize>) -> Stats {
+        let mut sum = Stats::default();
+        for q in self.queues.get(range).unwrap_or_default() {
+            let s = q.stats();
+            sum.bytes += s.bytes;
+            sum.packets += s.packets;
+            sum.drops += s.drops;
+            sum.overlimits += s.overlimits;
+            sum.requeues += s.requeues;
+            sum.qlen += s.qlen;
+            sum.backlog += s.backlog;
+        }
+        sum
     }
 
     /// The queue of class `classid` (`mq_queue_get`): minors 1..=queues.
@@ -121,7 +166,7 @@ impl Qdisc for Mq {
 
     fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Result<(), (Packet, DropReason)> {
         let i = self.pick(&mut pkt);
-        self.queues[i].offer(pkt, cx)
+        self.enqueue_at(i, pkt, cx)
     }
 
     fn dequeue(&mut self, cx: &mut Cx) -> Dequeue {
@@ -156,18 +201,7 @@ impl Qdisc for Mq {
 
     /// `mq_dump`: the children's counters, summed now.
     fn own_stats(&self) -> Option<Stats> {
-        let mut sum = Stats::default();
-        for q in &self.queues {
-            let s = q.stats();
-            sum.bytes += s.bytes;
-            sum.packets += s.packets;
-            sum.drops += s.drops;
-            sum.overlimits += s.overlimits;
-            sum.requeues += s.requeues;
-            sum.qlen += s.qlen;
-            sum.backlog += s.backlog;
-        }
-        Some(sum)
+        Some(self.sum_stats(0..self.queues.len()))
     }
 
     fn device_changed(&mut self, dev: &DevInfo) {

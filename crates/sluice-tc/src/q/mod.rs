@@ -16,6 +16,7 @@ mod gred;
 mod hfsc;
 mod hhf;
 mod htb;
+mod mqprio;
 mod multiq;
 mod netem;
 mod pfifo_fast;
@@ -71,6 +72,7 @@ pub fn parse_qdisc(
         "cbs" => cbs::parse(args)?,
         "plug" => plug::parse(args)?,
         "multiq" => multiq::parse(args)?,
+        "mqprio" => mqprio::parse(args)?,
         // tc has no module for these: any word is unparsable.
         "noqueue" | "mq" => {
             if let Some(w) = args.peek() {
@@ -100,18 +102,10 @@ pub fn parse_qdisc(
     }))
 }
 
-/// The usage tc prints for the multiqueue qdiscs sluice lacks (its
-/// devices have one transmit queue), so `help` reads as it does there.
+/// The usage tc prints for taprio, which sluice lacks, so `help` reads as
+/// it does there.
 fn multiqueue_usage(kind: &str) -> Option<&'static str> {
     match kind {
-        "mqprio" => Some(
-            "Usage: ... mqprio\t[num_tc NUMBER] [map P0 P1 ...]
-\t\t\t[queues count1@offset1 count2@offset2 ...] [hw 1|0]
-\t\t\t[mode dcb|channel]
-\t\t\t[shaper bw_rlimit SHAPER_PARAMS]
-Where: SHAPER_PARAMS := { min_rate MIN_RATE1 MIN_RATE2 ...|
-\t\t\t  max_rate MAX_RATE1 MAX_RATE2 ... }",
-        ),
         "taprio" => Some(
             "Usage: ... taprio clockid CLOCKID
 \t\t[num_tc NUMBER] [map P0 P1 ...] \t\t[queues COUNT@OFFSET COUNT@OFFSET COUNT@OFFSET ...] \t\t[ [sched-entry index cmd gate-mask interval] ... ] \t\t[base-time time] [txtime-delay delay]
@@ -151,6 +145,7 @@ pub fn print_qdisc(opts: &QdiscOpts, out: &mut Out, details: bool, stats: bool) 
         QdiscOpts::Gred(o) => gred::print(o, out, details, stats),
         QdiscOpts::Hhf(o) => hhf::print(o, out),
         QdiscOpts::Cbs(o) => cbs::print(o, out),
+        QdiscOpts::Mqprio(o) => mqprio::print(o, out),
         _ => {}
     }
 }
