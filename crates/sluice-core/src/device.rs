@@ -201,6 +201,12 @@ impl Device {
         self.root.device_changed(&self.info);
     }
 
+    /// Bring the qdiscs' timers up to `now` (before a command reads or
+    /// changes them).
+    pub fn settle(&mut self, now: crate::time::Time) {
+        self.root.qdisc.settle(now);
+    }
+
     /// Change the transmit queue length; a default root follows it.
     pub fn set_txqueuelen(&mut self, len: u32) {
         self.info.txqueuelen = len;
@@ -285,7 +291,7 @@ impl Device {
         req: &QdiscRequest,
         flags: NlFlags,
         alloc: &mut dyn FnMut(&Device) -> Option<Handle>,
-    ) -> TcResult<()> {
+    ) -> TcResult<Option<String>> {
         let (parent, handle) = (req.parent, req.handle);
         let kind_differs = |q: &QdiscNode| req.kind.as_deref().is_some_and(|k| k != q.kind());
         let target: Option<Handle>; // an existing qdisc to change
@@ -379,15 +385,20 @@ impl Device {
         let q = self
             .find_mut(h)
             .ok_or_else(|| err(Errno::ENOENT, "Specified qdisc not found"))?;
+        let mut warning = None;
         if let Some(opts) = &req.opts {
             q.qdisc.change(opts, &dev)?;
+            q.qdisc.installed(req.now);
+            // The qdisc sees the size table it had (qdisc_change sets the
+            // new one after the change).
+            warning = crate::qdisc::taprio::stab_warning(opts, q.stab.is_some());
         }
         q.stab = stab;
         if let Some(e) = req.estimator {
             let stats = q.stats();
             q.estimator = Some(e.replacing(q.estimator.as_ref(), req.now, &stats));
         }
-        Ok(())
+        Ok(warning)
     }
 
     fn create_and_graft(
@@ -395,7 +406,7 @@ impl Device {
         req: &QdiscRequest,
         flags: NlFlags,
         alloc: &mut dyn FnMut(&Device) -> Option<Handle>,
-    ) -> TcResult<()> {
+    ) -> TcResult<Option<String>> {
         if !flags.create {
             return Err(err(
                 Errno::ENOENT,
@@ -448,11 +459,16 @@ impl Device {
         if let QdiscOpts::Mq | QdiscOpts::Mqprio(_) = opts {
             crate::qdisc::mq::check_attach(parent, &self.info)?;
         }
+        if let QdiscOpts::Taprio(_) = opts {
+            crate::qdisc::taprio::check_attach(parent)?;
+        }
         if let QdiscOpts::Netem(o) = opts {
             crate::qdisc::netem::check_netem_in_tree(&self.root, None, o.duplicate)?;
         }
         let stab = req.stab.map(SizeTable::new).transpose()?;
+        let warning = crate::qdisc::taprio::stab_warning(opts, stab.is_some());
         let mut node = QdiscNode::create(handle, parent, opts, &self.info)?;
+        node.qdisc.installed(req.now);
         node.qdisc
             .bind_shared_blocks(req.ingress_block.clone(), req.egress_block.clone());
         node.estimator = req
@@ -478,7 +494,7 @@ impl Device {
             cls.graft(parent, Some(node), &dev)?;
             self.apply_purged(parent.qdisc());
         }
-        Ok(())
+        Ok(warning)
     }
 
     /// `tc qdisc del dev D parent P [handle H] [KIND]`.

@@ -879,3 +879,42 @@ fn mqprio_sends_each_priority_to_its_traffic_classs_queues() {
     let (a, b) = run_with("1 1 1 1 1 1 0 1 1 1 1 1 1 1 1 1");
     assert!(near(a, tbf) && near(b, 4.0), "a {a} b {b}");
 }
+
+#[test]
+fn taprio_gives_each_traffic_class_its_window_of_the_cycle() {
+    // s's eth0 (four queues, 10 Mbit/s) runs taprio: traffic class 1
+    // (priority 6, TOS 0x10: flow "a") owns queues 2-3, class 0 (everything
+    // else: flow "b") queues 0-1. A 10 ms cycle opens one class for `open_a`
+    // ms, then the other for the rest. Each flow offers 6 Mbit/s. A class
+    // may send in its window only what ends before the window closes and
+    // fits its byte budget (the window at 10 Mbit/s, 1250 bytes a ms): in a
+    // 2 ms window, two 1042-byte frames (a third would overrun), 200 a
+    // second, 1.645 Mbit/s of their 1028-byte IP packets, which is what
+    // goodput counts. An 8 ms window carries 9, more than the flow offers.
+    let w = "[[workload]]\ntype = \"udp\"\nname = \"a\"\nfrom = \"s\"\nto = \"d\"\nrate = \"6mbit\"\nsize = 1000\nport = 5001\ntos = 16\n\
+             [[workload]]\ntype = \"udp\"\nname = \"b\"\nfrom = \"s\"\nto = \"d\"\nrate = \"6mbit\"\nsize = 1000\nport = 5002";
+    let run_with = |open_a: u32| {
+        let root = format!(
+            "handle 100: taprio num_tc 2 map 0 0 0 0 0 0 1 0 queues 2@0 2@2 base-time 0 \
+             sched-entry S 02 {} sched-entry S 01 {} clockid CLOCK_TAI",
+            open_a * 1_000_000,
+            (10 - open_a) * 1_000_000
+        );
+        let mut sc = path("10mbit", "1ms", &root, 0.0, w, 1);
+        sc.links[0].txqueues_a = Some(toml::Value::Integer(4));
+        for q in 1..=4 {
+            sc.nodes[0].tc.push(format!(
+                "tc qdisc replace dev eth0 parent 100:{q} pfifo limit 1000"
+            ));
+        }
+        let r = one_run(&sc);
+        let g = |n: &str| metric(&r, &format!("flow.{n}.goodput_mbps")).unwrap();
+        (g("a"), g("b"))
+    };
+    let window = 2.0 * 100.0 * 1028.0 * 8.0 / 1e6;
+    let near = |x: f64, want: f64| (x - want).abs() < 0.01 * want;
+    let (a, b) = run_with(2);
+    assert!(near(a, window) && near(b, 6.0), "a {a} b {b}");
+    let (a, b) = run_with(8);
+    assert!(near(a, 6.0) && near(b, window), "a {a} b {b}");
+}

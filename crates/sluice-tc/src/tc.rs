@@ -152,6 +152,9 @@ pub fn run(net: &mut Net, opts: &Opts, words: &[String]) -> Outcome {
     out.raw = opts.raw;
     out.oneline = opts.oneline;
     crate::net::cache_ifnames(net);
+    for d in &mut net.devices {
+        d.settle(net.now);
+    }
     let r = dispatch(net, opts, words, &mut out);
     let warnings = std::mem::take(&mut out.warnings);
     let stdout = out.finish();
@@ -461,7 +464,13 @@ fn qdisc_modify(net: &mut Net, a: &mut Args, flags: Option<NlFlags>) -> CmdResul
                 now,
             };
             let r = d.modify_qdisc(&req, fl, &mut |dev| alloc_handle(ah, dev));
-            r.map_err(|e| {
+            // The kernel's warning on success, after what the parser wrote.
+            r.map(|w| {
+                if let Some(w) = w {
+                    a.notes.push_str(&format!("Warning: {w}\n"));
+                }
+            })
+            .map_err(|e| {
                 let mut f = kernel_err(e);
                 if stab.is_some_and(|s| s.tsize > MAX_TSIZE) {
                     // tc could not fit the table into its request.

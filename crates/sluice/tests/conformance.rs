@@ -585,6 +585,12 @@ impl Runner {
         for l in ["tc", "ip"] {
             std::os::unix::fs::symlink(&self.bin, links.join(l)).expect("symlink");
         }
+        // tdc runs from the directory that holds its helper scripts
+        // (`./scripts/taprio_wait_for_admin.sh`), when a copy has them.
+        let scripts = tdc_dir().join("scripts");
+        if scripts.is_dir() {
+            std::os::unix::fs::symlink(&scripts, work.join("scripts")).expect("symlink");
+        }
         let ctx = CaseCtx {
             runner: self,
             names: names_for(case),

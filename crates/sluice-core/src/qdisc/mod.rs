@@ -50,6 +50,7 @@ pub mod red_law;
 pub mod sfb;
 pub mod sfq;
 pub mod skbprio;
+pub mod taprio;
 pub mod tbf;
 pub mod token_bucket;
 
@@ -271,6 +272,7 @@ pub enum QdiscOpts {
     Hhf(hhf::HhfOpts),
     Cbs(cbs::CbsOpts),
     Mqprio(mqprio::MqprioOpts),
+    Taprio(taprio::TaprioOpts),
     /// mq: no options.
     Mq,
     Noqueue,
@@ -313,6 +315,7 @@ impl QdiscOpts {
             QdiscOpts::Hhf(_) => "hhf",
             QdiscOpts::Cbs(_) => "cbs",
             QdiscOpts::Mqprio(_) => "mqprio",
+            QdiscOpts::Taprio(_) => "taprio",
             QdiscOpts::Mq => "mq",
             QdiscOpts::Noqueue => "noqueue",
             QdiscOpts::Noop => "noop",
@@ -355,6 +358,7 @@ pub const KINDS: &[&str] = &[
     "cbs",
     "mq",
     "mqprio",
+    "taprio",
 ];
 
 /// `qdisc_block_indexes_set`: may a qdisc of these options be bound to
@@ -423,6 +427,7 @@ pub fn create(opts: &QdiscOpts, dev: &DevInfo) -> TcResult<Box<dyn Qdisc>> {
         QdiscOpts::Cbs(o) => Box::new(cbs::Cbs::new(o, dev)?),
         QdiscOpts::Mq => Box::new(mq::Mq::new(dev)?),
         QdiscOpts::Mqprio(o) => Box::new(mqprio::Mqprio::new(o, dev)?),
+        QdiscOpts::Taprio(o) => Box::new(taprio::Taprio::new(o, dev)?),
         QdiscOpts::Noqueue => Box::new(noqueue::Noqueue::new(false)),
         QdiscOpts::Noop => Box::new(noqueue::Noqueue::new(true)),
     })
@@ -524,6 +529,12 @@ pub trait Qdisc: Send + std::fmt::Debug {
     /// The device's link changed (`NETDEV_CHANGE`: a new speed); cbs
     /// reads its port rate again.
     fn device_changed(&mut self, _dev: &DevInfo) {}
+    /// A creation or change was committed at `now`: start what depends on
+    /// the time of it (taprio's new schedule).
+    fn installed(&mut self, _now: Time) {}
+    /// Bring what runs on timers up to `now` before the qdisc is shown or
+    /// changed (taprio's schedule, which moves with no packet to send).
+    fn settle(&mut self, _now: Time) {}
 
     /// A warning the last configuration change produced (the kernel's
     /// extended ack on success, e.g. HTB's "quantum of class ... is big"),

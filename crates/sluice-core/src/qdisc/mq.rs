@@ -27,7 +27,7 @@
 //! non-empty queue in turn.
 
 use super::noqueue::noop_child;
-use super::pfifo_fast::{PfifoFast, PfifoFastOpts};
+use super::pfifo_fast::PfifoFastOpts;
 use super::{ClassInfo, ClassOpts, Classful, Cx, Dequeue, DevInfo, Qdisc, QdiscNode, QdiscOpts};
 use crate::error::{Errno, TcError, TcResult};
 use crate::handle::Handle;
@@ -62,10 +62,11 @@ pub struct Mq {
     purged: (u64, u64),
 }
 
-/// Queue `i`'s default child: pfifo_fast, handle 0, listed by `tc qdisc show`.
-fn default_child(major: u16, i: usize, dev: &DevInfo) -> TcResult<QdiscNode> {
-    let q = PfifoFast::new(&PfifoFastOpts::default(), dev)?;
-    let mut node = QdiscNode::new(Handle::UNSPEC, class_of(major, i), Box::new(q)).hashed_visible();
+/// Queue `i`'s default child (pfifo_fast for mq): handle 0, listed by
+/// `tc qdisc show`.
+fn default_child(major: u16, i: usize, kind: &QdiscOpts, dev: &DevInfo) -> TcResult<QdiscNode> {
+    let mut node =
+        QdiscNode::create(Handle::UNSPEC, class_of(major, i), kind, dev)?.hashed_visible();
     // Hashed one after another, each at the head of its bucket's list.
     node.seq = i as u64 + 1;
     Ok(node)
@@ -78,12 +79,18 @@ fn class_of(major: u16, i: usize) -> Handle {
 impl Mq {
     /// `mq_init` on a device [`check_attach`] accepted.
     pub fn new(dev: &DevInfo) -> TcResult<Self> {
+        Self::with_children(dev, &QdiscOpts::PfifoFast(PfifoFastOpts::default()))
+    }
+
+    /// A queue set whose default children are of kind `child` (taprio's
+    /// are pfifo).
+    pub(super) fn with_children(dev: &DevInfo, child: &QdiscOpts) -> TcResult<Self> {
         let n = dev.num_tx_queues.max(1) as usize;
         let s = dev.seed ^ 0x6d71_6d71_6d71_6d71;
         Ok(Mq {
             major: 0,
             queues: (0..n)
-                .map(|i| default_child(0, i, dev))
+                .map(|i| default_child(0, i, child, dev))
                 .collect::<TcResult<_>>()?,
             next: 0,
             hashrnd: (s ^ (s >> 32)) as u32,
@@ -120,6 +127,16 @@ impl Mq {
         } else {
             0
         }
+    }
+
+    /// Queue `i`'s qdisc.
+    pub(super) fn queue_mut(&mut self, i: usize) -> &mut QdiscNode {
+        &mut self.queues[i]
+    }
+
+    /// How many transmit queues.
+    pub(super) fn queue_count(&self) -> usize {
+        self.queues.len()
     }
 
     /// Hand `pkt` to queue `i`'s qdisc.

@@ -91,10 +91,11 @@ fn einval(msg: impl Into<String>) -> TcError {
     TcError::msg(Errno::EINVAL, msg)
 }
 
-/// `mqprio_parse_opt` (with `mqprio_validate_qopt`) and
-/// `mqprio_parse_nlattr`, on a device [`super::mq::check_attach`] accepted.
-fn validate(o: &MqprioOpts, dev: &DevInfo) -> TcResult<()> {
-    let hw = o.hw.min(1);
+/// `mqprio_validate_qopt` (sch_mqprio_lib.c), shared with taprio: at most
+/// 16 classes and a map within them, then — when `queues` is given — every
+/// class with queues inside the device's `queues`, overlapping no other
+/// unless `overlap` allows it.
+pub(super) fn validate_layout(o: &MqprioOpts, queues: Option<u32>, overlap: bool) -> TcResult<()> {
     let num_tc = o.num_tc as usize;
     if num_tc > MAX_TC {
         return Err(einval("Number of traffic classes is outside valid range"));
@@ -104,28 +105,37 @@ fn validate(o: &MqprioOpts, dev: &DevInfo) -> TcResult<()> {
             "Invalid traffic class in priority to traffic class mapping",
         ));
     }
-    if hw == 0 {
-        let queues = dev.num_tx_queues;
-        for i in 0..num_tc {
-            let (count, offset) = (o.count[i] as u32, o.offset[i] as u32);
-            if count == 0 {
-                return Err(einval(format!("sch_mqprio_lib: No queues for TC {i}")));
-            }
-            if offset >= queues || offset + count > queues {
+    let Some(queues) = queues else {
+        return Ok(());
+    };
+    for i in 0..num_tc {
+        let (count, offset) = (o.count[i] as u32, o.offset[i] as u32);
+        if count == 0 {
+            return Err(einval(format!("sch_mqprio_lib: No queues for TC {i}")));
+        }
+        if offset >= queues || offset + count > queues {
+            return Err(einval(format!(
+                "sch_mqprio_lib: Queues {count}:{offset} for TC {i} exceed the {queues} TX queues available"
+            )));
+        }
+        for j in (i + 1..num_tc).filter(|_| !overlap) {
+            let (cj, oj) = (o.count[j] as u32, o.offset[j] as u32);
+            if offset.max(oj) < (offset + count).min(oj + cj) {
                 return Err(einval(format!(
-                    "sch_mqprio_lib: Queues {count}:{offset} for TC {i} exceed the {queues} TX queues available"
+                    "sch_mqprio_lib: TC {i} queues {count}@{offset} overlap with TC {j} queues {cj}@{oj}"
                 )));
             }
-            for j in i + 1..num_tc {
-                let (cj, oj) = (o.count[j] as u32, o.offset[j] as u32);
-                if offset.max(oj) < (offset + count).min(oj + cj) {
-                    return Err(einval(format!(
-                        "sch_mqprio_lib: TC {i} queues {count}@{offset} overlap with TC {j} queues {cj}@{oj}"
-                    )));
-                }
-            }
         }
-    } else {
+    }
+    Ok(())
+}
+
+/// `mqprio_parse_opt` and `mqprio_parse_nlattr`, on a device
+/// [`super::mq::check_attach`] accepted.
+fn validate(o: &MqprioOpts, dev: &DevInfo) -> TcResult<()> {
+    let hw = o.hw.min(1);
+    validate_layout(o, (hw == 0).then_some(dev.num_tx_queues), false)?;
+    if hw != 0 {
         // No sluice device has `ndo_setup_tc`.
         return Err(einval("Device does not support hardware offload"));
     }
@@ -137,6 +147,45 @@ fn validate(o: &MqprioOpts, dev: &DevInfo) -> TcResult<()> {
         ));
     }
     Ok(())
+}
+
+/// The `(offset, count)` of each of `o`'s traffic classes.
+pub(super) fn ranges(o: &MqprioOpts) -> Vec<(usize, usize)> {
+    (0..o.num_tc as usize)
+        .map(|i| (o.offset[i] as usize, o.count[i] as usize))
+        .collect()
+}
+
+/// The options a dump rebuilds from a device's layout (`mqprio_qopt_reconstruct`).
+pub(super) fn layout_opts(map: [u8; MAX_TC], ranges: &[(usize, usize)]) -> MqprioOpts {
+    let mut o = MqprioOpts {
+        num_tc: ranges.len() as u8,
+        prio_tc_map: map,
+        hw: 0,
+        ..MqprioOpts::default()
+    };
+    for (i, &(offset, count)) in ranges.iter().enumerate() {
+        o.offset[i] = offset as u16;
+        o.count[i] = count as u16;
+    }
+    o
+}
+
+/// `netdev_pick_tx`'s range for a packet of `priority` on a device with
+/// this layout: its traffic class's queues, or all `n` when the class has
+/// none.
+pub(super) fn tc_range(
+    map: &[u8; MAX_TC],
+    ranges: &[(usize, usize)],
+    priority: u32,
+    n: usize,
+) -> (usize, usize) {
+    let tc = map[(priority & 15) as usize] as usize;
+    ranges
+        .get(tc)
+        .copied()
+        .filter(|&(_, count)| count > 0)
+        .unwrap_or((0, n))
 }
 
 /// The mqprio qdisc: mq's queues and a traffic-class layout.
@@ -155,15 +204,12 @@ impl Mqprio {
     pub fn new(o: &MqprioOpts, dev: &DevInfo) -> TcResult<Self> {
         super::mq::check_attach(Handle::ROOT, dev)?;
         validate(o, dev)?;
-        let num_tc = o.num_tc as usize;
         Ok(Mqprio {
             mq: Mq::new(dev)?,
             major: 0,
-            num_tc,
+            num_tc: o.num_tc as usize,
             map: o.prio_tc_map,
-            ranges: (0..num_tc)
-                .map(|i| (o.offset[i] as usize, o.count[i] as usize))
-                .collect(),
+            ranges: ranges(o),
         })
     }
 
@@ -191,9 +237,10 @@ impl Qdisc for Mqprio {
     }
 
     fn enqueue(&mut self, mut pkt: Packet, cx: &mut Cx) -> Result<(), (Packet, DropReason)> {
-        let tc = self.map[(pkt.priority & 15) as usize] as usize;
-        let range = self.ranges.get(tc).copied().filter(|&(_, count)| count > 0);
-        let i = self.mq.pick_in(&mut pkt, |n| range.unwrap_or((0, n)));
+        let (map, ranges, prio) = (&self.map, &self.ranges, pkt.priority);
+        let i = self
+            .mq
+            .pick_in(&mut pkt, |n| tc_range(map, ranges, prio, n));
         self.mq.enqueue_at(i, pkt, cx)
     }
 
@@ -213,17 +260,7 @@ impl Qdisc for Mqprio {
     /// `mqprio_dump`: the layout rebuilt from the device (classes past
     /// `num_tc` zero), `hw` as offloaded (never), no attributes.
     fn dump(&self) -> QdiscOpts {
-        let mut o = MqprioOpts {
-            num_tc: self.num_tc as u8,
-            prio_tc_map: self.map,
-            hw: 0,
-            ..MqprioOpts::default()
-        };
-        for (i, &(offset, count)) in self.ranges.iter().enumerate() {
-            o.offset[i] = offset as u16;
-            o.count[i] = count as u16;
-        }
-        QdiscOpts::Mqprio(o)
+        QdiscOpts::Mqprio(layout_opts(self.map, &self.ranges))
     }
 
     fn own_stats(&self) -> Option<Stats> {

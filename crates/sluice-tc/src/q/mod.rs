@@ -28,6 +28,7 @@ mod red;
 mod sfb;
 mod sfq;
 mod skbprio;
+mod taprio;
 mod tbf;
 mod tc_red;
 
@@ -73,6 +74,7 @@ pub fn parse_qdisc(
         "plug" => plug::parse(args)?,
         "multiq" => multiq::parse(args)?,
         "mqprio" => mqprio::parse(args)?,
+        "taprio" => taprio::parse(args)?,
         // tc has no module for these: any word is unparsable.
         "noqueue" | "mq" => {
             if let Some(w) = args.peek() {
@@ -89,9 +91,6 @@ pub fn parse_qdisc(
         }
         _ => {
             if let Some(w) = args.peek() {
-                if let (Some(usage), "help") = (multiqueue_usage(kind), w) {
-                    return Err(crate::args::Fail::new(1, usage));
-                }
                 return Err(crate::args::Fail::new(
                     1,
                     format!("Unknown qdisc \"{kind}\", hence option \"{w}\" is unparsable"),
@@ -100,19 +99,6 @@ pub fn parse_qdisc(
             return Ok(None);
         }
     }))
-}
-
-/// The usage tc prints for taprio, which sluice lacks, so `help` reads as
-/// it does there.
-fn multiqueue_usage(kind: &str) -> Option<&'static str> {
-    match kind {
-        "taprio" => Some(
-            "Usage: ... taprio clockid CLOCKID
-\t\t[num_tc NUMBER] [map P0 P1 ...] \t\t[queues COUNT@OFFSET COUNT@OFFSET COUNT@OFFSET ...] \t\t[ [sched-entry index cmd gate-mask interval] ... ] \t\t[base-time time] [txtime-delay delay]
-CLOCKID must be a valid SYS-V id (i.e. CLOCK_TAI)",
-        ),
-        _ => None,
-    }
 }
 
 /// Print a qdisc's options (`print_qopt`); `stats` is `tc -s`, which
@@ -146,6 +132,7 @@ pub fn print_qdisc(opts: &QdiscOpts, out: &mut Out, details: bool, stats: bool) 
         QdiscOpts::Hhf(o) => hhf::print(o, out),
         QdiscOpts::Cbs(o) => cbs::print(o, out),
         QdiscOpts::Mqprio(o) => mqprio::print(o, out),
+        QdiscOpts::Taprio(o) => taprio::print(o, out),
         _ => {}
     }
 }
