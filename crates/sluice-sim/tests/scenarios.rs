@@ -808,8 +808,8 @@ fn mq_gives_each_transmit_queue_its_own_qdisc() {
     // clsact egress pins flow "a" (port 5001) and "b" (5002) to a queue
     // with skbedit queue_mapping, before the queue is picked. Each offers 4
     // Mbit/s to a 10 Mbit/s link: a flow on queue 0 gets (with the other
-    // flows there) the tbf's 1 Mbit/s of IP, less its UDP/IP headers
-    // (1000/1028 of it); one on queue 1 all of its 4.
+    // flows there) the tbf's 1 Mbit/s of 1042-byte frames, of which
+    // goodput counts the 1028-byte IP packets; one on queue 1 all of its 4.
     let w = "[[workload]]\ntype = \"udp\"\nname = \"a\"\nfrom = \"s\"\nto = \"d\"\nrate = \"4mbit\"\nsize = 1000\nport = 5001\n\
              [[workload]]\ntype = \"udp\"\nname = \"b\"\nfrom = \"s\"\nto = \"d\"\nrate = \"4mbit\"\nsize = 1000\nport = 5002";
     let run_with = |queues: [u16; 2]| {
@@ -830,8 +830,8 @@ fn mq_gives_each_transmit_queue_its_own_qdisc() {
         let g = |n: &str| metric(&r, &format!("flow.{n}.goodput_mbps")).unwrap();
         (g("a"), g("b"))
     };
-    let tbf = 1000.0 / 1028.0;
-    let near = |x: f64, want: f64| (x - want).abs() < 0.05 * want;
+    let tbf = 1028.0 / 1042.0;
+    let near = |x: f64, want: f64| (x - want).abs() < 0.01 * want;
     let (a, b) = run_with([0, 1]);
     assert!(near(a, tbf) && near(b, 4.0), "a {a} b {b}");
     let (a, b) = run_with([1, 0]);
@@ -850,8 +850,8 @@ fn mqprio_sends_each_priority_to_its_traffic_classs_queues() {
     // other priority to the other; nothing else steers the packets. Flow
     // "a" (TOS 0x10) and "b" (TOS 0) each offer 4 Mbit/s to a 10 Mbit/s
     // link: a flow in class 0 lands on one of its tbf queues and gets
-    // 1 Mbit/s of IP less its UDP/IP headers (1000/1028), one in class 1
-    // all of its 4.
+    // 1 Mbit/s of 1042-byte frames (goodput counts their 1028-byte IP
+    // packets), one in class 1 all of its 4.
     let w = "[[workload]]\ntype = \"udp\"\nname = \"a\"\nfrom = \"s\"\nto = \"d\"\nrate = \"4mbit\"\nsize = 1000\nport = 5001\ntos = 16\n\
              [[workload]]\ntype = \"udp\"\nname = \"b\"\nfrom = \"s\"\nto = \"d\"\nrate = \"4mbit\"\nsize = 1000\nport = 5002";
     let run_with = |map: &str| {
@@ -872,8 +872,8 @@ fn mqprio_sends_each_priority_to_its_traffic_classs_queues() {
         let g = |n: &str| metric(&r, &format!("flow.{n}.goodput_mbps")).unwrap();
         (g("a"), g("b"))
     };
-    let tbf = 1000.0 / 1028.0;
-    let near = |x: f64, want: f64| (x - want).abs() < 0.05 * want;
+    let tbf = 1028.0 / 1042.0;
+    let near = |x: f64, want: f64| (x - want).abs() < 0.01 * want;
     let (a, b) = run_with("0 0 0 0 0 0 1 0");
     assert!(near(a, 4.0) && near(b, tbf), "a {a} b {b}");
     let (a, b) = run_with("1 1 1 1 1 1 0 1 1 1 1 1 1 1 1 1");
