@@ -243,6 +243,7 @@ pub fn split(pkt: &Packet, per_piece: u16) -> Result<Vec<Packet>, GsoError> {
             pkt_type: pkt.pkt_type,
             tc_index: pkt.tc_index,
             queue_mapping: pkt.queue_mapping,
+            txtime: pkt.txtime,
             cb: pkt.cb,
             skb_iif: pkt.skb_iif,
             from_ingress: pkt.from_ingress,

@@ -58,6 +58,11 @@ pub struct Skb {
     /// Checksum offload (`CHECKSUM_PARTIAL`): the transport checksum is
     /// not computed yet; its field holds the pseudo-header sum.
     pub csum_partial: Option<CsumPartial>,
+    /// `skb->tstamp` as a launch time (`SO_TXTIME`, or taprio's
+    /// txtime-assist), which etf holds the packet until; `None`: no launch
+    /// time (the kernel's 0). [`Skb::tstamp`] is the time the packet entered
+    /// its qdisc tree instead.
+    pub txtime: Option<Time>,
     /// `skb->queue_mapping` as an `skbedit queue_mapping` action set it:
     /// the transmit queue of a multi-queue device ([`crate::qdisc::mq`]);
     /// `None`: picked by the flow hash.

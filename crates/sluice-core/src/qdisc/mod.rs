@@ -23,6 +23,7 @@ pub mod codel;
 pub mod codel_law;
 pub mod drr;
 pub mod drr_core;
+pub mod etf;
 pub mod ets;
 pub mod fifo;
 pub mod flow_hash;
@@ -273,6 +274,7 @@ pub enum QdiscOpts {
     Cbs(cbs::CbsOpts),
     Mqprio(mqprio::MqprioOpts),
     Taprio(taprio::TaprioOpts),
+    Etf(etf::EtfOpts),
     /// mq: no options.
     Mq,
     Noqueue,
@@ -316,6 +318,7 @@ impl QdiscOpts {
             QdiscOpts::Cbs(_) => "cbs",
             QdiscOpts::Mqprio(_) => "mqprio",
             QdiscOpts::Taprio(_) => "taprio",
+            QdiscOpts::Etf(_) => "etf",
             QdiscOpts::Mq => "mq",
             QdiscOpts::Noqueue => "noqueue",
             QdiscOpts::Noop => "noop",
@@ -359,6 +362,7 @@ pub const KINDS: &[&str] = &[
     "mq",
     "mqprio",
     "taprio",
+    "etf",
 ];
 
 /// `qdisc_block_indexes_set`: may a qdisc of these options be bound to
@@ -428,6 +432,7 @@ pub fn create(opts: &QdiscOpts, dev: &DevInfo) -> TcResult<Box<dyn Qdisc>> {
         QdiscOpts::Mq => Box::new(mq::Mq::new(dev)?),
         QdiscOpts::Mqprio(o) => Box::new(mqprio::Mqprio::new(o, dev)?),
         QdiscOpts::Taprio(o) => Box::new(taprio::Taprio::new(o, dev)?),
+        QdiscOpts::Etf(o) => Box::new(etf::Etf::new(o, dev)?),
         QdiscOpts::Noqueue => Box::new(noqueue::Noqueue::new(false)),
         QdiscOpts::Noop => Box::new(noqueue::Noqueue::new(true)),
     })

@@ -30,12 +30,12 @@
 //! link speed, 10 Mbit/s when it reports none. At enqueue a packet longer
 //! than its class's largest open window can carry is dropped.
 //!
-//! `flags 0x1` (txtime-assist) has no gates at dequeue: the kernel stamps
-//! each packet with a launch time for a child such as etf to honour, and
-//! drops one for which no entry opens its class long enough. sluice keeps
-//! the drop but not the stamps (no qdisc here reads them). `flags 0x2` (full
-//! offload) needs a device with a PTP clock and offload hooks, which no
-//! sluice device has.
+//! `flags 0x1` (txtime-assist) has no gates at dequeue: each packet is
+//! stamped at enqueue with a launch time — the first slot from now plus
+//! `txtime-delay` in which its class is open and it fits, after what the
+//! slot already holds — for an etf child to hold it until (`get_packet_txtime`);
+//! a packet no slot can carry is dropped. `flags 0x2` (full offload) needs a
+//! device with a PTP clock and offload hooks, which no sluice device has.
 //!
 //! The kernel's checks in its order, its messages, and what `change` may
 //! alter (neither flags, clock nor — while a schedule exists — the layout;
@@ -127,6 +127,9 @@ struct Entry {
     close: [i64; MAX_TC],
     /// Per class: bytes left to send while this entry is current.
     budget: [i64; MAX_TC],
+    /// txtime-assist: the earliest launch time this entry's next packet
+    /// may get.
+    next_txtime: i64,
 }
 
 /// A schedule (`struct sched_gate_list`).
@@ -364,6 +367,7 @@ impl Taprio {
                 gate_duration: [0; MAX_TC],
                 close: [0; MAX_TC],
                 budget: [0; MAX_TC],
+                next_txtime: 0,
             });
         }
         let mut cycle = o.cycle_time.unwrap_or(0);
@@ -529,20 +533,107 @@ impl Taprio {
         }
     }
 
-    /// `get_packet_txtime` reduced to its verdict: may a packet of class
-    /// `tc` and `len` bytes be sent at all under the schedule in force?
-    fn txtime_allows(&mut self, tc: usize, len: i64, now: i64) -> bool {
-        let earliest = now + self.txtime_delay as i64;
-        if self.admin.as_ref().is_some_and(|a| earliest > a.base) {
+    /// The schedule `admin` names (false: oper).
+    fn sched(&self, admin: bool) -> Option<&Sched> {
+        if admin {
+            self.admin.as_ref()
+        } else {
+            self.oper.as_ref()
+        }
+    }
+
+    /// `get_interval_end_time`: where an interval of `e` starting at
+    /// `start` ends — its own end, or the cycle's (or, within the
+    /// extension, the pending schedule's base-time).
+    fn interval_end(&self, s: &Sched, other: Option<&Sched>, e: &Entry, start: i64) -> i64 {
+        let elapsed = (start - s.base) % s.cycle;
+        let cycle_end = start + s.cycle - elapsed;
+        let end = start + e.interval;
+        if end < cycle_end {
+            end
+        } else if let Some(a) = other.filter(|a| a.base > cycle_end && a.base < cycle_end + s.ext) {
+            a.base
+        } else {
+            cycle_end
+        }
+    }
+
+    /// `find_entry_to_transmit` (not validating): the first interval of
+    /// schedule `which` from `time` on in which class `tc` is open and `d`
+    /// nanoseconds fit — its entry and bounds.
+    fn find_entry(&self, which: bool, tc: usize, d: i64, time: i64) -> Option<(usize, i64, i64)> {
+        let s = self.sched(which)?;
+        let other = if which { None } else { self.admin.as_ref() };
+        let elapsed = (time - s.base) % s.cycle;
+        let mut end = time - elapsed;
+        let cycle_end = end + s.cycle;
+        let (mut found, mut earliest, mut available) = (None, i64::MAX, false);
+        for (i, e) in s.entries.iter().enumerate() {
+            let start = end;
+            end = self.interval_end(s, other, e, start);
+            if start > cycle_end {
+                break;
+            }
+            if e.mask & (1 << tc) == 0 || d > e.interval {
+                continue;
+            }
+            if e.next_txtime < time {
+                if start < time && time + d < end || start > time {
+                    return Some((i, start, end));
+                }
+                if !available {
+                    available = true;
+                    found = Some((i, start + s.cycle, end + s.cycle));
+                }
+            } else if e.next_txtime < earliest && !available {
+                earliest = e.next_txtime;
+                let n = (e.next_txtime - start) / s.cycle;
+                found = Some((i, start + n * s.cycle, end + n * s.cycle));
+            }
+        }
+        found
+    }
+
+    /// `get_packet_txtime`: the launch time txtime-assist gives a packet of
+    /// class `tc` and `len` bytes at `now` — the first slot at or after
+    /// `now + txtime-delay` where its class is open and it fits, after the
+    /// packets already given that slot; 0 when none can carry it.
+    fn packet_txtime(&mut self, tc: usize, len: i64, now: i64) -> i64 {
+        let mut minimum = now + self.txtime_delay as i64;
+        if self.admin.as_ref().is_some_and(|a| minimum > a.base) {
             self.oper = self.admin.take();
         }
-        let d = self.duration(len);
         match &self.oper {
-            Some(s) if earliest >= s.base => s
-                .entries
-                .iter()
-                .any(|e| e.mask & (1 << tc) != 0 && d <= e.interval),
-            _ => true,
+            Some(s) if minimum >= s.base => {}
+            _ => return minimum,
+        }
+        let d = self.duration(len);
+        let mut which = false;
+        loop {
+            let Some((i, start, end)) = self.find_entry(which, tc, d, minimum) else {
+                return 0;
+            };
+            let s = self.sched(which).expect("a schedule");
+            let txtime = s.entries[i].next_txtime.max(minimum).max(start);
+            if !which && self.admin.as_ref().is_some_and(|a| txtime > a.base) {
+                which = true;
+                continue;
+            }
+            let cycle = s.cycle;
+            let transmit_end = txtime + d;
+            minimum = transmit_end;
+            let s = if which {
+                self.admin.as_mut()
+            } else {
+                self.oper.as_mut()
+            };
+            let e = &mut s.expect("a schedule").entries[i];
+            if transmit_end > end {
+                e.next_txtime = start + cycle;
+                continue;
+            }
+            e.next_txtime = transmit_end;
+            return txtime;
         }
     }
 
@@ -613,8 +704,11 @@ impl Qdisc for Taprio {
         {
             return Err((pkt, DropReason::QueueFull));
         }
-        if self.has_flag(TXTIME_ASSIST) && !self.txtime_allows(tc, pkt.len as i64, now) {
-            return Err((pkt, DropReason::QueueFull));
+        if self.has_flag(TXTIME_ASSIST) {
+            match self.packet_txtime(tc, pkt.len as i64, now) {
+                0 => return Err((pkt, DropReason::QueueFull)),
+                t => pkt.txtime = Some(Time(t.max(0) as u64)),
+            }
         }
         self.mq.enqueue_at(q, pkt, cx)
     }
@@ -688,6 +782,12 @@ impl Qdisc for Taprio {
         Self::set_budgets(self.ppb, num_tc, &mut s, 0);
         Self::set_close(num_tc, &mut s, 0, start);
         if self.has_flag(TXTIME_ASSIST) {
+            // setup_txtime: each entry's first slot.
+            let mut at = start;
+            for e in &mut s.entries {
+                e.next_txtime = at;
+                at += e.interval;
+            }
             if self.oper.is_none() {
                 self.oper = Some(s);
             } else {
@@ -916,5 +1016,76 @@ mod tests {
         q.settle(Time(50_000_000));
         assert!(q.admin.is_none());
         assert_eq!(q.dump_oper_mask(), Some(3));
+    }
+
+    #[test]
+    fn txtime_assist_stamps_slots_that_an_etf_child_keeps() {
+        // flags 0x1, txtime-delay 200 µs; class 0 open for the first 300 µs
+        // of each 1 ms cycle, class 1 for the other 700 µs; an etf child
+        // (delta 100 µs, skip_sock_check) on every queue; 1 Gbit/s, so a
+        // 1042-byte frame takes 8336 ns.
+        let mut o = opts(&[(1, 300_000), (2, 700_000)]);
+        o.flags = Some(TXTIME_ASSIST);
+        o.txtime_delay = Some(200_000);
+        let d = DevInfo {
+            speed: 1000,
+            ..dev()
+        };
+        let mut n = QdiscNode::new(
+            Handle::new(0x100, 0),
+            Handle::ROOT,
+            Box::new(Taprio::new(&o, &d).unwrap()),
+        );
+        let etf = crate::qdisc::etf::EtfOpts {
+            delta: 100_000,
+            clockid: 11,
+            flags: crate::qdisc::etf::SKIP_SOCK_CHECK,
+        };
+        for q in 1..=4 {
+            let child = QdiscNode::create(
+                Handle::new(q, 0),
+                Handle::UNSPEC,
+                &QdiscOpts::Etf(etf.clone()),
+                &d,
+            )
+            .unwrap();
+            let cls = n.qdisc.classes().unwrap();
+            cls.graft(Handle::new(0x100, q), Some(child), &d).unwrap();
+        }
+        n.qdisc.installed(Time(0));
+        let mut cx = Cx::new(Time(2_000_000));
+        for _ in 0..5 {
+            n.enqueue(pkt(6, 1042), &mut cx).unwrap();
+            n.enqueue(pkt(0, 1042), &mut cx).unwrap();
+        }
+        let mut t = 2_000_000i64;
+        let mut sent = vec![];
+        loop {
+            match n.dequeue(&mut Cx::new(Time(t as u64))) {
+                Dequeue::Packet(p) => {
+                    sent.push((p.priority, p.txtime.unwrap().0 as i64, t));
+                    t += 8336;
+                }
+                Dequeue::Wait(w) => t = w.0 as i64,
+                Dequeue::Empty => break,
+            }
+        }
+        assert_eq!(sent.len(), 10, "{sent:?}");
+        for &(prio, txtime, left) in &sent {
+            // Launched within etf's delta before its time, never after.
+            assert!(left > txtime - 100_000 && left <= txtime, "{sent:?}");
+            // Its class's slot holds the whole frame; none before now + delay.
+            let at = (txtime - 1_000_000).rem_euclid(1_000_000);
+            let slot = if prio == 6 {
+                300_000..1_000_000
+            } else {
+                0..300_000
+            };
+            assert!(slot.contains(&at) && at + 8336 <= slot.end, "{sent:?}");
+            assert!(txtime >= 2_200_000);
+        }
+        // Back to back within a slot.
+        let class1: Vec<i64> = sent.iter().filter(|s| s.0 == 6).map(|s| s.1).collect();
+        assert!(class1.windows(2).all(|w| w[1] - w[0] == 8336), "{class1:?}");
     }
 }

@@ -7,6 +7,7 @@ mod cbs;
 mod choke;
 mod codel;
 mod drr;
+mod etf;
 mod ets;
 mod fifo;
 mod fq;
@@ -75,6 +76,7 @@ pub fn parse_qdisc(
         "multiq" => multiq::parse(args)?,
         "mqprio" => mqprio::parse(args)?,
         "taprio" => taprio::parse(args)?,
+        "etf" => etf::parse(args)?,
         // tc has no module for these: any word is unparsable.
         "noqueue" | "mq" => {
             if let Some(w) = args.peek() {
@@ -133,6 +135,7 @@ pub fn print_qdisc(opts: &QdiscOpts, out: &mut Out, details: bool, stats: bool) 
         QdiscOpts::Cbs(o) => cbs::print(o, out),
         QdiscOpts::Mqprio(o) => mqprio::print(o, out),
         QdiscOpts::Taprio(o) => taprio::print(o, out),
+        QdiscOpts::Etf(o) => etf::print(o, out),
         _ => {}
     }
 }

@@ -53,7 +53,7 @@ fn get_s64(w: &str) -> Option<i64> {
 
 /// `get_clockid`: a name, case aside, with `CLOCK_` dropped from the start
 /// when it appears anywhere in the word.
-fn clockid(w: &str) -> Option<i32> {
+pub(super) fn clockid(w: &str) -> Option<i32> {
     let name = if w.to_ascii_uppercase().contains("CLOCK_") {
         w.get(6..)?
     } else {
@@ -65,7 +65,7 @@ fn clockid(w: &str) -> Option<i32> {
         .map(|&(_, id)| id)
 }
 
-fn clock_name(id: Option<i32>) -> &'static str {
+pub(super) fn clock_name(id: Option<i32>) -> &'static str {
     CLOCKS
         .iter()
         .find(|&&(_, c)| Some(c) == id)
