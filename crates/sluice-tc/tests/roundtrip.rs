@@ -2070,3 +2070,29 @@ proptest! {
         prop_assert_eq!(root_opts(&a), root_opts(&b));
     }
 }
+
+// ---- etf ----
+
+proptest! {
+    #![proptest_config(cases(32))]
+    #[test]
+    fn etf_round_trips(delta in 0i32..i32::MAX, deadline in any::<bool>(), skip in any::<bool>()) {
+        let mut opts = format!("delta {delta} clockid CLOCK_TAI");
+        if deadline {
+            opts.push_str(" deadline_mode");
+        }
+        if skip {
+            opts.push_str(" skip_sock_check");
+        }
+        // `clockid NAME delta N offload off deadline_mode on|off
+        // skip_sock_check on|off` as input: the flags that are on.
+        let to_input = |p: &[String]| {
+            let mut input = format!("{} {} {} {}", p[0], p[1], p[2], p[3]);
+            for w in p.windows(2).filter(|w| w[1] == "on") {
+                input.push_str(&format!(" {}", w[0]));
+            }
+            input
+        };
+        exact_qdisc_trip(&format!("etf {opts}"), &to_input);
+    }
+}
