@@ -659,7 +659,7 @@ impl Taprio {
             }
             let len = head.len as i64;
             if mask != ALL_OPEN {
-                let guard = now + len * self.ppb / 1000;
+                let guard = now + self.duration(len);
                 let (oper, cur) = (self.oper.as_mut(), self.current);
                 let entry = &mut oper.expect("a schedule runs").entries[cur.unwrap_or(0)];
                 if guard >= entry.close[tc] {
