@@ -108,6 +108,23 @@ pub fn get_integer(arg: &str) -> Option<i32> {
     i32::try_from(v).ok()
 }
 
+/// C's `strtol(s, &p, 10)` over the whole word: blanks and a sign may lead,
+/// every other character a digit, else `None`. The value is exact; callers
+/// saturate or refuse what does not fit, as their C does.
+pub fn strtol10(s: &str) -> Option<i128> {
+    let t = s.trim_start_matches([' ', '\t', '\n', '\r', '\x0b', '\x0c']);
+    let (neg, digits) = match t.as_bytes().first() {
+        Some(b'-') => (true, &t[1..]),
+        Some(b'+') => (false, &t[1..]),
+        _ => (false, t),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let v: i128 = digits.parse().ok()?;
+    Some(if neg { -v } else { v })
+}
+
 /// iproute2 `get_u32(val, arg, base)`: the whole word a number that fits
 /// 32 bits (strtoul wraps a leading minus as C's does).
 pub fn get_u32(arg: &str, base: u32) -> Option<u32> {

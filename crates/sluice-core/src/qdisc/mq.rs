@@ -314,12 +314,12 @@ impl Classful for Mq {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::packet::ETH_P_IP;
     use crate::time::Time;
 
-    fn dev(queues: u32) -> DevInfo {
+    pub(in crate::qdisc) fn dev(queues: u32) -> DevInfo {
         DevInfo {
             num_tx_queues: queues,
             ..DevInfo::default()
@@ -335,7 +335,7 @@ mod tests {
     }
 
     /// An IPv4/UDP packet from port `sport`.
-    fn udp(sport: u16) -> Packet {
+    pub(in crate::qdisc) fn udp(sport: u16) -> Packet {
         let mut b = vec![0u8; 28];
         b[0] = 0x45;
         b[9] = 17;

@@ -356,15 +356,9 @@ impl Classful for Mqprio {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::packet::ETH_P_IP;
     use crate::time::Time;
 
-    fn dev(queues: u32) -> DevInfo {
-        DevInfo {
-            num_tx_queues: queues,
-            ..DevInfo::default()
-        }
-    }
+    use crate::qdisc::mq::tests::dev;
 
     /// `num_tc N map M... queues C@O... hw 0`.
     fn opts(num_tc: u8, map: &[u8], queues: &[(u16, u16)]) -> MqprioOpts {
@@ -438,13 +432,7 @@ mod tests {
 
     /// An IPv4/UDP packet from port `sport` with priority `prio`.
     fn udp(sport: u16, prio: u32) -> Packet {
-        let mut b = vec![0u8; 28];
-        b[0] = 0x45;
-        b[9] = 17;
-        b[12..16].copy_from_slice(&[10, 0, 0, 1]);
-        b[16..20].copy_from_slice(&[10, 0, 0, 2]);
-        b[20..22].copy_from_slice(&sport.to_be_bytes());
-        let mut p = Packet::new(b, 100, ETH_P_IP);
+        let mut p = crate::qdisc::mq::tests::udp(sport);
         p.priority = prio;
         p
     }

@@ -11,7 +11,7 @@
 //! given before them; `rtt T` also sends a target of T/20.
 
 use super::get_u32;
-use crate::args::{duparg, Args, CmdResult, Fail};
+use crate::args::{duparg, strtol10, Args, CmdResult, Fail};
 use crate::out::{Out, To};
 use sluice_core::qdisc::cake::{
     ack, atm, diffserv, flow_mode, CakeClassXstats, CakeOpts, CakeXstats,
@@ -65,21 +65,6 @@ const FLOWMODE_NAMES: [&str; 8] = [
     "dual-dsthost",
     "triple-isolate",
 ];
-
-/// C's `strtol(s, &p, 10)` taking the whole word (`!p || *p || !*argv` fails).
-fn strtol_whole(s: &str) -> Option<i64> {
-    let t = s.trim_start_matches([' ', '\t', '\n', '\r', '\x0b', '\x0c']);
-    let (neg, digits) = match t.as_bytes().first() {
-        Some(b'-') => (true, &t[1..]),
-        Some(b'+') => (false, &t[1..]),
-        _ => (false, t),
-    };
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let v = digits.parse::<i64>().unwrap_or(i64::MAX);
-    Some(if neg { -v } else { v })
-}
 
 /// A message tc prints with a literal `\n` and no newline.
 fn range_error(what: &str, range: &str) -> Fail {
@@ -203,14 +188,16 @@ pub(super) fn parse(a: &mut Args) -> CmdResult<Option<QdiscOpts>> {
                 mpu = 64;
             }
             "overhead" => {
-                overhead = strtol_whole(a.value()?)
+                overhead = strtol10(a.value()?)
                     .filter(|v| (-64..=256).contains(v))
+                    .map(|v| v as i64)
                     .ok_or_else(|| range_error("overhead", "-64 to 256"))?;
                 overhead_set = true;
             }
             "mpu" => {
-                mpu = strtol_whole(a.value()?)
+                mpu = strtol10(a.value()?)
                     .filter(|v| (0..=256).contains(v))
+                    .map(|v| v as i64)
                     .ok_or_else(|| range_error("mpu", "0 to 256"))?;
             }
             "ingress" => ingress = 1,

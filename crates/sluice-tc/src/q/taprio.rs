@@ -7,7 +7,7 @@
 //! then the running schedule and the pending one, each entry on its own
 //! line. Behaviour notes: docs/research/taprio.md.
 
-use crate::args::{Args, CmdResult, Fail};
+use crate::args::{strtol10, Args, CmdResult, Fail};
 use crate::out::{Out, To, J};
 use sluice_core::qdisc::mqprio::{MqprioOpts, MAX_TC};
 use sluice_core::qdisc::taprio::{TaprioEntry, TaprioOpts, TaprioSchedule};
@@ -36,19 +36,10 @@ fn get_uint(w: &str, base: u32, max: u64) -> Option<u64> {
     }
 }
 
-/// iproute2's `get_s64(.., 10)`: strtoll over the whole word.
+/// iproute2's `get_s64(.., 10)`: strtoll over the whole word, refusing
+/// what overflows.
 fn get_s64(w: &str) -> Option<i64> {
-    let t = w.trim_start_matches([' ', '\t', '\n', '\r', '\x0b', '\x0c']);
-    let (neg, digits) = match t.as_bytes().first() {
-        Some(b'-') => (true, &t[1..]),
-        Some(b'+') => (false, &t[1..]),
-        _ => (false, t),
-    };
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let v: i128 = digits.parse().ok()?;
-    i64::try_from(if neg { -v } else { v }).ok()
+    strtol10(w).and_then(|v| i64::try_from(v).ok())
 }
 
 /// `get_clockid`: a name, case aside, with `CLOCK_` dropped from the start
