@@ -140,12 +140,31 @@ struct Sched {
     cycle: i64,
     ext: i64,
     entries: Vec<Entry>,
+    /// The longest a class's gate stays open, per class.
+    max_open: [i64; MAX_TC],
     /// The longest frame a class may queue (`u32::MAX`: any).
     max_frm_len: [u32; MAX_TC],
     cycle_end: i64,
 }
 
 impl Sched {
+    /// `taprio_update_queue_max_sdu` with no user max-sdu (tc 6.1 has
+    /// none): a class whose gate ever closes may queue what its longest
+    /// window carries at `ppb`, up to the largest MTU. The size table's
+    /// overhead is left to the lengths, which already carry it.
+    fn set_frame_limits(&mut self, ppb: i64, num_tc: usize) {
+        for tc in 0..num_tc {
+            self.max_frm_len[tc] = u32::MAX;
+            if self.max_open[tc] == self.cycle {
+                continue;
+            }
+            let sdu = ((self.max_open[tc] * 1000 / ppb) as u32).wrapping_sub(14);
+            if sdu <= 65535 {
+                self.max_frm_len[tc] = sdu + 14;
+            }
+        }
+    }
+
     fn dump(&self) -> TaprioSchedule {
         TaprioSchedule {
             base_time: self.base,
@@ -409,28 +428,17 @@ impl Taprio {
             }
             entries[i].gate_duration = duration;
         }
-        // taprio_update_queue_max_sdu, with no user max-sdu (tc 6.1 has
-        // none); the size table's overhead is left to the lengths, which
-        // already carry it.
-        let mut max_frm_len = [u32::MAX; MAX_TC];
-        for tc in 0..num_tc {
-            if max_open[tc] == cycle {
-                continue;
-            }
-            let len = (max_open[tc] * 1000 / ppb) as u32;
-            let sdu = len.wrapping_sub(14);
-            if sdu <= 65535 {
-                max_frm_len[tc] = sdu + 14;
-            }
-        }
-        Ok(Sched {
+        let mut sched = Sched {
             base: o.base_time.unwrap_or(0),
             cycle,
             ext: o.cycle_time_extension.unwrap_or(0),
             entries,
-            max_frm_len,
+            max_open,
+            max_frm_len: [u32::MAX; MAX_TC],
             cycle_end: 0,
-        })
+        };
+        sched.set_frame_limits(ppb, num_tc);
+        Ok(sched)
     }
 
     /// `taprio_set_budgets` for entry `i` of `s`.
@@ -863,8 +871,16 @@ impl Qdisc for Taprio {
         })
     }
 
+    /// `taprio_dev_notifier`: a new link speed, and the frame limits it gives.
     fn device_changed(&mut self, dev: &DevInfo) {
         self.ppb = picos_per_byte(dev);
+        let num_tc = self.ranges.len();
+        for s in [&mut self.oper, &mut self.admin, &mut self.staged]
+            .into_iter()
+            .flatten()
+        {
+            s.set_frame_limits(self.ppb, num_tc);
+        }
         self.mq.device_changed(dev);
     }
 
@@ -1176,5 +1192,27 @@ mod tests {
         assert_eq!((s.qlen, s.drops), (4, 4));
         // A packet that is not GSO is dropped whole.
         assert!(n.enqueue(pkt(6, 1502), &mut cx).is_err());
+    }
+
+    #[test]
+    fn a_new_link_speed_resizes_the_frame_limits() {
+        // Created before the link reports a speed (10 Mbit/s assumed): a
+        // 900 µs window carries 1125 bytes, so a 1514-byte frame is too
+        // long; at 100 Mbit/s it carries 11250 (`taprio_dev_notifier`).
+        let slow = DevInfo { speed: 0, ..dev() };
+        let mut n = QdiscNode::new(
+            Handle::new(0x100, 0),
+            Handle::ROOT,
+            Box::new(Taprio::new(&opts(&[(2, 100_000), (1, 900_000)]), &slow).unwrap()),
+        );
+        n.qdisc.installed(Time(0));
+        n.qdisc.settle(Time(2_000_000));
+        let mut cx = Cx::new(Time(2_000_000));
+        assert!(n.enqueue(pkt(0, 1514), &mut cx).is_err());
+        n.qdisc.device_changed(&DevInfo {
+            speed: 100,
+            ..dev()
+        });
+        assert!(n.enqueue(pkt(0, 1514), &mut cx).is_ok());
     }
 }
