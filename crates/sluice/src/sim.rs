@@ -42,6 +42,10 @@ pub const BUNDLED: &[(&str, &str)] = &[
         "seed004-gateway",
         include_str!("../../../examples/seed004-home-gateway.toml"),
     ),
+    (
+        "tsn-taprio",
+        include_str!("../../../examples/tsn-taprio.toml"),
+    ),
 ];
 
 /// `sluice sim` options.
