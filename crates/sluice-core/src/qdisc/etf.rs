@@ -140,7 +140,7 @@ impl Qdisc for Etf {
             };
         }
         if self.flags & DEADLINE_MODE == 0 && now <= t - self.delta {
-            return Dequeue::Wait(Time((t - self.delta + 1).max(0) as u64));
+            return Dequeue::Wait(Time((t - self.delta).saturating_add(1).max(0) as u64));
         }
         let (_, mut p) = self.queue.pop_first().expect("a head");
         self.last = t;

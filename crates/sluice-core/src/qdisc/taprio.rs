@@ -216,6 +216,13 @@ fn picos_per_byte(dev: &DevInfo) -> i64 {
     (8_000_000 / speed).max(17)
 }
 
+/// `get_cycle_time_elapsed`: how far into its cycle (counted from its
+/// base-time) `time` is. Times are the kernel's signed nanoseconds; their
+/// sums saturate where the kernel's would wrap, far past any run.
+fn elapsed(s: &Sched, time: i64) -> i64 {
+    ((time as i128 - s.base as i128) % s.cycle as i128) as i64
+}
+
 /// The first start of a schedule (`taprio_get_start_time`).
 fn start_time(base: i64, cycle: i64, now: i64) -> i64 {
     if base > now {
@@ -462,7 +469,7 @@ impl Taprio {
             e.close[tc] = if e.gate_duration[tc] == cycle {
                 i64::MAX
             } else {
-                from + e.gate_duration[tc]
+                from.saturating_add(e.gate_duration[tc])
             };
         }
     }
@@ -491,17 +498,19 @@ impl Taprio {
         let e_end = oper.entries[i].end;
         let restart = i + 1 == oper.entries.len() || e_end == oper.cycle_end;
         let mut next = if restart {
-            oper.cycle_end += oper.cycle;
+            oper.cycle_end = oper.cycle_end.saturating_add(oper.cycle);
             0
         } else {
             i + 1
         };
-        let mut end = (e_end + oper.entries[next].interval).min(oper.cycle_end);
+        let mut end = e_end
+            .saturating_add(oper.entries[next].interval)
+            .min(oper.cycle_end);
         Self::set_close(num_tc, oper, next, e_end);
         let switch = self
             .admin
             .as_ref()
-            .is_some_and(|a| a.base <= end || a.base <= end + oper.ext);
+            .is_some_and(|a| a.base <= end || a.base <= end.saturating_add(oper.ext));
         self.steady = restart && !switch;
         if switch {
             self.oper = self.admin.take();
@@ -555,12 +564,14 @@ impl Taprio {
     /// `start` ends — its own end, or the cycle's (or, within the
     /// extension, the pending schedule's base-time).
     fn interval_end(&self, s: &Sched, other: Option<&Sched>, e: &Entry, start: i64) -> i64 {
-        let elapsed = (start - s.base) % s.cycle;
-        let cycle_end = start + s.cycle - elapsed;
-        let end = start + e.interval;
+        let elapsed = elapsed(s, start);
+        let cycle_end = start.saturating_add(s.cycle - elapsed);
+        let end = start.saturating_add(e.interval);
         if end < cycle_end {
             end
-        } else if let Some(a) = other.filter(|a| a.base > cycle_end && a.base < cycle_end + s.ext) {
+        } else if let Some(a) =
+            other.filter(|a| a.base > cycle_end && a.base < cycle_end.saturating_add(s.ext))
+        {
             a.base
         } else {
             cycle_end
@@ -573,9 +584,8 @@ impl Taprio {
     fn find_entry(&self, which: bool, tc: usize, d: i64, time: i64) -> Option<(usize, i64, i64)> {
         let s = self.sched(which)?;
         let other = if which { None } else { self.admin.as_ref() };
-        let elapsed = (time - s.base) % s.cycle;
-        let mut end = time - elapsed;
-        let cycle_end = end + s.cycle;
+        let mut end = time.saturating_sub(elapsed(s, time));
+        let cycle_end = end.saturating_add(s.cycle);
         let (mut found, mut earliest, mut available) = (None, i64::MAX, false);
         for (i, e) in s.entries.iter().enumerate() {
             let start = end;
@@ -587,17 +597,21 @@ impl Taprio {
                 continue;
             }
             if e.next_txtime < time {
-                if start < time && time + d < end || start > time {
+                if start < time && time.saturating_add(d) < end || start > time {
                     return Some((i, start, end));
                 }
                 if !available {
                     available = true;
-                    found = Some((i, start + s.cycle, end + s.cycle));
+                    found = Some((
+                        i,
+                        start.saturating_add(s.cycle),
+                        end.saturating_add(s.cycle),
+                    ));
                 }
             } else if e.next_txtime < earliest && !available {
                 earliest = e.next_txtime;
-                let n = (e.next_txtime - start) / s.cycle;
-                found = Some((i, start + n * s.cycle, end + n * s.cycle));
+                let shift = (e.next_txtime.saturating_sub(start) / s.cycle).saturating_mul(s.cycle);
+                found = Some((i, start.saturating_add(shift), end.saturating_add(shift)));
             }
         }
         found
@@ -629,7 +643,7 @@ impl Taprio {
                 continue;
             }
             let cycle = s.cycle;
-            let transmit_end = txtime + d;
+            let transmit_end = txtime.saturating_add(d);
             minimum = transmit_end;
             let s = if which {
                 self.admin.as_mut()
@@ -638,7 +652,7 @@ impl Taprio {
             };
             let e = &mut s.expect("a schedule").entries[i];
             if transmit_end > end {
-                e.next_txtime = start + cycle;
+                e.next_txtime = start.saturating_add(cycle);
                 continue;
             }
             e.next_txtime = transmit_end;
@@ -831,8 +845,8 @@ impl Qdisc for Taprio {
         let now = now.0 as i64;
         let start = start_time(s.base, s.cycle, now);
         let num_tc = self.ranges.len();
-        s.cycle_end = start + s.cycle;
-        s.entries[0].end = start + s.entries[0].interval;
+        s.cycle_end = start.saturating_add(s.cycle);
+        s.entries[0].end = start.saturating_add(s.entries[0].interval);
         Self::set_budgets(self.ppb, num_tc, &mut s, 0);
         Self::set_close(num_tc, &mut s, 0, start);
         if self.has_flag(TXTIME_ASSIST) {
@@ -840,7 +854,7 @@ impl Qdisc for Taprio {
             let mut at = start;
             for e in &mut s.entries {
                 e.next_txtime = at;
-                at += e.interval;
+                at = at.saturating_add(e.interval);
             }
             if self.oper.is_none() {
                 self.oper = Some(s);
@@ -1214,5 +1228,36 @@ mod tests {
             ..dev()
         });
         assert!(n.enqueue(pkt(0, 1514), &mut cx).is_ok());
+    }
+
+    #[test]
+    fn extreme_times_neither_overflow_nor_start_early() {
+        for flags in [None, Some(TXTIME_ASSIST)] {
+            for base in [i64::MAX - 1000, i64::MIN + 1000, 0] {
+                let mut o = opts(&[(1, 300_000), (2, 700_000)]);
+                o.base_time = Some(base);
+                o.cycle_time_extension = Some(i64::MAX - 1000);
+                o.flags = flags;
+                let mut n = QdiscNode::new(
+                    Handle::new(0x100, 0),
+                    Handle::ROOT,
+                    Box::new(Taprio::new(&o, &dev()).unwrap()),
+                );
+                n.qdisc.installed(Time(5));
+                for t in [10u64, 3_000_000, 1 << 62] {
+                    let mut cx = Cx::new(Time(t));
+                    let _ = n.enqueue(pkt(6, 100), &mut cx);
+                    let _ = n.dequeue(&mut cx);
+                    n.qdisc.settle(Time(t));
+                }
+                let QdiscOpts::Taprio(d) = n.qdisc.dump() else {
+                    unreachable!()
+                };
+                // A base-time ~292 years ahead never starts; txtime-assist
+                // runs a first schedule at once (its stamps wait instead).
+                let running = flags.is_some() || base <= 0;
+                assert_eq!(d.oper.is_some(), running, "{flags:?} {base}");
+            }
+        }
     }
 }
