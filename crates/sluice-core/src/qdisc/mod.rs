@@ -232,6 +232,39 @@ impl Default for DevInfo {
     }
 }
 
+/// Queue a GSO packet as its segments (`tbf_segment`,
+/// `taprio_enqueue_segmented`): `offer` takes each segment and says whether
+/// it was queued. The tree counted one packet; it now counts the segments
+/// queued ([`Cx::split`]). Segments not queued are drops here; when none
+/// is, the packet is refused.
+pub(crate) fn offer_segments(
+    pkt: Packet,
+    cx: &mut Cx,
+    mut offer: impl FnMut(Packet, &mut Cx) -> bool,
+) -> Result<(), (Packet, DropReason)> {
+    let Ok(segs) = crate::gso::segment(&pkt) else {
+        return Err((pkt, DropReason::QueueFull));
+    };
+    let (mut queued, mut bytes, mut refused) = (0u32, 0i64, 0u64);
+    for seg in segs {
+        let len = seg.len;
+        if offer(seg, cx) {
+            queued += 1;
+            bytes += len as i64;
+        } else {
+            refused += 1;
+        }
+    }
+    if queued == 0 {
+        // The node counts the refused packet as one of the drops.
+        cx.drop_here(refused - 1);
+        return Err((pkt, DropReason::QueueFull));
+    }
+    cx.drop_here(refused);
+    cx.split(queued - 1, bytes - pkt.len as i64);
+    Ok(())
+}
+
 /// Options of every kind of qdisc, as tc sends them and the kernel dumps them.
 ///
 /// Each variant's struct lives in that qdisc's file. Optional fields are the

@@ -694,27 +694,9 @@ impl Taprio {
         pkt: Packet,
         cx: &mut Cx,
     ) -> Result<(), (Packet, DropReason)> {
-        let Ok(segs) = crate::gso::segment(&pkt) else {
-            return Err((pkt, DropReason::QueueFull));
-        };
-        let (mut queued, mut bytes, mut refused) = (0u32, 0i64, 0u64);
-        for seg in segs {
-            let len = seg.len;
-            if len <= limit && self.enqueue_one(q, tc, seg, cx).is_ok() {
-                queued += 1;
-                bytes += len as i64;
-            } else {
-                refused += 1;
-            }
-        }
-        if queued == 0 {
-            // The node counts the refused packet as one of the drops.
-            cx.drop_here(refused - 1);
-            return Err((pkt, DropReason::QueueFull));
-        }
-        cx.drop_here(refused);
-        cx.split(queued - 1, bytes - pkt.len as i64);
-        Ok(())
+        super::offer_segments(pkt, cx, |seg, cx| {
+            seg.len <= limit && self.enqueue_one(q, tc, seg, cx).is_ok()
+        })
     }
 
     /// `taprio_dequeue_from_txq`.
@@ -972,6 +954,15 @@ mod tests {
         }
     }
 
+    /// A taprio root of handle 100: on `d`.
+    fn node(o: &TaprioOpts, d: &DevInfo) -> QdiscNode {
+        QdiscNode::new(
+            Handle::new(0x100, 0),
+            Handle::ROOT,
+            Box::new(Taprio::new(o, d).unwrap()),
+        )
+    }
+
     fn pkt(prio: u32, len: u32) -> Packet {
         let mut b = vec![0u8; 28];
         b[0] = 0x45;
@@ -1002,11 +993,7 @@ mod tests {
 
     #[test]
     fn each_window_sends_what_ends_before_it_closes() {
-        let mut n = QdiscNode::new(
-            Handle::new(0x100, 0),
-            Handle::ROOT,
-            Box::new(Taprio::new(&opts(&[(2, 2_000_000), (1, 8_000_000)]), &dev()).unwrap()),
-        );
+        let mut n = node(&opts(&[(2, 2_000_000), (1, 8_000_000)]), &dev());
         n.qdisc.installed(Time(0));
         let mut cx = Cx::new(Time(0));
         for _ in 0..50 {
@@ -1107,11 +1094,7 @@ mod tests {
             speed: 1000,
             ..dev()
         };
-        let mut n = QdiscNode::new(
-            Handle::new(0x100, 0),
-            Handle::ROOT,
-            Box::new(Taprio::new(&o, &d).unwrap()),
-        );
+        let mut n = node(&o, &d);
         let etf = crate::qdisc::etf::EtfOpts {
             delta: 100_000,
             clockid: 11,
@@ -1190,11 +1173,7 @@ mod tests {
             speed: 1000,
             ..dev()
         };
-        let mut n = QdiscNode::new(
-            Handle::new(0x100, 0),
-            Handle::ROOT,
-            Box::new(Taprio::new(&opts(&[(1, 15_000), (2, 10_000)]), &d).unwrap()),
-        );
+        let mut n = node(&opts(&[(1, 15_000), (2, 10_000)]), &d);
         n.qdisc.installed(Time(0));
         n.qdisc.settle(Time(100_000));
         let mut cx = Cx::new(Time(100_000));
@@ -1214,11 +1193,7 @@ mod tests {
         // 900 µs window carries 1125 bytes, so a 1514-byte frame is too
         // long; at 100 Mbit/s it carries 11250 (`taprio_dev_notifier`).
         let slow = DevInfo { speed: 0, ..dev() };
-        let mut n = QdiscNode::new(
-            Handle::new(0x100, 0),
-            Handle::ROOT,
-            Box::new(Taprio::new(&opts(&[(2, 100_000), (1, 900_000)]), &slow).unwrap()),
-        );
+        let mut n = node(&opts(&[(2, 100_000), (1, 900_000)]), &slow);
         n.qdisc.installed(Time(0));
         n.qdisc.settle(Time(2_000_000));
         let mut cx = Cx::new(Time(2_000_000));
@@ -1238,11 +1213,7 @@ mod tests {
                 o.base_time = Some(base);
                 o.cycle_time_extension = Some(i64::MAX - 1000);
                 o.flags = flags;
-                let mut n = QdiscNode::new(
-                    Handle::new(0x100, 0),
-                    Handle::ROOT,
-                    Box::new(Taprio::new(&o, &dev()).unwrap()),
-                );
+                let mut n = node(&o, &dev());
                 n.qdisc.installed(Time(5));
                 for t in [10u64, 3_000_000, 1 << 62] {
                     let mut cx = Cx::new(Time(t));

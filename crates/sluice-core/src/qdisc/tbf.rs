@@ -443,33 +443,14 @@ impl Tbf {
     /// the inner queue refuses are drops here; when it refuses them all,
     /// the packet is refused.
     fn segment(&mut self, pkt: Packet, cx: &mut Cx) -> Result<(), (Packet, DropReason)> {
-        let Ok(segs) = crate::gso::segment(&pkt) else {
-            return Err((pkt, DropReason::QueueFull));
-        };
-        let (mut queued, mut bytes, mut refused) = (0u32, 0i64, 0u64);
-        for seg in segs {
-            let len = seg.len;
-            let ok = if self.fifo_overflows(len) {
+        super::offer_segments(pkt, cx, |seg, cx| {
+            if self.fifo_overflows(seg.len) {
                 self.child.stats.drops += 1;
                 false
             } else {
                 self.child.offer(seg, cx).is_ok()
-            };
-            if ok {
-                queued += 1;
-                bytes += len as i64;
-            } else {
-                refused += 1;
             }
-        }
-        if queued == 0 {
-            // The node counts the refused packet as one of the drops.
-            cx.drop_here(refused - 1);
-            return Err((pkt, DropReason::QueueFull));
-        }
-        cx.drop_here(refused);
-        cx.split(queued - 1, bytes - pkt.len as i64);
-        Ok(())
+        })
     }
 
     /// Would a tail-drop fifo child refuse `len` more bytes, counting the head
