@@ -262,7 +262,8 @@ fn link_add(net: &mut Net, a: &mut Args) -> CmdResult {
     let (mut queues, mut peer_queues) = ((1, 1), (1, 1));
     while let Some(w) = a.next() {
         match w {
-            "dev" | "name" => name = Some(a.value()?.to_string()),
+            "name" => name = Some(ifname_arg(a.value()?, "name", IFNAMSIZ)?),
+            "dev" => name = Some(ifname_arg(a.value()?, "dev", usize::MAX)?),
             "type" => {
                 kind = Some(a.value()?.to_string());
                 if kind.as_deref() == Some("veth") {
@@ -271,7 +272,7 @@ fn link_add(net: &mut Net, a: &mut Args) -> CmdResult {
                             continue;
                         }
                         if x == "name" {
-                            peer = Some(a.value()?.to_string());
+                            peer = Some(ifname_arg(a.value()?, "name", IFNAMSIZ)?);
                         } else if x == "address" {
                             peer_address = Some(lladdr(a.value()?)?);
                         } else if x == "numtxqueues" || x == "numrxqueues" {
@@ -295,7 +296,7 @@ fn link_add(net: &mut Net, a: &mut Args) -> CmdResult {
             }
             "address" => address = Some(lladdr(a.value()?)?),
             "numtxqueues" | "numrxqueues" => queue_count(w, a, &mut queues)?,
-            w if name.is_none() => name = Some(w.to_string()),
+            w if name.is_none() => name = Some(ifname_arg(w, "dev", usize::MAX)?),
             w => {
                 return Err(Fail::new(
                     255,
@@ -312,6 +313,7 @@ fn link_add(net: &mut Net, a: &mut Args) -> CmdResult {
     };
     let name =
         name.ok_or_else(|| Fail::new(1, "Not enough information: \"dev\" argument is required."))?;
+    let name = kernel_ifname(net, &name, &[])?;
     if net.dev(&name).is_some() {
         return Err(Fail::new(2, "RTNETLINK answers: File exists"));
     }
@@ -340,8 +342,9 @@ fn link_add(net: &mut Net, a: &mut Args) -> CmdResult {
             net.add_device(info(&name, queues.0), DevKind::Dummy);
         }
         "veth" => {
-            let peer = peer.unwrap_or_else(|| format!("veth{}", net.devices.len()));
-            if net.dev(&peer).is_some() {
+            // veth_newlink names an unnamed peer `veth%d`.
+            let peer = kernel_ifname(net, peer.as_deref().unwrap_or("veth%d"), &[&name])?;
+            if net.dev(&peer).is_some() || peer == name {
                 return Err(Fail::new(2, "RTNETLINK answers: File exists"));
             }
             net.add_device(
@@ -372,6 +375,58 @@ fn link_add(net: &mut Net, a: &mut Args) -> CmdResult {
         d.num_rx_queues = queues.1;
     }
     Ok(())
+}
+
+/// The kernel's interface-name size, with its terminating NUL.
+const IFNAMSIZ: usize = 16;
+
+/// iproute2's `check_ifname` (`name`: shorter than `IFNAMSIZ`) and
+/// `check_altifname` (`dev`, or the bare name: any length, as an
+/// alternative name may be): not empty, no `/`, no white space.
+fn ifname_arg(w: &str, key: &str, max: usize) -> CmdResult<String> {
+    let bad = w.is_empty()
+        || w.len() >= max
+        || w.bytes()
+            .any(|b| b == b'/' || b.is_ascii_whitespace() || b == 0x0b);
+    if bad {
+        return Err(Fail::new(
+            255,
+            format!("Error: argument \"{w}\" is wrong: \"{key}\" not a valid ifname"),
+        ));
+    }
+    Ok(w.to_string())
+}
+
+/// The name the kernel gives a new device asked for as `name`: the
+/// netlink policy's length bound (`IFLA_IFNAME`, `IFNAMSIZ - 1`), then
+/// `dev_valid_name` (not `.` or `..`, no `/`, `:` or white space), then a
+/// `%d` in it replaced by the lowest number no device (nor one of `taken`,
+/// being created alongside) uses (`dev_alloc_name`).
+fn kernel_ifname(net: &Net, name: &str, taken: &[&str]) -> CmdResult<String> {
+    if name.len() >= IFNAMSIZ {
+        return Err(Fail::new(2, "Error: Attribute failed policy validation."));
+    }
+    let invalid = || Fail::new(2, "RTNETLINK answers: Invalid argument");
+    if name.is_empty()
+        || name == "."
+        || name == ".."
+        || name
+            .bytes()
+            .any(|b| b == b'/' || b == b':' || b.is_ascii_whitespace() || b == 0x0b)
+    {
+        return Err(invalid());
+    }
+    let Some(at) = name.find('%') else {
+        return Ok(name.to_string());
+    };
+    if !name[at + 1..].starts_with('d') || name[at + 2..].contains('%') {
+        return Err(invalid());
+    }
+    let used = |n: &str| net.dev(n).is_some() || taken.contains(&n);
+    (0..32768)
+        .map(|i| format!("{}{i}{}", &name[..at], &name[at + 2..]))
+        .find(|n| n.len() < IFNAMSIZ && !used(n))
+        .ok_or_else(|| Fail::new(2, "RTNETLINK answers: Too many open files in system"))
 }
 
 /// `numtxqueues N` / `numrxqueues N` into `(tx, rx)`; ip refuses what is
@@ -755,6 +810,78 @@ mod tests {
     fn ip(net: &mut Net, line: &str) -> Outcome {
         let words: Vec<String> = line.split_whitespace().map(String::from).collect();
         run(net, &words)
+    }
+
+    /// Interface names as iproute2 6.1 and Linux check them, each outcome
+    /// taken from `ip link add ... type veth` against the kernel: ip's own
+    /// checks exit 255, the kernel's refusals 2, and a `%d` is numbered.
+    #[test]
+    fn link_names_are_checked_as_ip_and_the_kernel_check_them() {
+        let mut net = Net::new();
+        let add = |net: &mut Net, args: &[&str]| {
+            let mut w: Vec<String> = vec!["link".into(), "add".into()];
+            w.extend(args.iter().map(|s| s.to_string()));
+            w.extend(["type", "veth"].map(String::from));
+            run(net, &w)
+        };
+        for (args, code, err) in [
+            (
+                &["dev", "a b"][..],
+                255,
+                "Error: argument \"a b\" is wrong: \"dev\" not a valid ifname",
+            ),
+            (
+                &["dev", "a/b"],
+                255,
+                "Error: argument \"a/b\" is wrong: \"dev\" not a valid ifname",
+            ),
+            (
+                &["name", ""],
+                255,
+                "Error: argument \"\" is wrong: \"name\" not a valid ifname",
+            ),
+            (
+                &["name", "abcdefghijklmnop"],
+                255,
+                "Error: argument \"abcdefghijklmnop\" is wrong: \"name\" not a valid ifname",
+            ),
+            (
+                &["dev", "abcdefghijklmnop"],
+                2,
+                "Error: Attribute failed policy validation.",
+            ),
+            (
+                &["abcdefghijklmnop"],
+                2,
+                "Error: Attribute failed policy validation.",
+            ),
+            (&["a:b"], 2, "RTNETLINK answers: Invalid argument"),
+            (&["."], 2, "RTNETLINK answers: Invalid argument"),
+            (&[".."], 2, "RTNETLINK answers: Invalid argument"),
+            (&["a%s"], 2, "RTNETLINK answers: Invalid argument"),
+        ] {
+            let o = add(&mut net, args);
+            assert_eq!((o.code, o.stderr.trim_end()), (code, err), "{args:?}");
+        }
+        assert_eq!(net.devices.len(), 1, "nothing was created");
+        assert_eq!(add(&mut net, &["abcdefghijklmno"]).code, 0);
+        assert_eq!(add(&mut net, &["x%dy"]).code, 0);
+        assert_eq!(add(&mut net, &["x%dy"]).code, 0);
+        let o = add(&mut net, &["name", "v1", "peer", "name", "x y"]);
+        assert_eq!(o.code, 255, "{}", o.stderr);
+        let names: Vec<&str> = net.devices.iter().map(|d| d.info.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "lo",
+                "veth0",
+                "abcdefghijklmno",
+                "veth1",
+                "x0y",
+                "veth2",
+                "x1y"
+            ]
+        );
     }
 
     /// What the state directory logs (and so replays): commands that change
