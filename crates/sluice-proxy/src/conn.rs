@@ -1,44 +1,44 @@
-//! The sockets and threads of the proxies: a listener per enabled proxy,
-//! and per connection one reader and one pump thread for each direction.
+//! The proxies' sockets: a TCP proxy's listener and connections on its
+//! event loop ([`crate::reactor`]: one thread per proxy, whatever the
+//! number of connections), a UDP proxy's sessions on threads of their own.
 //!
-//! A reader blocks on its socket and hands what it read to its pump over a
-//! channel of two chunks; the pump drives the direction's [`Pipe`] on the
-//! monotonic clock (sleeping until the pipe's next wake-up or the next
-//! chunk) and writes what the pipe lets out. While the pipe is full the
-//! pump stops taking chunks, the reader blocks on the channel, and the
-//! kernel's socket buffers fill: the sender is slowed by TCP's flow control
-//! exactly as by a slow network. A toxic added, changed or removed reaches
-//! every open connection at once (its pumps are woken and rebuild their
-//! stages, see [`Pipe::set_toxics`]); whether a toxic acts on a connection
-//! is drawn once per connection against its toxicity.
+//! A TCP connection drives one [`Pipe`] per direction on the monotonic
+//! clock, reading its source only while the pipe has room, so that a slow
+//! toxic slows the sender through TCP's flow control. A toxic added,
+//! changed or removed reaches every open connection at once (the event
+//! loop is woken and each pipe rebuilds its stages, see
+//! [`Pipe::set_toxics`]); whether a toxic acts on a connection is drawn
+//! once per connection against its toxicity.
 //!
 //! A UDP proxy has one thread reading the listening socket, which keeps a
-//! session per client address (at most 1024, each ended after 120 s
-//! without a datagram): a socket of its own towards the
-//! upstream, a thread reading it, and a [`DatagramPipe`] pump per direction.
-//! Datagrams that find a pump's queue full are lost, as on a full socket
-//! buffer. The loop never takes the proxy's lock (stopping the proxy waits
-//! for it while holding that lock), so its pumps pick toxic changes up from
-//! the published copy within 50 ms rather than being woken.
+//! session per client address (at most [`MAX_UDP_SESSIONS`], each ended
+//! after 120 s without a datagram): a socket of its own towards the
+//! upstream, a thread reading it, and a [`DatagramPipe`] pump per direction
+//! — so at most 3 × 1024 + 1 threads per UDP proxy, a bound kept rather
+//! than moved onto the event loop. Datagrams that find a pump's queue full
+//! are lost, as on a full socket buffer. The loop never takes the proxy's
+//! lock (stopping the proxy waits for it while holding that lock), so its
+//! pumps pick toxic changes up from the published copy within 50 ms rather
+//! than being woken.
 
 use crate::datagram::DatagramPipe;
-use crate::pipe::{Pipe, Signal};
+#[cfg(doc)]
+use crate::pipe::Pipe;
+use crate::reactor;
 use crate::toxic::{Stream, Toxic};
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use sluice_core::time::Time;
 use std::collections::HashMap;
-use std::io::{ErrorKind, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs, UdpSocket};
-use std::os::fd::AsRawFd;
+use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration as StdDuration, Instant};
 
 /// Now on the monotonic clock, as sluice-core time.
-fn now() -> Time {
+pub(crate) fn now() -> Time {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
     Time(EPOCH.get_or_init(Instant::now).elapsed().as_nanos() as u64)
 }
@@ -54,12 +54,9 @@ fn wait_for(next: Option<Time>) -> StdDuration {
     })
 }
 
-/// What a reader tells its pump.
+/// What a UDP session's reader tells its pump.
 enum Msg {
     Data(Vec<u8>),
-    Eof,
-    /// The toxics changed, or the connection is closing: look.
-    Wake,
 }
 
 /// A proxy's configuration and its live parts.
@@ -74,83 +71,46 @@ pub struct Proxy {
     pub toxics: Vec<Toxic>,
     /// `toxics` as the connections see them.
     published: Arc<Published>,
+    /// A TCP proxy's event loop, while it listens.
+    reactor: Option<reactor::Handle>,
+    /// A UDP proxy's loop, while it listens.
     listener: Option<ListenerHandle>,
-    conns: Vec<Arc<Conn>>,
 }
 
 struct ListenerHandle {
     stop: Arc<AtomicBool>,
-    addr: SocketAddr,
     thread: thread::JoinHandle<()>,
 }
 
-/// One proxied connection, as the proxy and its threads share it.
+/// A UDP session, as its threads share it.
 struct Conn {
-    /// A TCP connection's client and server sockets (a UDP session has none:
-    /// its threads see `closed` and end).
-    sockets: Option<(TcpStream, TcpStream)>,
     closed: AtomicBool,
-    /// Directions whose source ended and whose bytes were all written.
-    finished: AtomicU64,
-    /// Each direction's pump's wake-up line.
-    wake: Mutex<Vec<SyncSender<Msg>>>,
 }
 
 impl Conn {
-    fn wake(&self) {
-        if let Ok(w) = self.wake.lock() {
-            for tx in w.iter() {
-                let _ = tx.try_send(Msg::Wake);
-            }
-        }
-    }
-
-    /// End the connection: FIN both ways, or RST (`reset`).
-    fn close(&self, reset: bool) {
-        if self.closed.swap(true, Ordering::SeqCst) {
-            return;
-        }
-        let Some((client, server)) = &self.sockets else {
-            self.wake();
-            return;
-        };
-        for s in [client, server] {
-            if reset {
-                // SO_LINGER 0: the last close of the socket sends RST;
-                // shutting the reading side makes every thread let go of it.
-                let linger = libc::linger {
-                    l_onoff: 1,
-                    l_linger: 0,
-                };
-                // SAFETY: a valid socket and a correctly sized option value.
-                unsafe {
-                    libc::setsockopt(
-                        s.as_raw_fd(),
-                        libc::SOL_SOCKET,
-                        libc::SO_LINGER,
-                        &linger as *const libc::linger as *const libc::c_void,
-                        std::mem::size_of::<libc::linger>() as libc::socklen_t,
-                    );
-                }
-                let _ = s.shutdown(Shutdown::Read);
-            } else {
-                let _ = s.shutdown(Shutdown::Both);
-            }
-        }
-        self.wake();
+    /// End the session: its threads see it and end.
+    fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
     }
 }
 
 /// A proxy's toxics as its connections see them: a copy published at every
-/// change, with a generation number, so that no pump needs the proxy's lock
-/// to follow the changes (stopping a UDP proxy waits for its pumps while
-/// holding that lock).
+/// change, with a generation number, so that nothing carrying bytes needs
+/// the proxy's lock to follow the changes (stopping a proxy waits for its
+/// event loop or its UDP pumps while holding that lock).
 #[derive(Default)]
-struct Published {
-    generation: AtomicU64,
-    toxics: Mutex<Vec<Toxic>>,
+pub(crate) struct Published {
+    pub(crate) generation: AtomicU64,
+    pub(crate) toxics: Mutex<Vec<Toxic>>,
     /// Bytes received and sent, upstream then downstream (`/metrics`).
     bytes: [[AtomicU64; 2]; 2],
+}
+
+impl Published {
+    /// Count `n` bytes of `stream` received (`what` 0) or sent (1).
+    pub(crate) fn count(&self, stream: Stream, what: usize, n: usize) {
+        self.bytes[stream as usize][what].fetch_add(n as u64, Ordering::Relaxed);
+    }
 }
 
 /// The shared state of all proxies.
@@ -167,8 +127,8 @@ impl Proxy {
             udp,
             toxics: Vec::new(),
             published: Arc::default(),
+            reactor: None,
             listener: None,
-            conns: Vec::new(),
         }
     }
 
@@ -178,9 +138,8 @@ impl Proxy {
             *t = self.toxics.clone();
         }
         self.published.generation.fetch_add(1, Ordering::SeqCst);
-        self.conns.retain(|c| !c.closed.load(Ordering::SeqCst));
-        for c in &self.conns {
-            c.wake();
+        if let Some(r) = &self.reactor {
+            r.wake();
         }
     }
 
@@ -190,25 +149,17 @@ impl Proxy {
         [0, 1].map(|d| [0, 1].map(|w| b[d][w].load(Ordering::Relaxed)))
     }
 
-    /// Close every connection.
-    fn close_all(&mut self) {
-        for c in self.conns.drain(..) {
-            c.close(false);
-        }
-    }
-
-    /// Stop listening and close every connection.
+    /// Stop listening and close every connection; returns once the
+    /// listening socket is closed.
     pub fn stop(&mut self) {
+        if let Some(r) = self.reactor.take() {
+            r.stop();
+        }
         if let Some(l) = self.listener.take() {
+            // (The UDP loop looks at `stop` every 50 ms.)
             l.stop.store(true, Ordering::SeqCst);
-            // Wake a blocked accept (a UDP loop wakes by itself), and wait
-            // until the socket is closed.
-            if !self.udp {
-                let _ = TcpStream::connect_timeout(&l.addr, StdDuration::from_millis(200));
-            }
             let _ = l.thread.join();
         }
-        self.close_all();
     }
 }
 
@@ -216,106 +167,39 @@ impl Proxy {
 /// `listen` becomes the bound address.
 pub fn start(shared: &Shared) -> Result<(), String> {
     let mut p = shared.lock().map_err(|_| "state poisoned")?;
-    if !p.enabled || p.listener.is_some() {
+    if !p.enabled || p.reactor.is_some() || p.listener.is_some() {
         return Ok(());
     }
-    let stop = Arc::new(AtomicBool::new(false));
-    let (addr, thread) = if p.udp {
+    let addr = if p.udp {
         let socket = UdpSocket::bind(&p.listen).map_err(|e| e.to_string())?;
         let _ = socket.set_read_timeout(Some(IDLE));
         let addr = socket.local_addr().map_err(|e| e.to_string())?;
         let cx = UdpCx {
-            shared: shared.clone(),
             upstream: p.upstream.clone(),
             published: p.published.clone(),
         };
-        let stop = stop.clone();
-        (addr, spawn(move || udp_loop(socket, stop, cx)))
+        let stop = Arc::new(AtomicBool::new(false));
+        let loop_stop = stop.clone();
+        let thread =
+            spawn(move || udp_loop(socket, loop_stop, cx)).ok_or("cannot start a thread")?;
+        p.listener = Some(ListenerHandle { stop, thread });
+        addr
     } else {
-        let listener = TcpListener::bind(&p.listen).map_err(|e| e.to_string())?;
+        let want = p
+            .listen
+            .to_socket_addrs()
+            .map_err(|e| e.to_string())?
+            .next()
+            .ok_or_else(|| format!("{}: no address", p.listen))?;
+        let listener = reactor::listen(want).map_err(|e| e.to_string())?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
-        let (stop, shared) = (stop.clone(), shared.clone());
-        (addr, spawn(move || accept_loop(listener, stop, shared)))
+        let handle = reactor::spawn(listener, p.upstream.clone(), p.published.clone())
+            .map_err(|e| e.to_string())?;
+        p.reactor = Some(handle);
+        addr
     };
-    let thread = thread.ok_or("cannot start a thread")?;
     p.listen = addr.to_string();
-    p.listener = Some(ListenerHandle { stop, addr, thread });
     Ok(())
-}
-
-fn accept_loop(listener: TcpListener, stop: Arc<AtomicBool>, shared: Shared) {
-    for client in listener.incoming() {
-        if stop.load(Ordering::SeqCst) {
-            break;
-        }
-        let Ok(client) = client else { continue };
-        let shared = shared.clone();
-        // (If no thread can be had, the client's connection is closed.)
-        spawn(move || connect(client, shared));
-    }
-}
-
-/// Open the upstream side of a new connection and start its threads.
-fn connect(client: TcpStream, shared: Shared) {
-    let upstream = match shared.lock() {
-        Ok(p) => p.upstream.clone(),
-        Err(_) => return,
-    };
-    let Some(server) = upstream.to_socket_addrs().ok().and_then(|addrs| {
-        addrs
-            .into_iter()
-            .find_map(|a| TcpStream::connect_timeout(&a, StdDuration::from_secs(5)).ok())
-    }) else {
-        // Upstream unreachable: the client's connection is closed.
-        return;
-    };
-    let _ = client.set_nodelay(true);
-    let _ = server.set_nodelay(true);
-    // The segments' addresses: client and server, as on the path between them.
-    let (Ok(c_addr), Ok(s_addr)) = (client.peer_addr(), server.peer_addr()) else {
-        return;
-    };
-    let conn = Arc::new(Conn {
-        sockets: Some((client, server)),
-        closed: AtomicBool::new(false),
-        finished: AtomicU64::new(0),
-        wake: Mutex::new(Vec::new()),
-    });
-    let published = {
-        let Ok(mut p) = shared.lock() else { return };
-        if p.listener.is_none() {
-            return;
-        }
-        p.conns.retain(|c| !c.closed.load(Ordering::SeqCst));
-        p.conns.push(conn.clone());
-        p.published.clone()
-    };
-    let seed = fresh_seed();
-    for (stream, from, to) in [
-        (Stream::Upstream, c_addr, s_addr),
-        (Stream::Downstream, s_addr, c_addr),
-    ] {
-        let (dir, tx, rx) = Direction::new(stream, from, to, seed, &shared, &published, &conn, 2);
-        let Some((client, server)) = &conn.sockets else {
-            return;
-        };
-        let (src, dst) = match stream {
-            Stream::Upstream => (client, server),
-            Stream::Downstream => (server, client),
-        };
-        let (Ok(src), Ok(dst)) = (src.try_clone(), dst.try_clone()) else {
-            conn.close(false);
-            return;
-        };
-        if spawn(move || read_loop(src, tx)).is_none() {
-            conn.close(false);
-            return;
-        }
-        if spawn(move || dir.pump(rx, dst)).is_none() {
-            conn.close(false);
-            return;
-        }
-    }
 }
 
 /// Start a thread; `None` if the system has none to give (too many
@@ -326,7 +210,7 @@ fn spawn(f: impl FnOnce() + Send + 'static) -> Option<thread::JoinHandle<()>> {
 
 /// Each connection or session draws its own randomness (jitter, toxicity):
 /// the time it opened, mixed with a count of them.
-fn fresh_seed() -> u64 {
+pub(crate) fn fresh_seed() -> u64 {
     static OPENED: AtomicU64 = AtomicU64::new(0);
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -342,7 +226,7 @@ const UDP_IDLE: StdDuration = StdDuration::from_secs(120);
 
 /// The most UDP sessions a proxy keeps (three threads each); datagrams from
 /// further clients are dropped until some go idle.
-const MAX_UDP_SESSIONS: usize = 1024;
+pub const MAX_UDP_SESSIONS: usize = 1024;
 
 /// Where a UDP direction's datagrams go.
 type SendFn = Box<dyn Fn(&[u8]) + Send>;
@@ -352,7 +236,6 @@ type SendFn = Box<dyn Fn(&[u8]) + Send>;
 /// for the loop): its sessions are its own, not in the proxy's list; their
 /// pumps follow toxic changes through `published`.
 struct UdpCx {
-    shared: Shared,
     upstream: String,
     published: Arc<Published>,
 }
@@ -393,13 +276,13 @@ fn udp_loop(socket: UdpSocket, stop: Arc<AtomicBool>, cx: UdpCx) {
             let idle =
                 t.saturating_sub(s.last.load(Ordering::Relaxed)) > UDP_IDLE.as_nanos() as u64;
             if idle {
-                s.conn.close(false);
+                s.conn.close();
             }
             !idle && !s.conn.closed.load(Ordering::SeqCst)
         });
     }
     for (_, s) in sessions.drain() {
-        s.conn.close(false);
+        s.conn.close();
         for t in s.threads {
             let _ = t.join();
         }
@@ -418,10 +301,7 @@ fn udp_session(listen: &Arc<UdpSocket>, client: SocketAddr, cx: &UdpCx) -> Optio
     up.connect(server).ok()?;
     let _ = up.set_read_timeout(Some(IDLE));
     let conn = Arc::new(Conn {
-        sockets: None,
         closed: AtomicBool::new(false),
-        finished: AtomicU64::new(0),
-        wake: Mutex::new(Vec::new()),
     });
     let last = Arc::new(AtomicU64::new(now().0));
     let seed = fresh_seed();
@@ -431,16 +311,7 @@ fn udp_session(listen: &Arc<UdpSocket>, client: SocketAddr, cx: &UdpCx) -> Optio
         (Stream::Upstream, client, server),
         (Stream::Downstream, server, client),
     ] {
-        let (dir, tx, rx) = Direction::new(
-            stream,
-            from,
-            to,
-            seed,
-            &cx.shared,
-            &cx.published,
-            &conn,
-            1024,
-        );
+        let (dir, tx, rx) = Direction::new(stream, (from, to), seed, &cx.published, &conn, 1024);
         let send: SendFn = match stream {
             Stream::Upstream => {
                 let up = up.clone();
@@ -456,7 +327,7 @@ fn udp_session(listen: &Arc<UdpSocket>, client: SocketAddr, cx: &UdpCx) -> Optio
             }
         };
         let Some(pump) = spawn(move || dir.pump_datagrams(rx, send)) else {
-            conn.close(false);
+            conn.close();
             return None;
         };
         threads.push(pump);
@@ -475,7 +346,7 @@ fn udp_session(listen: &Arc<UdpSocket>, client: SocketAddr, cx: &UdpCx) -> Optio
                     }
                 });
                 let Some(reader) = reader else {
-                    conn.close(false);
+                    conn.close();
                     return None;
                 };
                 threads.push(reader);
@@ -490,141 +361,60 @@ fn udp_session(listen: &Arc<UdpSocket>, client: SocketAddr, cx: &UdpCx) -> Optio
     })
 }
 
-/// Read from a socket into the pump's channel until the end.
-fn read_loop(mut src: TcpStream, tx: SyncSender<Msg>) {
-    let mut buf = vec![0u8; 32 * 1024];
-    loop {
-        match src.read(&mut buf) {
-            Ok(0) | Err(_) => {
-                let _ = tx.send(Msg::Eof);
-                return;
-            }
-            Ok(n) => {
-                if tx.send(Msg::Data(buf[..n].to_vec())).is_err() {
-                    return;
-                }
-            }
-        }
-    }
-}
-
+/// One direction of a UDP session.
 struct Direction {
     stream: Stream,
     from: SocketAddr,
     to: SocketAddr,
     seed: u64,
-    shared: Shared,
     published: Arc<Published>,
     conn: Arc<Conn>,
 }
 
 impl Direction {
-    /// Count `n` bytes received (`what` 0) or sent (1) in this direction.
-    fn count(&self, what: usize, n: usize) {
-        self.published.bytes[self.stream as usize][what].fetch_add(n as u64, Ordering::Relaxed);
-    }
-
     /// The direction `stream` of `conn`, from `from` to `to`, and the
-    /// channel of `depth` messages to its pump (its sender also on the
-    /// connection's wake-up line).
-    #[allow(clippy::too_many_arguments)]
+    /// channel of `depth` messages to its pump.
     fn new(
         stream: Stream,
-        from: SocketAddr,
-        to: SocketAddr,
+        (from, to): (SocketAddr, SocketAddr),
         seed: u64,
-        shared: &Shared,
         published: &Arc<Published>,
         conn: &Arc<Conn>,
         depth: usize,
     ) -> (Direction, SyncSender<Msg>, Receiver<Msg>) {
         let (tx, rx) = mpsc::sync_channel(depth);
-        if let Ok(mut w) = conn.wake.lock() {
-            w.push(tx.clone());
-        }
         let dir = Direction {
             stream,
             from,
             to,
             seed: seed ^ stream as u64,
-            shared: shared.clone(),
             published: published.clone(),
             conn: conn.clone(),
         };
         (dir, tx, rx)
     }
 
-    /// End the connection (see [`Conn::close`]) and forget it, so that the
-    /// last thread to let go of its sockets closes them.
-    fn end(&self, reset: bool) {
-        self.conn.close(reset);
-        if let Ok(mut p) = self.shared.lock() {
-            p.conns.retain(|c| !Arc::ptr_eq(c, &self.conn));
-        }
-    }
-
-    /// The toxics of this direction that act on this connection: each drawn
-    /// once against its toxicity (again when it changes).
+    /// The toxics of this direction that act on this session.
     fn active(
         &self,
         drawn: &mut HashMap<String, (Toxic, bool)>,
         rng: &mut Xoshiro256PlusPlus,
     ) -> Vec<Toxic> {
-        let toxics: Vec<Toxic> = match self.published.toxics.lock() {
-            Ok(t) => t
-                .iter()
-                .filter(|t| t.stream == self.stream)
-                .cloned()
-                .collect(),
-            Err(_) => return Vec::new(),
-        };
-        drawn.retain(|name, _| toxics.iter().any(|t| &t.name == name));
-        toxics
-            .into_iter()
-            .filter(|t| match drawn.get(&t.name) {
-                Some((seen, on)) if seen == t => *on,
-                _ => {
-                    let on = rng.gen::<f32>() < t.toxicity;
-                    drawn.insert(t.name.clone(), (t.clone(), on));
-                    on
-                }
-            })
-            .collect()
-    }
-
-    /// Write all of `buf`, unless the connection is closed meanwhile (a
-    /// destination that does not read must not hold the pump for ever).
-    fn write_out(&self, dst: &mut TcpStream, mut buf: &[u8]) -> bool {
-        while !buf.is_empty() {
-            match dst.write(buf) {
-                Ok(0) => return false,
-                Ok(n) => buf = &buf[n..],
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
-                    ) =>
-                {
-                    if self.conn.closed.load(Ordering::SeqCst) {
-                        return false;
-                    }
-                }
-                Err(_) => return false,
-            }
+        match self.published.toxics.lock() {
+            Ok(t) => reactor::active(self.stream, drawn, rng, &t),
+            Err(_) => Vec::new(),
         }
-        true
     }
 
-    /// A UDP session's direction: datagrams through a [`DatagramPipe`],
-    /// handed to `send` as they leave, until the session closes.
+    /// Datagrams through a [`DatagramPipe`], handed to `send` as they
+    /// leave, until the session closes.
     fn pump_datagrams(self, rx: Receiver<Msg>, send: SendFn) {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(self.seed);
         let mut drawn = HashMap::new();
         let mut seen = self.published.generation.load(Ordering::SeqCst);
         let toxics = self.active(&mut drawn, &mut rng);
         let Ok(mut pipe) = DatagramPipe::new(&toxics, self.from, self.to, self.seed) else {
-            // (Not `end`: this pump must not take the proxy's lock, see [`Published`].)
-            self.conn.close(false);
+            self.conn.close();
             return;
         };
         let mut out = Vec::new();
@@ -633,7 +423,7 @@ impl Direction {
             let msg = rx.recv_timeout(wait);
             let t = now();
             if let Ok(Msg::Data(d)) = msg {
-                self.count(0, d.len());
+                self.published.count(self.stream, 0, d.len());
                 pipe.push(&d, t);
             }
             let g = self.published.generation.load(Ordering::SeqCst);
@@ -644,95 +434,8 @@ impl Direction {
             }
             pipe.poll(t, &mut out);
             for d in out.drain(..) {
-                self.count(1, d.len());
+                self.published.count(self.stream, 1, d.len());
                 send(&d);
-            }
-        }
-    }
-
-    fn pump(self, rx: Receiver<Msg>, mut dst: TcpStream) {
-        let _ = dst.set_write_timeout(Some(IDLE));
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(self.seed);
-        let mut drawn = HashMap::new();
-        let mut seen = self.published.generation.load(Ordering::SeqCst);
-        let toxics = self.active(&mut drawn, &mut rng);
-        let mut pipe = match Pipe::new(&toxics, self.from, self.to, self.seed, now()) {
-            Ok(p) => p,
-            Err(_) => {
-                self.end(false);
-                return;
-            }
-        };
-        let mut out = Vec::new();
-        let mut source_open = true;
-        loop {
-            if self.conn.closed.load(Ordering::SeqCst) {
-                return;
-            }
-            let wait = wait_for(pipe.next_wake());
-            let msg = if source_open && pipe.has_room() {
-                match rx.recv_timeout(wait) {
-                    Ok(m) => Some(m),
-                    Err(RecvTimeoutError::Timeout) => None,
-                    Err(RecvTimeoutError::Disconnected) => Some(Msg::Eof),
-                }
-            } else {
-                if !wait.is_zero() {
-                    thread::sleep(wait);
-                }
-                None
-            };
-            let t = now();
-            match msg {
-                Some(Msg::Data(d)) => {
-                    self.count(0, d.len());
-                    pipe.push(&d, t);
-                }
-                Some(Msg::Eof) => {
-                    source_open = false;
-                    pipe.finish();
-                }
-                Some(Msg::Wake) | None => {}
-            }
-            let g = self.published.generation.load(Ordering::SeqCst);
-            if g != seen {
-                seen = g;
-                let toxics = self.active(&mut drawn, &mut rng);
-                let _ = pipe.set_toxics(&toxics, t);
-            }
-            let signal = pipe.poll(t, &mut out);
-            if !out.is_empty() {
-                self.count(1, out.len());
-                if !self.write_out(&mut dst, &out) {
-                    self.end(false);
-                    return;
-                }
-                out.clear();
-            }
-            match signal {
-                None => {}
-                Some(Signal::Eof) => {
-                    // (An end that the connection's own close caused, by
-                    // shutting the reading sides, is not passed on: a reset
-                    // must not turn into a FIN.)
-                    if self.conn.closed.load(Ordering::SeqCst) {
-                        return;
-                    }
-                    let _ = dst.shutdown(Shutdown::Write);
-                    // Both ways ended: the connection is over.
-                    if self.conn.finished.fetch_add(1, Ordering::SeqCst) == 1 {
-                        self.end(false);
-                    }
-                    return;
-                }
-                Some(Signal::Close) => {
-                    self.end(false);
-                    return;
-                }
-                Some(Signal::Reset) => {
-                    self.end(true);
-                    return;
-                }
             }
         }
     }

@@ -11,8 +11,15 @@
 //! `reset_peer`, which act on a byte stream or a connection) let datagrams
 //! pass unchanged. A stage that is removed hands what it holds to the next
 //! at once.
+//!
+//! A datagram a `tc` stage corrupts (`netem corrupt`) is lost: it enters
+//! the stage with real IPv4 and UDP checksums, and one that leaves with a
+//! checksum that fails is dropped, as the receiving host's UDP does; no
+//! program sees a flipped bit.
 
-use crate::pipe::{drain_due, ipv4_ports, offer, qdisc_device, qdisc_spec, rechain, stage_seed};
+use crate::pipe::{
+    drain_due, intact, ipv4_ports, offer, qdisc_device, qdisc_spec, rechain, seal, stage_seed,
+};
 use crate::toxic::{Kind, Toxic};
 use sluice_core::packet::{Packet, ETH_P_IP};
 use sluice_core::qdisc::{Cx, Dequeue};
@@ -153,6 +160,9 @@ impl DatagramPipe {
         };
         match &mut stage.body {
             Body::Qdisc { net, wake, wire } => {
+                if *wire {
+                    seal(&mut pkt.data);
+                }
                 pkt.len = if *wire {
                     pkt.data.len() as u32
                 } else {
@@ -178,9 +188,13 @@ impl DatagramPipe {
     pub fn poll(&mut self, now: Time, out: &mut Vec<Vec<u8>>) {
         for i in 0..self.stages.len() {
             let mut leaving = Vec::new();
-            if let Body::Qdisc { net, wake, .. } = &mut self.stages[i].body {
+            if let Body::Qdisc { net, wake, wire } = &mut self.stages[i].body {
                 if let Some(dev) = net.devices.last_mut() {
                     drain_due(dev, wake, now, &mut leaving);
+                }
+                if *wire {
+                    // Corrupted: the receiver's checksum drops it.
+                    leaving.retain(|(_, p)| intact(&p.data));
                 }
             }
             for (t, p) in leaving {
@@ -271,6 +285,20 @@ mod tests {
             got.windows(2).any(|w| w[1].1[0] < w[0].1[0]),
             "no datagram overtook another"
         );
+    }
+
+    #[test]
+    fn corrupted_datagrams_are_lost_never_delivered() {
+        // Half the datagrams get a bit flipped; the receiver's UDP checksum
+        // drops those: about half arrive, every one as it was sent.
+        let mut p = pipe(&[toxic(Kind::Tc {
+            qdisc: "netem corrupt 50%".into(),
+        })]);
+        let got = run(&mut p, 200, 300 * MS);
+        assert!((50..150).contains(&got.len()), "{}", got.len());
+        for (_, d) in &got {
+            assert_eq!(d, &vec![d[0]; 100]);
+        }
     }
 
     #[test]

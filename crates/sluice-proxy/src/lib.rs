@@ -9,11 +9,14 @@
 //!   the toxics' stages, back in stream order).
 //! - [`datagram`]: one direction of a UDP session without I/O (datagrams
 //!   through the toxics' qdisc stages, lost and reordered as they are).
-//! - [`conn`]: the sockets and threads of a proxy and its connections.
+//! - [`conn`]: a proxy's sockets: its TCP event loop, its UDP sessions.
+//! - [`reactor`]: a TCP proxy's event loop, one thread for all of its
+//!   connections.
 //! - [`api`]: the REST API.
 
 pub mod api;
 pub mod conn;
 pub mod datagram;
 pub mod pipe;
+pub mod reactor;
 pub mod toxic;

@@ -27,6 +27,21 @@
 //! source while that much is inside, so a slow toxic slows the sender down
 //! through TCP's own flow control, as a slow network does.
 //!
+//! A corrupted segment is a lost one too. A program over TCP never sees a
+//! flipped bit: the receiver's checksum fails and the segment is dropped,
+//! to be sent again after the retransmission timeout. So a segment entering
+//! a `tc` stage (the only kind whose qdiscs can corrupt: `netem corrupt`)
+//! is given a real IPv4 header checksum and TCP checksum over its header
+//! and payload, as it would carry on the wire, and a segment leaving it
+//! whose checksums fail is treated as lost: sent into that stage again
+//! after [`RTO`] from the copy kept. (A `tc` tree whose actions rewrite the
+//! header without fixing the checksum, as `pedit` without `csum`, loses
+//! every segment, as it would on a network.)
+//!
+//! A direction without stages and with nothing inside passes each chunk
+//! read straight through as one piece, without cutting it into segments:
+//! nothing could delay, drop or reorder them.
+//!
 //! Time and randomness come in: `now` with every call, a seed at creation.
 
 use crate::toxic::{Kind, Toxic};
@@ -372,6 +387,87 @@ pub(crate) fn drain_due(
     }
 }
 
+/// The Internet checksum's running sum (RFC 1071) of `bytes` added to `sum`.
+fn sum16(bytes: &[u8], mut sum: u64) -> u64 {
+    let mut words = bytes.chunks_exact(2);
+    for w in &mut words {
+        sum += u16::from_be_bytes([w[0], w[1]]) as u64;
+    }
+    if let [last] = words.remainder() {
+        sum += (*last as u64) << 8;
+    }
+    sum
+}
+
+/// The running sum folded to 16 bits.
+fn fold(mut sum: u64) -> u16 {
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sum as u16
+}
+
+/// Where the checksum of the transport header of `protocol` lies, from
+/// the start of that header (TCP, UDP; none for others).
+fn l4_checksum_at(protocol: u8) -> Option<usize> {
+    match protocol {
+        6 => Some(16),
+        17 => Some(6),
+        _ => None,
+    }
+}
+
+/// The running sum of the pseudo-header and transport bytes of a
+/// synthesized IPv4 packet (20-byte header, no options).
+fn l4_sum(data: &[u8]) -> u64 {
+    let l4 = &data[20..];
+    let mut pseudo = [0u8; 12];
+    pseudo[..8].copy_from_slice(&data[12..20]);
+    pseudo[9] = data[9];
+    pseudo[10..].copy_from_slice(&(l4.len() as u16).to_be_bytes());
+    sum16(l4, sum16(&pseudo, 0))
+}
+
+/// Give a synthesized IPv4 packet (TCP or UDP) the lengths and checksums
+/// it would carry on the wire, so that a bit flipped on the way shows.
+pub(crate) fn seal(data: &mut [u8]) {
+    if data.len() < 20 || data.len() > 65535 {
+        return;
+    }
+    let total = data.len() as u16;
+    data[2..4].copy_from_slice(&total.to_be_bytes());
+    data[10..12].fill(0);
+    let ip = !fold(sum16(&data[..20], 0));
+    data[10..12].copy_from_slice(&ip.to_be_bytes());
+    let Some(at) = l4_checksum_at(data[9]).map(|a| 20 + a) else {
+        return;
+    };
+    if data.len() < at + 2 {
+        return;
+    }
+    if data[9] == 17 {
+        data[24..26].copy_from_slice(&(total - 20).to_be_bytes());
+    }
+    data[at..at + 2].fill(0);
+    // (UDP sends a sum of 0 as 0xffff: 0 means none.)
+    let l4 = match !fold(l4_sum(data)) {
+        0 => 0xffff,
+        c => c,
+    };
+    data[at..at + 2].copy_from_slice(&l4.to_be_bytes());
+}
+
+/// Do a sealed packet's checksums still hold (a receiver would take it)?
+pub(crate) fn intact(data: &[u8]) -> bool {
+    if data.len() < 20 || data.len() > 65535 || fold(sum16(&data[..20], 0)) != 0xffff {
+        return false;
+    }
+    match l4_checksum_at(data[9]) {
+        Some(at) if data.len() >= 20 + at + 2 => fold(l4_sum(data)) == 0xffff,
+        _ => true,
+    }
+}
+
 /// The seed of the stage at `i` of a direction seeded with `seed`.
 pub(crate) fn stage_seed(seed: u64, i: usize) -> u64 {
     seed.wrapping_add(i as u64).wrapping_mul(0x9E37_79B9)
@@ -496,8 +592,27 @@ impl Pipe {
         !self.done && self.eof.is_none() && self.read - self.written < WINDOW
     }
 
+    /// How many bytes the connection may read from the source now.
+    pub fn room(&self) -> usize {
+        if self.has_room() {
+            (WINDOW - (self.read - self.written)) as usize
+        } else {
+            0
+        }
+    }
+
     /// Bytes read from the source at `now`.
     pub fn push(&mut self, bytes: &[u8], now: Time) {
+        if bytes.is_empty() {
+            return;
+        }
+        if self.stages.is_empty() && self.retry.is_empty() {
+            // Nothing on the way: the chunk has arrived, in one piece.
+            let off = self.read;
+            self.read += bytes.len() as u64;
+            self.arrived.insert(off, (self.read, bytes.to_vec()));
+            return;
+        }
         for chunk in bytes.chunks(MSS) {
             let off = self.read;
             self.read += chunk.len() as u64;
@@ -545,6 +660,9 @@ impl Pipe {
         match &mut stage.body {
             Body::Qdisc { net, wake, wire } => {
                 let mut pkt = pkt;
+                if *wire {
+                    seal(&mut pkt.data);
+                }
                 pkt.len = if *wire { pkt.data.len() as u32 } else { plen };
                 if offer(net, wake, pkt, now) {
                     stage.inside.insert(off, plen);
@@ -638,7 +756,7 @@ impl Pipe {
             let mut leaving = Vec::new();
             let stage = &mut self.stages[i];
             match &mut stage.body {
-                Body::Qdisc { net, wake, .. } => {
+                Body::Qdisc { net, wake, wire } => {
                     if wake.is_some_and(|w| w <= now) {
                         let Some(dev) = net.devices.last_mut() else {
                             continue;
@@ -646,6 +764,17 @@ impl Pipe {
                         drain_due(dev, wake, now, &mut leaving);
                         for (_, p) in &leaving {
                             stage.inside.remove(&p.id);
+                        }
+                        if *wire {
+                            // Corrupted on the way: the receiver's checksum
+                            // drops it, and it is sent again after the RTO.
+                            leaving.retain(|(t, p)| {
+                                let ok = intact(&p.data);
+                                if !ok {
+                                    self.retry.push((*t + RTO, i, p.id, payload_len(p)));
+                                }
+                                ok
+                            });
                         }
                         // Shed from inside the queue: find them once it is empty.
                         if dev.root.stats.qlen == 0 && !stage.inside.is_empty() {
@@ -975,6 +1104,43 @@ pub(crate) mod tests {
         // at least one retransmission timeout late.
         let last = r.writes.last().unwrap().0;
         assert!(last >= 5 * MS + RTO.0, "{last}");
+    }
+
+    #[test]
+    fn a_corrupting_tc_toxic_loses_segments_but_the_stream_stays_intact() {
+        // netem corrupt flips one bit in half the segments; on a network the
+        // receiver's checksum drops each, and TCP sends it again after the
+        // RTO: the bytes come whole, and later.
+        let t = toxic(Kind::Tc {
+            qdisc: "netem corrupt 50%".into(),
+        });
+        let mut p = pipe(&[t]);
+        let r = run(&mut p, vec![(0, data(100_000))], true, 60_000 * MS);
+        assert_eq!(r.bytes(), data(100_000));
+        assert_eq!(r.signal.map(|s| s.1), Some(Signal::Eof));
+        // 69 segments, each corrupted with probability 1/2: some were.
+        let last = r.writes.last().unwrap().0;
+        assert!(last >= RTO.0, "{last}");
+    }
+
+    #[test]
+    fn sealed_segments_show_any_flipped_bit() {
+        let p = pipe(&[]);
+        let mut seg = p.segment(1000, &data(MSS)).data.clone();
+        seal(&mut seg);
+        assert!(intact(&seg));
+        // The checksums a receiver computes: the IPv4 header's sums to
+        // 0xffff with its own field (RFC 791), the TCP one likewise over the
+        // pseudo-header and segment (RFC 793).
+        assert_eq!(fold(sum16(&seg[..20], 0)), 0xffff);
+        assert_eq!(u16::from_be_bytes([seg[2], seg[3]]) as usize, HEADER + MSS);
+        for byte in [0, 9, 13, 21, 36, 40, 700, HEADER + MSS - 1] {
+            for bit in 0..8 {
+                let mut bad = seg.clone();
+                bad[byte] ^= 1 << bit;
+                assert!(!intact(&bad), "byte {byte} bit {bit}");
+            }
+        }
     }
 
     #[test]
