@@ -186,8 +186,45 @@ impl Conn {
     }
 }
 
-/// Linux's default ephemeral port range (`net.ipv4.ip_local_port_range`).
-pub const EPHEMERAL: (u16, u16) = (32768, 60999);
+pub use crate::limits::EPHEMERAL;
+
+/// A host's ephemeral ports of one protocol (TCP and UDP have a table each,
+/// as in Linux). Ports are handed out in order from the low end of
+/// [`EPHEMERAL`] and never reused within a run, so no two flows of a host
+/// share one; Linux starts from a hashed offset and reuses a port once its
+/// connection is gone (after TIME_WAIT), which changes which port a flow
+/// gets, not whether it gets its own.
+#[derive(Clone, Debug)]
+pub struct EphemeralPorts {
+    /// The next port to hand out (past the range: none left).
+    next: u32,
+}
+
+impl Default for EphemeralPorts {
+    fn default() -> Self {
+        EphemeralPorts {
+            next: u32::from(EPHEMERAL.0),
+        }
+    }
+}
+
+impl EphemeralPorts {
+    /// Ports not yet handed out.
+    pub fn left(&self) -> u64 {
+        u64::from((u32::from(EPHEMERAL.1) + 1).saturating_sub(self.next))
+    }
+
+    /// `n` consecutive ports, first and last; `None` (and nothing taken)
+    /// if fewer than `n` are left or `n` is 0.
+    pub fn reserve(&mut self, n: u64) -> Option<(u16, u16)> {
+        if n == 0 || n > self.left() {
+            return None;
+        }
+        let first = self.next as u16;
+        self.next += n as u32;
+        Some((first, (self.next - 1) as u16))
+    }
+}
 
 /// A web app's view of its host's connections.
 struct HostSockets<'a> {
@@ -199,28 +236,19 @@ struct HostSockets<'a> {
     cfg: TcpConfig,
     conns: &'a mut Vec<Conn>,
     demux: &'a mut BTreeMap<(Ipv4Addr, u16, u16), usize>,
-    next_port: &'a mut u16,
+    /// The app's reserved ports not yet used: (next, last).
+    ports: &'a mut (u32, u16),
 }
 
 impl Sockets for HostSockets<'_> {
-    fn connect(&mut self, now: Time) -> usize {
-        // The next ephemeral port no connection to this server uses.
-        let mut port = *self.next_port;
-        for _ in EPHEMERAL.0..=EPHEMERAL.1 {
-            if !self.demux.contains_key(&(self.dst, self.port, port)) {
-                break;
-            }
-            port = if port >= EPHEMERAL.1 {
-                EPHEMERAL.0
-            } else {
-                port + 1
-            };
+    fn connect(&mut self, now: Time) -> Option<usize> {
+        // The next of the ports reserved for this app (see run.rs).
+        let (next, last) = *self.ports;
+        if next > u32::from(last) {
+            return None;
         }
-        *self.next_port = if port >= EPHEMERAL.1 {
-            EPHEMERAL.0
-        } else {
-            port + 1
-        };
+        let port = next as u16;
+        self.ports.0 += 1;
         let mut tcp = TcpConnection::new(self.cfg.clone(), port, self.port);
         tcp.connect(now);
         let c = self.conns.len();
@@ -232,7 +260,7 @@ impl Sockets for HostSockets<'_> {
             Some(0),
             Role::WebClient(self.app),
         ));
-        c
+        Some(c)
     }
 
     fn is_established(&self, conn: usize) -> bool {
@@ -302,8 +330,13 @@ pub struct Host {
     pub web_servers: BTreeMap<u16, Directory>,
     /// Connection by (remote address, remote port, local port).
     demux: BTreeMap<(Ipv4Addr, u16, u16), usize>,
-    /// Next ephemeral port to try (Linux's 32768..=60999 range).
-    next_port: u16,
+    /// Ephemeral TCP ports (bulk flows and web connections take theirs
+    /// when the scenario is built).
+    pub tcp_ports: EphemeralPorts,
+    /// Ephemeral UDP ports.
+    pub udp_ports: EphemeralPorts,
+    /// Each web app's reserved TCP ports not yet used, by app index: (next, last).
+    web_ports: BTreeMap<usize, (u32, u16)>,
     /// IPv4 identification counter.
     ip_id: u16,
     /// Applications stopped: no new requests, datagrams, connections or data.
@@ -322,7 +355,9 @@ impl Host {
             listeners: BTreeMap::new(),
             web_servers: BTreeMap::new(),
             demux: BTreeMap::new(),
-            next_port: EPHEMERAL.0,
+            tcp_ports: EphemeralPorts::default(),
+            udp_ports: EphemeralPorts::default(),
+            web_ports: BTreeMap::new(),
             ip_id: 0,
             stopped: false,
         }
@@ -471,13 +506,15 @@ impl Host {
             apps,
             conns,
             demux,
-            next_port,
+            web_ports,
             addr,
             ..
         } = self;
         let Some(App::Web(w)) = apps.get_mut(app) else {
             return R::default();
         };
+        let (first, last) = w.params.client_ports;
+        let ports = web_ports.entry(app).or_insert((u32::from(first), last));
         let mut socks = HostSockets {
             addr: *addr,
             app,
@@ -487,7 +524,7 @@ impl Host {
             cfg: w.params.cfg.clone(),
             conns,
             demux,
-            next_port,
+            ports,
         };
         f(w, &mut socks)
     }

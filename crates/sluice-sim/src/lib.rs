@@ -7,6 +7,8 @@
 //!   wire format of its segments (real IPv4 + TCP header bytes).
 //! - [`web`]: web page loads (HTTP/1.1 over up to 6 connections, or one
 //!   multiplexed connection, with or without TLS) and the server answering them.
+//! - [`limits`]: the type and range of every value of a scenario file, and
+//!   the packet budget of a run ([`run`] checks them before anything runs).
 //! - [`plot`]: SVG and PNG charts of a run's RTT, goodput and page loads over time.
 //!
 //! Nothing here reads a clock or a global RNG: every call takes `now`
@@ -16,6 +18,7 @@
 pub mod engine;
 pub mod host;
 pub mod ip;
+pub mod limits;
 pub mod plot;
 pub mod report;
 pub mod run;

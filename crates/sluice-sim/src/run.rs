@@ -1,6 +1,7 @@
 //! Build a [`World`] from a scenario and a variant, run it, and measure.
 
 use crate::host::{App, PingApp, TcpApp, UdpApp};
+use crate::limits::{self, MAX_TIME};
 use crate::report::{FlowResult, PingResult, RunResult, WebResult};
 use crate::scenario::{substitute, value_text, LinkSpec, Scenario, WorkloadSpec};
 use crate::tcp::{CongestionAlgorithm, EcnMode, TcpConfig};
@@ -8,7 +9,6 @@ use crate::web::{WebApp, WebParams, REQUEST_BYTES};
 use crate::world::World;
 use sluice_core::port::{PortConfig, TxBuffer};
 use sluice_core::time::{Duration, Time};
-use sluice_core::units::{parse_rate, parse_size, parse_time_ns};
 use sluice_tc::net::Net;
 use sluice_tc::{ip, tc};
 use std::collections::BTreeMap;
@@ -24,6 +24,9 @@ pub struct Built {
     pub warmup: Time,
     /// Workload labels, in the order of the scenario, with where to find their results.
     pub labels: Vec<(String, Measure)>,
+    /// What the user should know before the run starts (a long run's
+    /// estimate); `sluice sim` prints them on stderr.
+    pub warnings: Vec<String>,
 }
 
 /// Where a workload's results live.
@@ -53,25 +56,20 @@ pub enum Measure {
     Group(Vec<Measure>),
 }
 
-fn time(s: &str, what: &str) -> Result<Time, String> {
-    Ok(Time(dur(s, what)?.0))
+/// A time field, `${}`s substituted, in `min..=MAX_TIME`.
+fn time_in(s: &str, what: &str, min: Duration) -> Result<Duration, String> {
+    limits::time(s, what, min, MAX_TIME)
 }
 
-fn dur(s: &str, what: &str) -> Result<Duration, String> {
-    parse_time_ns(s)
-        .ok()
-        .filter(|t| *t >= 0)
-        .map(|t| Duration(t as u64))
-        .ok_or(sluice_core::units::BadUnit)
-        .map_err(|_| format!("{what}: not a time: {s:?}"))
-}
-
-fn num(v: &toml::Value, what: &str) -> Result<u64, String> {
-    let t = value_text(v);
-    sluice_core::units::strtoul(&t, 0)
-        .filter(|(_, rest)| rest.is_empty())
-        .map(|(n, _)| n)
-        .ok_or_else(|| format!("{what}: not a number: {t:?}"))
+/// An optional whole number from the scenario, `${var}`s substituted, in `min..=max`.
+fn opt_int(
+    v: Option<&toml::Value>,
+    what: &str,
+    vars: &BTreeMap<String, String>,
+    (min, max): (u64, u64),
+) -> Result<Option<u64>, String> {
+    v.map(|v| limits::integer(&text(v, vars)?, what, min, max))
+        .transpose()
 }
 
 fn split_end(s: &str) -> Result<(&str, &str), String> {
@@ -79,36 +77,23 @@ fn split_end(s: &str) -> Result<(&str, &str), String> {
         .ok_or_else(|| format!("link end {s:?}: expected node:device"))
 }
 
-/// Bytes: tc's sizes (`64k`, `1m`) plus `KiB`/`MiB`.
-fn bytes(s: &str, what: &str) -> Result<u64, String> {
-    let (num, mult) = if let Some(n) = s.strip_suffix("KiB") {
-        (n, 1024)
-    } else if let Some(n) = s.strip_suffix("MiB") {
-        (n, 1024 * 1024)
-    } else if let Some(n) = s.strip_suffix("GiB") {
-        (n, 1024 * 1024 * 1024)
-    } else {
-        return parse_size(s)
-            .map(u64::from)
-            .map_err(|_| format!("{what}: not a size: {s:?}"));
-    };
-    num.trim()
-        .parse::<u64>()
-        .map(|n| n * mult)
-        .map_err(|_| format!("{what}: not a size: {s:?}"))
-}
-
-fn buffer(s: Option<&String>) -> Result<TxBuffer, String> {
+/// A transmit buffer: `100p` packets, or bytes (`64000b`, `64k`).
+fn buffer(s: Option<&String>, what: &str) -> Result<TxBuffer, String> {
     let Some(s) = s else {
         return Ok(TxBuffer::Packets(1000));
     };
-    if let Some(n) = s.strip_suffix('p') {
-        return n
-            .parse()
-            .map(TxBuffer::Packets)
-            .map_err(|_| format!("buffer {s:?}"));
+    if let Some(n) = s.trim().strip_suffix('p') {
+        let n = limits::integer(n, what, 1, u64::from(u32::MAX))?;
+        return Ok(TxBuffer::Packets(n as u32));
     }
-    bytes(s.strip_suffix('b').unwrap_or(s), "buffer").map(TxBuffer::Bytes)
+    let b = s.trim();
+    limits::bytes(
+        b.strip_suffix('b').unwrap_or(b),
+        what,
+        1,
+        u64::from(u32::MAX),
+    )
+    .map(TxBuffer::Bytes)
 }
 
 /// Runs a node's shell script against its namespace: given the commands
@@ -138,20 +123,30 @@ pub fn build_with(
     vars: &BTreeMap<String, String>,
     runner: Option<&dyn ScriptRunner>,
 ) -> Result<Built, String> {
+    sc.check_shape()?;
     let sub = |s: &str| substitute(s, vars);
-    let duration = time(&sub(&sc.duration)?, "duration")?;
-    let warmup = sc
-        .warmup
-        .as_ref()
-        .map(|w| time(&sub(w)?, "warmup"))
-        .transpose()?
-        .unwrap_or(Time::ZERO);
+    let duration = Time(time_in(&sub(&sc.duration)?, "duration", Duration(1))?.0);
+    let warmup = match &sc.warmup {
+        Some(w) => Time(time_in(&sub(w)?, "warmup", Duration::ZERO)?.0),
+        None => Time::ZERO,
+    };
+    if warmup >= duration {
+        return Err(format!(
+            "warmup: {} is not before the end of the run (duration {})",
+            limits::fmt_duration(Duration(warmup.0)),
+            limits::fmt_duration(Duration(duration.0))
+        ));
+    }
     // Every node gets a namespace with the devices its links name.
     let mut nets: Vec<(String, Ipv4Addr, bool, Net)> = vec![];
     for n in &sc.nodes {
-        let addr: Ipv4Addr = sub(&n.addr)?
-            .parse()
-            .map_err(|_| format!("node {}: bad addr {:?}", n.name, n.addr))?;
+        let addr = node_addr(&sub(&n.addr)?, &format!("node {}: addr", n.name))?;
+        if let Some(other) = nets.iter().find(|o| o.1 == addr) {
+            return Err(format!(
+                "node {}: addr {addr} is node {}'s address too",
+                n.name, other.0
+            ));
+        }
         let mut net = Net::new();
         net.seed = sc.seed;
         nets.push((n.name.clone(), addr, n.router, net));
@@ -163,16 +158,41 @@ pub fn build_with(
     };
     let mut logs: Vec<Vec<Vec<String>>> = vec![vec![]; nets.len()];
     let mut link_ends = vec![];
-    for (li, l) in sc.links.iter().enumerate() {
+    for l in &sc.links {
         let (an, ad) = split_end(&l.a)?;
         let (bn, bd) = split_end(&l.b)?;
         let (ai, bi) = (node_ix(&nets, an)?, node_ix(&nets, bn)?);
-        for (ni, dev, q, txq) in [
-            (ai, ad, l.txqueuelen_a.as_ref(), l.txqueues_a.as_ref()),
-            (bi, bd, l.txqueuelen_b.as_ref(), l.txqueues_b.as_ref()),
+        let what = link_name(l);
+        for (ni, dev, end, q, txq) in [
+            (ai, ad, "a", l.txqueuelen_a.as_ref(), l.txqueues_a.as_ref()),
+            (bi, bd, "b", l.txqueuelen_b.as_ref(), l.txqueues_b.as_ref()),
         ] {
-            let q = opt_num(q.or(l.txqueuelen.as_ref()), "txqueuelen", vars)?.unwrap_or(1000);
-            let txq = opt_num(txq.or(l.txqueues.as_ref()), "txqueues", vars)?.unwrap_or(1);
+            // Linux's txqueuelen is an unsigned int (0 is allowed); a device
+            // has 1 to 4096 transmit queues.
+            let key = |k: &str, own: bool| {
+                format!(
+                    "{what}: {k}{}",
+                    if own {
+                        format!("_{end}")
+                    } else {
+                        String::new()
+                    }
+                )
+            };
+            let q = opt_int(
+                q.or(l.txqueuelen.as_ref()),
+                &key("txqueuelen", q.is_some()),
+                vars,
+                (0, u64::from(u32::MAX)),
+            )?
+            .unwrap_or(1000);
+            let txq = opt_int(
+                txq.or(l.txqueues.as_ref()),
+                &key("txqueues", txq.is_some()),
+                vars,
+                (1, limits::MAX_TXQUEUES),
+            )?
+            .unwrap_or(1);
             let net = &mut nets[ni].3;
             // A locally administered address of its own: 02:00, the node's
             // number, 00, the interface's number on the node (from 1).
@@ -196,7 +216,7 @@ pub fn build_with(
                 let words: Vec<String> = cmd.split_whitespace().map(String::from).collect();
                 let o = ip::run(net, &words);
                 if o.code != 0 {
-                    return Err(format!("link {li}: ip {cmd}: {}", o.stderr.trim()));
+                    return Err(format!("{what}: ip {cmd}: {}", o.stderr.trim()));
                 }
                 logs[ni].push(std::iter::once("ip".to_string()).chain(words).collect());
             }
@@ -259,21 +279,114 @@ pub fn build_with(
         world.connect((ai, &ad, ca), (bi, &bd, cb))?;
     }
     world.compute_routes();
-    let mut labels = vec![];
+    let mut labels: Vec<(String, Measure)> = vec![];
+    let mut servers = Servers::new();
+    let mut packets: Vec<(String, u64)> = vec![];
     for (wi, w) in sc.workloads.iter().enumerate() {
-        let enabled = w.enabled.as_ref().map(|e| sub(e)).transpose()?;
-        if enabled.is_some_and(|e| matches!(e.trim(), "false" | "0" | "no" | "")) {
-            continue;
+        let label = w
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("{}{}", w.kind, wi));
+        let what = format!("workload {label}");
+        // `false`, `0`, `no`, `off` or empty leave it out; anything else
+        // but `true`, `1`, `yes`, `on` is a mistake.
+        if let Some(e) = &w.enabled {
+            let e = toml::Value::String(e.clone());
+            if !flag(Some(&e), &format!("{what}: enabled"), vars)? {
+                continue;
+            }
         }
-        labels.push(add_workload(&mut world, w, wi, vars, duration)?);
+        if labels.iter().any(|(l, _)| *l == label) {
+            return Err(format!("{what}: another workload has this name"));
+        }
+        let cx = Workload {
+            w,
+            wi,
+            what: &what,
+            vars,
+            duration,
+        };
+        let (measure, estimate) = add_workload(&mut world, &cx, &mut servers)?;
+        packets.push((label.clone(), estimate));
+        labels.push((label, measure));
     }
+    let warnings = packet_budget(&packets)?;
     world.start_apps();
     Ok(Built {
         world,
         duration,
         warmup,
         labels,
+        warnings,
     })
+}
+
+/// A link's name in messages: `link a:eth0-b:eth0`.
+fn link_name(l: &LinkSpec) -> String {
+    format!("link {}-{}", l.a, l.b)
+}
+
+/// A node's address: IPv4, and one a host can have (not 0.0.0.0, the
+/// broadcast address, a multicast or a loopback address).
+fn node_addr(text: &str, what: &str) -> Result<Ipv4Addr, String> {
+    let addr: Ipv4Addr = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{what}: not an IPv4 address: {text:?}"))?;
+    if addr.is_unspecified() || addr.is_broadcast() || addr.is_multicast() || addr.is_loopback() {
+        return Err(format!(
+            "{what}: {addr} is not a host's address (unspecified, broadcast, multicast or loopback)"
+        ));
+    }
+    Ok(addr)
+}
+
+/// Refuse a run whose workloads are estimated to send more than
+/// [`limits::PACKETS_MAX`] packets; above [`limits::PACKETS_WARN`], a
+/// warning with the estimate.
+fn packet_budget(packets: &[(String, u64)]) -> Result<Vec<String>, String> {
+    let total = packets.iter().fold(0u64, |t, (_, n)| t.saturating_add(*n));
+    let Some((top, most)) = packets.iter().max_by_key(|(_, n)| *n) else {
+        return Ok(vec![]);
+    };
+    let about = format!(
+        "the workloads would send about {} packets ({} of them workload {top}'s)",
+        millions(total),
+        millions(*most)
+    );
+    if total > limits::PACKETS_MAX {
+        return Err(format!(
+            "{about}: more than the {} a run may send (at a few million packets a second \
+             that is more than ten minutes); shorten the run or lower the rates",
+            millions(limits::PACKETS_MAX)
+        ));
+    }
+    if total > limits::PACKETS_WARN {
+        return Ok(vec![format!(
+            "{about}; at a few million packets a second this takes about {} of wall time",
+            wall_time(total)
+        )]);
+    }
+    Ok(vec![])
+}
+
+fn millions(n: u64) -> String {
+    if n >= 1_000_000 {
+        format!("{:.0} million", n as f64 / 1e6)
+    } else {
+        n.to_string()
+    }
+}
+
+/// Wall time for `packets` at about 3 million packets a second (see
+/// [`limits::PACKETS_WARN`]).
+fn wall_time(packets: u64) -> String {
+    let secs = packets / 3_000_000;
+    if secs < 120 {
+        format!("{secs} s")
+    } else {
+        format!("{} min", secs / 60)
+    }
 }
 
 fn port_configs(
@@ -282,100 +395,293 @@ fn port_configs(
     seed: u64,
 ) -> Result<(PortConfig, PortConfig), String> {
     let sub = |s: &String| substitute(s, vars);
-    let rate = |r: Option<&String>| -> Result<u64, String> {
-        let r = r
-            .or(l.rate.as_ref())
-            .ok_or_else(|| format!("link {}-{}: no rate", l.a, l.b))?;
-        parse_rate(&sub(r)?)
-            .and_then(|b| b.checked_mul(8).ok_or(sluice_core::units::BadUnit))
-            .map_err(|_| format!("bad rate {r:?}"))
+    let what = link_name(l);
+    let rate = |r: Option<&String>, key: &str| -> Result<u64, String> {
+        let (r, key) = match r {
+            Some(r) => (r, key),
+            None => (
+                l.rate.as_ref().ok_or_else(|| format!("{what}: no rate"))?,
+                "rate",
+            ),
+        };
+        limits::rate(&sub(r)?, &format!("{what}: {key}"))
     };
     let delay = match &l.delay {
-        Some(d) => dur(&sub(d)?, "delay")?,
+        Some(d) => time_in(&sub(d)?, &format!("{what}: delay"), Duration::ZERO)?,
         None => Duration::ZERO,
     };
-    let mk = |r, b: Option<&String>, s| -> Result<PortConfig, String> {
+    let loss = limits::probability(l.loss.unwrap_or(0.0), &format!("{what}: loss"))?;
+    let overhead = limits::integer(
+        &l.overhead.unwrap_or(0).to_string(),
+        &format!("{what}: overhead"),
+        0,
+        limits::MAX_OVERHEAD,
+    )? as u32;
+    let mk = |r, b: Option<&String>, key: &str, s| -> Result<PortConfig, String> {
+        let key = if b.is_some() { key } else { "buffer" };
         let b = b.or(l.buffer.as_ref()).map(sub).transpose()?;
         Ok(PortConfig {
             rate_bps: r,
             delay,
-            buffer: buffer(b.as_ref())?,
-            overhead: l.overhead.unwrap_or(0),
-            loss: l.loss.unwrap_or(0.0),
+            buffer: buffer(b.as_ref(), &format!("{what}: {key}"))?,
+            overhead,
+            loss,
             seed: s,
         })
     };
     Ok((
-        mk(rate(l.rate_ab.as_ref())?, l.buffer_a.as_ref(), seed ^ 0xa)?,
-        mk(rate(l.rate_ba.as_ref())?, l.buffer_b.as_ref(), seed ^ 0xb)?,
+        mk(
+            rate(l.rate_ab.as_ref(), "rate_ab")?,
+            l.buffer_a.as_ref(),
+            "buffer_a",
+            seed ^ 0xa,
+        )?,
+        mk(
+            rate(l.rate_ba.as_ref(), "rate_ba")?,
+            l.buffer_b.as_ref(),
+            "buffer_b",
+            seed ^ 0xb,
+        )?,
     ))
 }
 
+/// One workload being added, with what its messages and estimates need.
+struct Workload<'a> {
+    w: &'a WorkloadSpec,
+    wi: usize,
+    /// `workload NAME`, the start of its messages.
+    what: &'a str,
+    vars: &'a BTreeMap<String, String>,
+    duration: Time,
+}
+
+impl Workload<'_> {
+    fn key(&self, k: &str) -> String {
+        format!("{}: {k}", self.what)
+    }
+    fn sub(&self, s: &str) -> Result<String, String> {
+        substitute(s, self.vars)
+    }
+    fn time(&self, v: Option<&String>, k: &str, min: Duration) -> Result<Option<Duration>, String> {
+        v.map(|s| time_in(&self.sub(s)?, &self.key(k), min))
+            .transpose()
+    }
+    fn int(
+        &self,
+        v: Option<&toml::Value>,
+        k: &str,
+        range: (u64, u64),
+    ) -> Result<Option<u64>, String> {
+        opt_int(v, &self.key(k), self.vars, range)
+    }
+    fn bytes(&self, v: Option<&String>, k: &str, min: u64) -> Result<Option<u64>, String> {
+        v.map(|s| limits::bytes(&self.sub(s)?, &self.key(k), min, limits::MAX_TRANSFER))
+            .transpose()
+    }
+    fn port(&self, default: u16) -> Result<u16, String> {
+        match &self.w.port {
+            Some(p) => limits::port(&text(p, self.vars)?, &self.key("port")),
+            None => Ok(default),
+        }
+    }
+    fn flag(&self, v: Option<&toml::Value>, k: &str) -> Result<bool, String> {
+        flag(v, &self.key(k), self.vars)
+    }
+}
+
+/// The keys each workload type reads, beyond `type`, `from`, `to`, `name`,
+/// `start`, `tos` and `enabled`; any other key given is refused, not ignored.
+const KEYS: &[(&str, &[&str])] = &[
+    ("ping", &["interval", "size", "stop"]),
+    ("udp", &["rate", "size", "port", "stop"]),
+    (
+        "tcp",
+        &[
+            "count", "stagger", "bytes", "sndbuf", "rcvbuf", "cc", "ecn", "port",
+        ],
+    ),
+    (
+        "web",
+        &[
+            "page",
+            "objects",
+            "object_size",
+            "object_sizes",
+            "connections",
+            "multiplexed",
+            "handshake",
+            "warm",
+            "repeat",
+            "interval",
+            "request_size",
+            "sndbuf",
+            "rcvbuf",
+            "cc",
+            "ecn",
+            "port",
+            "stop",
+        ],
+    ),
+];
+
+/// The type-specific keys a workload gives.
+fn given_keys(w: &WorkloadSpec) -> Vec<&'static str> {
+    [
+        ("stop", w.stop.is_some()),
+        ("interval", w.interval.is_some()),
+        ("rate", w.rate.is_some()),
+        ("size", w.size.is_some()),
+        ("count", w.count.is_some()),
+        ("stagger", w.stagger.is_some()),
+        ("bytes", w.bytes.is_some()),
+        ("sndbuf", w.sndbuf.is_some()),
+        ("rcvbuf", w.rcvbuf.is_some()),
+        ("cc", w.cc.is_some()),
+        ("ecn", w.ecn.is_some()),
+        ("page", w.page.is_some()),
+        ("objects", w.objects.is_some()),
+        ("object_size", w.object_size.is_some()),
+        ("object_sizes", w.object_sizes.is_some()),
+        ("connections", w.connections.is_some()),
+        ("multiplexed", w.multiplexed.is_some()),
+        ("handshake", w.handshake.is_some()),
+        ("warm", w.warm.is_some()),
+        ("repeat", w.repeat.is_some()),
+        ("request_size", w.request_size.is_some()),
+        ("port", w.port.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(k, given)| given.then_some(k))
+    .collect()
+}
+
+/// What listens on each (node, port): a bulk TCP sink or a web server, and
+/// the configuration of the connections it accepts.
+type Servers = BTreeMap<(usize, u16), (&'static str, TcpConfig)>;
+
+/// Register a listener; two workloads may share one only if they ask for
+/// the same kind of server with the same TCP configuration.
+fn listen(
+    servers: &mut Servers,
+    at: (usize, u16),
+    kind: &'static str,
+    cfg: &TcpConfig,
+    what: &str,
+) -> Result<(), String> {
+    match servers.get(&at) {
+        Some((k, c)) if *k != kind || c != cfg => Err(format!(
+            "{what}: port {}: another workload listens there with a different {}",
+            at.1,
+            if *k != kind {
+                "server"
+            } else {
+                "TCP configuration"
+            }
+        )),
+        _ => {
+            servers.insert(at, (kind, cfg.clone()));
+            Ok(())
+        }
+    }
+}
+
+/// Add one workload to the world: where its results will be, and an
+/// estimate of the packets it makes the network carry.
 fn add_workload(
     world: &mut World,
-    w: &WorkloadSpec,
-    wi: usize,
-    vars: &BTreeMap<String, String>,
-    duration: Time,
-) -> Result<(String, Measure), String> {
-    let sub = |s: &String| substitute(s, vars);
+    cx: &Workload,
+    servers: &mut Servers,
+) -> Result<(Measure, u64), String> {
+    let (w, what) = (cx.w, cx.what);
+    let allowed = KEYS
+        .iter()
+        .find(|(k, _)| *k == w.kind)
+        .map(|(_, keys)| *keys)
+        .ok_or_else(|| format!("{what}: unknown type {:?} (ping, udp, tcp or web)", w.kind))?;
+    if let Some(k) = given_keys(w).into_iter().find(|k| !allowed.contains(k)) {
+        return Err(format!("{what}: {k}: not a key of a {} workload", w.kind));
+    }
     let from = world
         .node_id(&w.from)
-        .ok_or_else(|| format!("workload {wi}: unknown node {:?}", w.from))?;
+        .ok_or_else(|| format!("{what}: from: unknown node {:?}", w.from))?;
     let to = world
         .node_id(&w.to)
-        .ok_or_else(|| format!("workload {wi}: unknown node {:?}", w.to))?;
+        .ok_or_else(|| format!("{what}: to: unknown node {:?}", w.to))?;
+    if from == to {
+        return Err(format!("{what}: from and to are the same node"));
+    }
+    let (path_bps, path_delay) = world.path(from, to).ok_or_else(|| {
+        format!(
+            "{what}: no route from {} to {} (only routers forward)",
+            w.from, w.to
+        )
+    })?;
     let dst = world.nodes[to].addr;
-    let start = w
-        .start
-        .as_ref()
-        .map(|s| time(&sub(s)?, "start"))
-        .transpose()?
-        .unwrap_or(Time::ZERO);
-    let stop = w
-        .stop
-        .as_ref()
-        .map(|s| time(&sub(s)?, "stop"))
-        .transpose()?
-        .unwrap_or(duration);
-    let tos = opt_num(w.tos.as_ref(), "tos", vars)?.unwrap_or(0) as u8;
-    let label = w
-        .name
-        .clone()
-        .unwrap_or_else(|| format!("{}{}", w.kind, wi));
+    let duration = Duration(cx.duration.0);
+    let start = Time(
+        cx.time(w.start.as_ref(), "start", Duration::ZERO)?
+            .unwrap_or_default()
+            .0,
+    );
+    if start >= cx.duration {
+        return Err(format!(
+            "{what}: start: {} is not before the end of the run (duration {})",
+            limits::fmt_duration(Duration(start.0)),
+            limits::fmt_duration(duration)
+        ));
+    }
+    let stop = match cx.time(w.stop.as_ref(), "stop", Duration::ZERO)? {
+        Some(s) if Time(s.0) <= start => {
+            return Err(format!(
+                "{what}: stop: {} is not after start ({})",
+                limits::fmt_duration(s),
+                limits::fmt_duration(Duration(start.0))
+            ))
+        }
+        Some(s) => Time(s.0),
+        None => cx.duration,
+    };
+    // Virtual time the workload is active for, within the run.
+    let active = stop.min(cx.duration) - start;
+    let tos = cx.int(w.tos.as_ref(), "tos", (0, 255))?.unwrap_or(0) as u8;
     match w.kind.as_str() {
         "ping" => {
-            let interval = w
-                .interval
-                .as_ref()
-                .map(|s| dur(&sub(s)?, "interval"))
-                .transpose()?
+            let interval = cx
+                .time(w.interval.as_ref(), "interval", Duration::ZERO)?
                 .unwrap_or(Duration::from_secs(1));
-            if interval == Duration::ZERO {
-                // Every echo would be due at the same instant, for ever.
-                return Err(format!("workload {wi}: ping interval must be more than 0"));
+            if interval < limits::MIN_PING_INTERVAL {
+                return Err(format!(
+                    "{}: {} is less than {}, the least interval iputils ping allows",
+                    cx.key("interval"),
+                    limits::fmt_duration(interval),
+                    limits::fmt_duration(limits::MIN_PING_INTERVAL)
+                ));
             }
-            let mut p = PingApp::new(dst, interval, start, stop, 0x100 + wi as u16);
+            let mut p = PingApp::new(dst, interval, start, stop, 0x100 + cx.wi as u16);
             p.tos = tos as u16;
-            if let Some(sz) = &w.size {
-                p.size = num(sz, "size")? as u16;
+            if let Some(sz) = cx.int(w.size.as_ref(), "size", (0, limits::MAX_IP_PAYLOAD))? {
+                p.size = sz as u16;
             }
             let app = world.nodes[from].host.apps.len();
             world.nodes[from].host.apps.push(App::Ping(p));
-            Ok((label, Measure::Ping { node: from, app }))
+            // A request and its reply per interval.
+            let requests = active.0.div_ceil(interval.0);
+            Ok((
+                Measure::Ping { node: from, app },
+                requests.saturating_mul(2),
+            ))
         }
         "udp" => {
             let rate = w
                 .rate
                 .as_ref()
-                .ok_or_else(|| format!("workload {label}: udp needs a rate"))?;
-            let rate_bps = parse_rate(&sub(rate)?)
-                .ok()
-                .and_then(|b| b.checked_mul(8))
-                .ok_or_else(|| format!("bad rate {rate:?}"))?;
-            let size = opt_num(w.size.as_ref(), "size", vars)?.unwrap_or(1472) as u16;
-            let dport = opt_num(w.port.as_ref(), "port", vars)?.unwrap_or(5001) as u16;
-            let sport = 40000 + wi as u16;
+                .ok_or_else(|| format!("{what}: udp needs a rate"))?;
+            let rate_bps = limits::rate(&cx.sub(rate)?, &cx.key("rate"))?;
+            let size = cx
+                .int(w.size.as_ref(), "size", (0, limits::MAX_IP_PAYLOAD))?
+                .unwrap_or(1472) as u16;
+            let dport = cx.port(5001)?;
+            let sport = reserve(world, from, Proto::Udp, 1, &cx.key("port"))?.0;
             let u = UdpApp {
                 dst,
                 ports: (sport, dport),
@@ -389,8 +695,10 @@ fn add_workload(
             let app = world.nodes[from].host.apps.len();
             world.nodes[from].host.apps.push(App::Udp(u));
             let src = world.nodes[from].addr;
+            let bits = (u64::from(size) + 28) * 8;
+            let datagrams =
+                u128::from(active.0) * u128::from(rate_bps) / 1_000_000_000 / u128::from(bits);
             Ok((
-                label,
                 Measure::Udp {
                     node: to,
                     sender: (from, app),
@@ -398,28 +706,35 @@ fn add_workload(
                     start,
                     stop,
                 },
+                u64::try_from(datagrams).unwrap_or(u64::MAX),
             ))
         }
         "tcp" => {
-            let count = opt_num(w.count.as_ref(), "count", vars)?.unwrap_or(1);
-            let stagger = w
-                .stagger
-                .as_ref()
-                .map(|s| dur(&sub(s)?, "stagger"))
-                .transpose()?
+            let count = cx
+                .int(w.count.as_ref(), "count", (1, limits::EPHEMERAL_PORTS))?
+                .unwrap_or(1);
+            let stagger = cx
+                .time(w.stagger.as_ref(), "stagger", Duration::ZERO)?
                 .unwrap_or(Duration::ZERO);
-            let dport = opt_num(w.port.as_ref(), "port", vars)?.unwrap_or(5001) as u16;
-            let cfg = tcp_config(w, &label, vars)?;
-            let total = w
-                .bytes
-                .as_ref()
-                .map(|b| bytes(&sub(b)?, "bytes"))
-                .transpose()?;
+            let last_start = start + Duration(stagger.0.saturating_mul(count - 1));
+            if last_start >= cx.duration {
+                return Err(format!(
+                    "{}: the last of {count} flows would start at {}, not before the end of the run ({})",
+                    cx.key("stagger"),
+                    limits::fmt_duration(Duration(last_start.0)),
+                    limits::fmt_duration(duration)
+                ));
+            }
+            let dport = cx.port(5001)?;
+            let cfg = tcp_config(cx)?;
+            let total = cx.bytes(w.bytes.as_ref(), "bytes", 0)?;
+            listen(servers, (to, dport), "bulk TCP", &cfg, what)?;
+            let first = reserve(world, from, Proto::Tcp, count, &cx.key("count"))?.0;
             world.nodes[to].host.listeners.insert(dport, cfg.clone());
             let src = world.nodes[from].addr;
             let mut measures = vec![];
             for i in 0..count {
-                let sport = 10_000 + (wi as u16) * 100 + i as u16;
+                let sport = first + i as u16;
                 let st = start + Duration(stagger.0.saturating_mul(i));
                 let app = TcpApp {
                     dst,
@@ -437,13 +752,27 @@ fn add_workload(
                     start: st,
                 });
             }
-            if measures.len() == 1 {
-                return Ok((label, measures.pop().expect("one")));
+            let window = cfg.send_buffer.min(cfg.recv_buffer).saturating_mul(count);
+            let mut estimate = tcp_packets(path_bps, path_delay, window, active);
+            if let Some(b) = total {
+                estimate = estimate.min(b.saturating_mul(count) / 1000 * 2 + 10 * count);
             }
-            Ok((label, Measure::Group(measures)))
+            let m = if measures.len() == 1 {
+                measures.pop().expect("one")
+            } else {
+                Measure::Group(measures)
+            };
+            Ok((m, estimate))
         }
         "web" => {
-            let params = web_params(w, &label, vars, dst, start, stop, tos)?;
+            let params = web_params(cx, world, from, dst, (start, stop), tos)?;
+            listen(servers, (to, params.port), "web", &params.cfg, what)?;
+            let window = params
+                .cfg
+                .send_buffer
+                .min(params.cfg.recv_buffer)
+                .saturating_mul(params.connections as u64);
+            let estimate = tcp_packets(path_bps, path_delay, window, active);
             let server = &mut world.nodes[to].host;
             // One directory per server port, shared by every workload that uses it.
             let dir = server.web_servers.entry(params.port).or_default().clone();
@@ -453,35 +782,93 @@ fn add_workload(
             let client = &mut world.nodes[from].host;
             let app = client.apps.len();
             client.apps.push(App::Web(WebApp::new(params, dir)));
-            Ok((label, Measure::Web { node: from, app }))
+            Ok((Measure::Web { node: from, app }, estimate))
         }
-        other => Err(format!("workload {label}: unknown type {other:?}")),
+        _ => unreachable!("KEYS lists every type"),
     }
 }
 
+/// Packets TCP carries over a path of `path_bps` (its slowest link) and
+/// `delay` one way in `active` time, with `window` bytes in flight at most:
+/// full-sized segments at the lower of the path's rate and window / RTT,
+/// and an ACK for every two.
+fn tcp_packets(path_bps: u64, delay: Duration, window: u64, active: Duration) -> u64 {
+    let mut bps = u128::from(path_bps);
+    let rtt = u128::from(delay.0) * 2;
+    if rtt > 0 {
+        bps = bps.min(u128::from(window) * 8 * 1_000_000_000 / rtt);
+    }
+    let segments = bps * u128::from(active.0) / 1_000_000_000 / (1500 * 8);
+    u64::try_from(segments * 3 / 2).unwrap_or(u64::MAX)
+}
+
+/// Which port table.
+enum Proto {
+    Tcp,
+    Udp,
+}
+
+/// `n` consecutive ephemeral ports of node `node`, or an error naming the field.
+fn reserve(
+    world: &mut World,
+    node: usize,
+    proto: Proto,
+    n: u64,
+    what: &str,
+) -> Result<(u16, u16), String> {
+    let name = world.nodes[node].name.clone();
+    let host = &mut world.nodes[node].host;
+    let ports = match proto {
+        Proto::Tcp => &mut host.tcp_ports,
+        Proto::Udp => &mut host.udp_ports,
+    };
+    let left = ports.left();
+    ports.reserve(n).ok_or_else(|| {
+        format!(
+            "{what}: {n} more ports wanted on node {name}, which has {left} of its {} ephemeral {} ports ({}-{}) left",
+            limits::EPHEMERAL_PORTS,
+            match proto {
+                Proto::Tcp => "TCP",
+                Proto::Udp => "UDP",
+            },
+            limits::EPHEMERAL.0,
+            limits::EPHEMERAL.1
+        )
+    })
+}
+
 /// The TCP endpoint configuration a workload asks for.
-fn tcp_config(
-    w: &WorkloadSpec,
-    label: &str,
-    vars: &BTreeMap<String, String>,
-) -> Result<TcpConfig, String> {
+fn tcp_config(cx: &Workload) -> Result<TcpConfig, String> {
+    let w = cx.w;
     let mut cfg = TcpConfig::default();
-    if let Some(b) = &w.sndbuf {
-        cfg.send_buffer = bytes(&substitute(b, vars)?, "sndbuf")?;
+    let buf = |v: Option<&String>, k: &str| {
+        v.map(|s| {
+            limits::bytes(
+                &cx.sub(s)?,
+                &cx.key(k),
+                limits::MIN_SOCKET_BUFFER,
+                limits::MAX_SOCKET_BUFFER,
+            )
+        })
+        .transpose()
+    };
+    if let Some(b) = buf(w.sndbuf.as_ref(), "sndbuf")? {
+        cfg.send_buffer = b;
     }
-    if let Some(b) = &w.rcvbuf {
-        cfg.recv_buffer = bytes(&substitute(b, vars)?, "rcvbuf")?;
+    if let Some(b) = buf(w.rcvbuf.as_ref(), "rcvbuf")? {
+        cfg.recv_buffer = b;
     }
-    match w.cc.as_deref() {
+    match w.cc.as_ref().map(|c| cx.sub(c)).transpose()?.as_deref() {
         None | Some("cubic") => {}
         Some("reno") => cfg.congestion = CongestionAlgorithm::Reno,
         Some(other) => {
             return Err(format!(
-                "workload {label}: unknown congestion control {other:?}"
+                "{}: unknown congestion control {other:?} (cubic or reno)",
+                cx.key("cc")
             ))
         }
     }
-    if flag(w.ecn.as_ref(), &format!("workload {label}: ecn"), vars)? {
+    if cx.flag(w.ecn.as_ref(), "ecn")? {
         cfg.ecn = EcnMode::On;
     }
     Ok(cfg)
@@ -505,78 +892,109 @@ fn flag(
     }
 }
 
-/// An optional number from the scenario, `${var}`s substituted.
-fn opt_num(
-    v: Option<&toml::Value>,
-    what: &str,
-    vars: &BTreeMap<String, String>,
-) -> Result<Option<u64>, String> {
-    v.map(|v| num(&toml::Value::String(text(v, vars)?), what))
-        .transpose()
-}
-
-/// More objects than any page has; a bound so a typo cannot exhaust memory.
-const MAX_OBJECTS: u64 = 100_000;
-
-/// A web workload's parameters from its keys.
+/// A web workload's parameters from its keys; reserves on node `from` a
+/// port for every connection its loads may open.
 fn web_params(
-    w: &WorkloadSpec,
-    label: &str,
-    vars: &BTreeMap<String, String>,
+    cx: &Workload,
+    world: &mut World,
+    from: usize,
     dst: Ipv4Addr,
-    start: Time,
-    stop: Time,
+    (start, stop): (Time, Time),
     tos: u8,
 ) -> Result<WebParams, String> {
-    let what = |key: &str| format!("workload {label}: {key}");
-    let size = |s: &String, key: &str| bytes(&substitute(s, vars)?, &what(key));
-    let page = w
-        .page
-        .as_ref()
-        .map(|p| size(p, "page"))
-        .transpose()?
-        .ok_or_else(|| what("web needs a page size"))?;
+    let w = cx.w;
+    let page = cx
+        .bytes(w.page.as_ref(), "page", 1)?
+        .ok_or_else(|| format!("{}: web needs a page size", cx.what))?;
     let objects = match (
         &w.object_sizes,
-        opt_num(w.objects.as_ref(), &what("objects"), vars)?,
+        cx.int(w.objects.as_ref(), "objects", (0, limits::MAX_OBJECTS))?,
     ) {
         (Some(_), Some(_)) => {
-            return Err(what("give objects + object_size or object_sizes, not both"))
+            return Err(format!(
+                "{}: give objects + object_size or object_sizes, not both",
+                cx.what
+            ))
+        }
+        (Some(list), None) if list.len() as u64 > limits::MAX_OBJECTS => {
+            return Err(format!(
+                "{}: at most {} objects",
+                cx.key("object_sizes"),
+                limits::MAX_OBJECTS
+            ))
         }
         (Some(list), None) => list
             .iter()
-            .map(|v| size(&text(v, vars)?, "object_sizes"))
+            .map(|v| {
+                limits::bytes(
+                    &text(v, cx.vars)?,
+                    &cx.key("object_sizes"),
+                    1,
+                    limits::MAX_TRANSFER,
+                )
+            })
             .collect::<Result<_, _>>()?,
-        (None, Some(n)) if n > MAX_OBJECTS => {
-            return Err(what(&format!("at most {MAX_OBJECTS} objects")))
-        }
         (None, Some(n)) => {
             let each = w
                 .object_size
                 .as_ref()
-                .ok_or_else(|| what("objects needs an object_size"))?;
-            vec![size(each, "object_size")?; n as usize]
+                .ok_or_else(|| format!("{}: objects needs an object_size", cx.what))?;
+            let each = cx.bytes(Some(each), "object_size", 1)?.unwrap_or(1);
+            vec![each; n as usize]
+        }
+        (None, None) if w.object_size.is_some() => {
+            return Err(format!("{}: object_size needs objects", cx.what))
         }
         (None, None) => vec![],
     };
-    let handshake = flag(w.handshake.as_ref(), &what("handshake"), vars)?;
-    let connections = opt_num(w.connections.as_ref(), &what("connections"), vars)?.unwrap_or(6);
-    if connections == 0 {
-        return Err(what("connections must be at least 1"));
+    let whole = objects.iter().fold(page, |t: u64, o| t.saturating_add(*o));
+    if whole > limits::MAX_TRANSFER {
+        return Err(format!(
+            "{}: the page and its objects come to {whole} bytes, more than {} (1 TiB)",
+            cx.what,
+            limits::MAX_TRANSFER
+        ));
     }
-    let repeat = opt_num(w.repeat.as_ref(), &what("repeat"), vars)?.unwrap_or(1);
-    let interval = w
-        .interval
-        .as_ref()
-        .map(|s| dur(&substitute(s, vars)?, &what("interval")))
-        .transpose()?;
-    let port =
-        opt_num(w.port.as_ref(), &what("port"), vars)?.unwrap_or(if handshake { 443 } else { 80 });
-    let port = u16::try_from(port)
-        .ok()
-        .filter(|p| *p > 0)
-        .ok_or_else(|| what("port: 1 to 65535"))?;
-    let mut cfg = tcp_config(w, label, vars)?;
+    let handshake = cx.flag(w.handshake.as_ref(), "handshake")?;
+    let multiplexed = cx.flag(w.multiplexed.as_ref(), "multiplexed")?;
+    let warm = cx.flag(w.warm.as_ref(), "warm")?;
+    let connections = cx
+        .int(
+            w.connections.as_ref(),
+            "connections",
+            (1, limits::EPHEMERAL_PORTS),
+        )?
+        .unwrap_or(6);
+    let repeat = cx
+        .int(w.repeat.as_ref(), "repeat", (1, limits::MAX_REPEAT))?
+        .unwrap_or(1);
+    let interval = cx.time(w.interval.as_ref(), "interval", Duration::ZERO)?;
+    let port = cx.port(if handshake { 443 } else { 80 })?;
+    let request = cx
+        .bytes(w.request_size.as_ref(), "request_size", 1)?
+        .unwrap_or(REQUEST_BYTES);
+    // Connections a load opens: one multiplexed, or up to `connections`
+    // (the page's, then one per object waiting). Cold loads close theirs and
+    // open new ones; warm loads keep the first load's.
+    let per_load = if multiplexed {
+        1
+    } else {
+        connections.min(objects.len().max(1) as u64)
+    };
+    let loads = repeat + u64::from(warm);
+    let wanted = if warm {
+        per_load
+    } else {
+        per_load.saturating_mul(loads)
+    };
+    let ports = reserve(
+        world,
+        from,
+        Proto::Tcp,
+        wanted,
+        &format!("{} (repeat × connections)", cx.what),
+    )?;
+    let mut cfg = tcp_config(cx)?;
     cfg.nodelay = true; // browsers set TCP_NODELAY
     Ok(WebParams {
         dst,
@@ -585,20 +1003,16 @@ fn web_params(
         page,
         objects,
         connections: connections as usize,
-        multiplexed: flag(w.multiplexed.as_ref(), &what("multiplexed"), vars)?,
+        multiplexed,
         handshake,
-        warm: flag(w.warm.as_ref(), &what("warm"), vars)?,
-        repeat: repeat.min(u32::MAX as u64) as u32,
+        warm,
+        repeat: repeat as u32,
         interval: interval.unwrap_or(Duration::ZERO),
-        request: w
-            .request_size
-            .as_ref()
-            .map(|s| size(s, "request_size"))
-            .transpose()?
-            .unwrap_or(REQUEST_BYTES),
+        request,
         start,
         stop,
         cfg,
+        client_ports: ports,
     })
 }
 

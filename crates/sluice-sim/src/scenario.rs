@@ -31,6 +31,7 @@
 //! ```
 //! The README documents every key.
 
+use crate::limits;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -234,9 +235,95 @@ pub struct Expect {
 }
 
 impl Scenario {
-    /// Parse a scenario file's text.
+    /// Parse a scenario file's text: its syntax and types, then
+    /// [`Scenario::check_shape`]. Values that may hold `${}` variables are
+    /// checked when a variant is built (`run::build`).
     pub fn parse(text: &str) -> Result<Scenario, String> {
-        toml::from_str(text).map_err(|e| e.to_string())
+        let sc: Scenario = toml::from_str(text).map_err(|e| e.to_string())?;
+        sc.check_shape()?;
+        Ok(sc)
+    }
+
+    /// What can be checked before any variable is substituted: how many
+    /// nodes, links and workloads (see [`crate::limits`]), that names are
+    /// unique, and that every expectation names variants that exist and a
+    /// range that is one.
+    pub fn check_shape(&self) -> Result<(), String> {
+        for (what, n, max) in [
+            ("nodes", self.nodes.len(), limits::MAX_NODES),
+            ("links", self.links.len(), limits::MAX_LINKS),
+            ("workloads", self.workloads.len(), limits::MAX_WORKLOADS),
+        ] {
+            if n > max {
+                return Err(format!("{n} {what}: at most {max}"));
+            }
+        }
+        for (i, n) in self.nodes.iter().enumerate() {
+            if n.name.is_empty() || n.name.contains(':') || n.name.contains(char::is_whitespace) {
+                return Err(format!(
+                    "node {:?}: a name is not empty and has no ':' or blanks",
+                    n.name
+                ));
+            }
+            if self.nodes[..i].iter().any(|o| o.name == n.name) {
+                return Err(format!("node {}: two nodes have this name", n.name));
+            }
+        }
+        for (i, v) in self.variants.iter().enumerate() {
+            if self.variants[..i].iter().any(|o| o.name == v.name) {
+                return Err(format!("variant {}: two variants have this name", v.name));
+            }
+        }
+        for (i, w) in self.workloads.iter().enumerate() {
+            let Some(name) = &w.name else { continue };
+            if self.workloads[..i]
+                .iter()
+                .any(|o| o.name.as_ref() == Some(name))
+            {
+                return Err(format!("workload {name}: two workloads have this name"));
+            }
+        }
+        for e in &self.expects {
+            let what = format!("expect {}", e.metric);
+            if let Some(v) = e
+                .variants
+                .iter()
+                .find(|v| !self.variants.iter().any(|o| o.name == **v))
+            {
+                return Err(format!("{what}: variants: no variant {v:?}"));
+            }
+            if e.min.is_some_and(f64::is_nan) || e.max.is_some_and(f64::is_nan) {
+                return Err(format!("{what}: min and max are numbers"));
+            }
+            if let (Some(lo), Some(hi)) = (e.min, e.max) {
+                if lo > hi {
+                    return Err(format!("{what}: min {lo} is more than max {hi}"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuse command-line overrides of variables the scenario never
+    /// declares (in `[vars]` or a variant's `set`): a misspelt `--set`
+    /// would otherwise change nothing, silently.
+    pub fn check_overrides(&self, overrides: &BTreeMap<String, String>) -> Result<(), String> {
+        for k in overrides.keys() {
+            let declared =
+                self.vars.contains_key(k) || self.variants.iter().any(|v| v.set.contains_key(k));
+            if !declared {
+                let known: Vec<&str> = self.vars.keys().map(String::as_str).collect();
+                return Err(format!(
+                    "--set {k}: the scenario has no variable {k:?} (it has: {})",
+                    if known.is_empty() {
+                        "none".to_string()
+                    } else {
+                        known.join(", ")
+                    }
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// The variables in force for `variant` (`None`: the defaults), with

@@ -175,8 +175,9 @@ impl ServerConn {
 
 /// What a web client needs from its host: TCP connections to the server.
 pub trait Sockets {
-    /// Open a connection to the server now (SYN); returns its handle.
-    fn connect(&mut self, now: Time) -> usize;
+    /// Open a connection to the server now (SYN); returns its handle, or
+    /// `None` when the client has no port left for it.
+    fn connect(&mut self, now: Time) -> Option<usize>;
     /// Has the TCP handshake of `conn` completed?
     fn is_established(&self, conn: usize) -> bool;
     /// Bytes the application has read from `conn` in all.
@@ -222,6 +223,9 @@ pub struct WebParams {
     pub stop: Time,
     /// Client endpoint configuration.
     pub cfg: TcpConfig,
+    /// The client's ports, first and last, reserved for the connections
+    /// its loads may open.
+    pub client_ports: (u16, u16),
 }
 
 /// What a pending exchange is for.
@@ -416,7 +420,9 @@ impl WebApp {
                 {
                     Some(i) => i,
                     None if self.channels.len() < max_conns => {
-                        let conn = socks.connect(now);
+                        let Some(conn) = socks.connect(now) else {
+                            break; // no port left: the requests wait
+                        };
                         touched.push(conn);
                         let mut ch = Channel {
                             conn,
@@ -493,7 +499,7 @@ mod tests {
     }
 
     impl Sockets for Loopback {
-        fn connect(&mut self, _now: Time) -> usize {
+        fn connect(&mut self, _now: Time) -> Option<usize> {
             self.read.push(0);
             self.written.push(0);
             self.closed.push(false);
@@ -504,7 +510,7 @@ mod tests {
                 c as u16,
                 80,
             )));
-            c
+            Some(c)
         }
         fn is_established(&self, _conn: usize) -> bool {
             true
@@ -552,6 +558,7 @@ mod tests {
             start: Time::ZERO,
             stop: Time(u64::MAX),
             cfg: TcpConfig::default(),
+            client_ports: (32768, 60999),
         }
     }
 

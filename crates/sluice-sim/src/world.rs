@@ -26,7 +26,7 @@ use sluice_core::packet::{is_mpls_type, EthAddrs, Packet};
 use sluice_core::port::{Port, PortConfig};
 use sluice_core::qdisc::pfifo_fast::tos_to_priority;
 use sluice_core::stats::DropReason;
-use sluice_core::time::Time;
+use sluice_core::time::{Duration, Time};
 use sluice_tc::l3::mac_of;
 use sluice_tc::net::Net;
 use std::collections::{BTreeMap, VecDeque};
@@ -227,6 +227,32 @@ impl World {
             });
         }
         Ok((ia, ib))
+    }
+
+    /// The way from node `from` to node `to` along the routes: the rate of
+    /// its slowest wire (bits/s; 0 if none is limited) and its one-way
+    /// propagation delay. `None` if there is no route.
+    pub fn path(&self, from: usize, to: usize) -> Option<(u64, Duration)> {
+        let dst = self.nodes.get(to)?.addr;
+        let (mut node, mut rate, mut delay) = (from, 0u64, Duration::ZERO);
+        for _ in 0..self.nodes.len() {
+            if node == to {
+                return Some((rate, delay));
+            }
+            let n = self.nodes.get(node)?;
+            let ifc = &n.ifaces[*n.routes.get(&dst)?];
+            let cfg = ifc.port.config();
+            if cfg.rate_bps > 0 {
+                rate = if rate == 0 {
+                    cfg.rate_bps
+                } else {
+                    rate.min(cfg.rate_bps)
+                };
+            }
+            delay = delay + cfg.delay;
+            node = ifc.peer.0;
+        }
+        None
     }
 
     /// Compute static routes: for every node, the first hop interface

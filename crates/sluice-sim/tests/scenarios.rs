@@ -331,10 +331,17 @@ fn absurd_numbers_are_errors_not_panics() {
         1,
     );
     assert!(build(&flood, &flood.vars_for(None, &no_overrides())).is_err());
-    // A stagger that would overflow virtual time just starts the flows at the end of time.
+    // A stagger that would overflow virtual time is beyond any time a
+    // scenario may hold (a day, iperf3's MAX_TIME).
     let late = path("1mbit", "1ms", "pfifo", 0.0, "[[workload]]\ntype = \"tcp\"\nfrom = \"s\"\nto = \"d\"\ncount = 4\nstagger = \"9000000000s\"", 1);
-    assert!(build(&late, &late.vars_for(None, &no_overrides())).is_ok());
-    // Found the same way: a ping every 0 s would never let virtual time move.
+    let e = build(&late, &late.vars_for(None, &no_overrides())).err();
+    assert!(
+        e.as_deref()
+            .is_some_and(|e| e.contains("stagger") && e.contains("out of range")),
+        "{e:?}"
+    );
+    // Found the same way: a ping every 0 s would never let virtual time
+    // move; iputils ping refuses a user anything under 2 ms.
     let ping = |interval: &str| {
         path(
             "1mbit",
@@ -345,14 +352,16 @@ fn absurd_numbers_are_errors_not_panics() {
             1,
         )
     };
-    let zero = ping("0s");
-    let e = build(&zero, &zero.vars_for(None, &no_overrides())).err();
-    assert!(
-        e.as_deref()
-            .is_some_and(|e| e.contains("interval must be more than 0")),
-        "{e:?}"
-    );
-    let fast = ping("1us");
+    for interval in ["0s", "1us", "1999us"] {
+        let sc = ping(interval);
+        let e = build(&sc, &sc.vars_for(None, &no_overrides())).err();
+        assert!(
+            e.as_deref()
+                .is_some_and(|e| e.contains("interval") && e.contains("less than 2ms")),
+            "{interval}: {e:?}"
+        );
+    }
+    let fast = ping("2ms");
     assert!(build(&fast, &fast.vars_for(None, &no_overrides())).is_ok());
 }
 
