@@ -1,19 +1,26 @@
 //! Toxiproxy's REST API (2.12): the routes, bodies, status codes and error
 //! messages its clients expect.
 //!
-//! [`Api::route`] answers a request from its method, path and body, so the
-//! whole API is testable without sockets; [`serve`] puts it behind an HTTP
-//! server. Errors are Toxiproxy's envelope, `{"error":"...","status":N}`
-//! and a newline, as text/plain (Go's `http.Error`); successes are compact
-//! JSON with the keys in Toxiproxy's order.
+//! [`Api::route`] answers a request from its method, target and body, so
+//! the whole API is testable without sockets; [`serve`] puts it behind an
+//! HTTP/1.1 server of its own (below: bounded in every size and time a
+//! client controls, see [`Limits`]). Errors are Toxiproxy's envelope,
+//! `{"error":"...","status":N}` and a newline, as text/plain (Go's
+//! `http.Error`); successes are compact JSON with the keys in Toxiproxy's
+//! order. Path segments are percent-decoded after the path is split at its
+//! `/`s, so any name can be addressed (`a%20b`, and `x%2Fy`, which
+//! Toxiproxy's router would decode before splitting, and so not find).
 
 use crate::conn::{self, Proxy, Shared};
 use crate::toxic::{ApiError, Stream, Toxic};
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The Toxiproxy version whose API this is (clients look at it to know
 /// whether PATCH is understood).
@@ -214,6 +221,34 @@ fn parse_body(body: &str) -> Result<Value, ApiError> {
         return Err(ApiError::body("EOF"));
     }
     serde_json::from_str(body).map_err(ApiError::body)
+}
+
+/// A path segment with its `%XX` escapes decoded, as Go's url package
+/// does (`+` stays); `None` when a `%` is not followed by two hex digits.
+/// Bytes that are not UTF-8 become U+FFFD (names are JSON strings, always
+/// UTF-8, so such a segment names nothing a client created).
+fn percent_decode(segment: &str) -> Option<String> {
+    if !segment.contains('%') {
+        return Some(segment.to_string());
+    }
+    let bytes = segment.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = bytes.get(i + 1..i + 3)?;
+            let hex = std::str::from_utf8(hex).ok()?;
+            if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return None;
+            }
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    Some(String::from_utf8_lossy(&out).into_owned())
 }
 
 /// All proxies.
@@ -480,10 +515,24 @@ impl Api {
         }
     }
 
-    /// Answer a request.
-    pub fn route(&self, method: &str, path: &str, body: &str) -> Reply {
-        let path = path.split('?').next().unwrap_or(path);
-        let parts: Vec<&str> = path.split('/').skip(1).collect();
+    /// Answer a request. `target` is the request's, as sent: its path's
+    /// segments are percent-decoded after it is split at its `/`s (a name
+    /// may hold any character, `%2F` included); a malformed escape is 400.
+    pub fn route(&self, method: &str, target: &str, body: &str) -> Reply {
+        let path = target.split('?').next().unwrap_or(target);
+        let Some(decoded) = path
+            .split('/')
+            .skip(1)
+            .map(percent_decode)
+            .collect::<Option<Vec<_>>>()
+        else {
+            return Reply {
+                status: 400,
+                content_type: TEXT,
+                body: "400 Bad Request: invalid URL escape".into(),
+            };
+        };
+        let parts: Vec<&str> = decoded.iter().map(String::as_str).collect();
         if self.metrics && parts.as_slice() == ["metrics"] {
             return self.prometheus();
         }
@@ -602,47 +651,696 @@ impl Api {
     }
 }
 
+// ---------------------------------------------------------------------------
+// The HTTP/1.1 server.
+//
+// One thread accepts; each connection is served by a thread of its own, at
+// most `Limits::connections` at once (beyond, 503 and close). A connection
+// reads a request head (httparse over a buffer), then its body
+// (Content-Length, or chunked), answers, and waits for the next request
+// (keep-alive; pipelined requests are answered in order). Everything a
+// client controls is bounded before it is used: the head's size (431), the
+// target's (414), the number of header fields (431), the body's announced
+// and actual size (413: a body is never allocated from its announced length
+// beyond the limit), the time a request may take from its first byte
+// (15 s, Toxiproxy's ReadTimeout; 408), the time between requests (60 s,
+// its IdleTimeout) and the time an answer may take to write (30 s, its
+// WriteTimeout). A refused request closes its connection, after its answer
+// is sent and what the client still sends is drained for a moment, so the
+// answer is read rather than lost to a reset.
+
+/// The bounds of the API's HTTP server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Request line and header fields, bytes (431 beyond; Go's default is 1 MiB).
+    pub head: usize,
+    /// The request target, bytes (414 beyond).
+    pub target: usize,
+    /// A body, bytes (413 beyond): a populate of thousands of proxies fits.
+    pub body: usize,
+    /// Connections served at once (503 beyond).
+    pub connections: usize,
+    /// A request, from its first byte (the first request: from the
+    /// connection's opening) to its last (408 beyond).
+    pub read: Duration,
+    /// Waiting for the next request on a kept-alive connection.
+    pub idle: Duration,
+    /// Writing an answer.
+    pub write: Duration,
+}
+
+impl Default for Limits {
+    /// Toxiproxy's timeouts (api.go: ReadTimeout 15 s, IdleTimeout 60 s,
+    /// WriteTimeout 30 s); sizes a client of the API never comes near.
+    fn default() -> Limits {
+        Limits {
+            head: 64 * 1024,
+            target: 8 * 1024,
+            body: 1 << 20,
+            connections: 128,
+            read: Duration::from_secs(15),
+            idle: Duration::from_secs(60),
+            write: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Header fields a request may have (431 beyond): httparse fills an array
+/// of this size.
+pub const MAX_HEADERS: usize = 64;
+
+/// The longest chunk-size line (with extensions) of a chunked body.
+const MAX_CHUNK_LINE: usize = 1024;
+
+/// The API's listening socket and the bounds it serves within.
+pub struct Server {
+    listener: TcpListener,
+    /// Bounds of requests and connections (tests shorten the timeouts).
+    pub limits: Limits,
+}
+
+impl Server {
+    /// The address it listens on.
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+}
+
 /// The API's HTTP server, bound to `addr` (its port may be 0).
-pub fn bind(addr: &str) -> Result<tiny_http::Server, String> {
-    tiny_http::Server::http(addr).map_err(|e| format!("listen {addr}: {e}"))
+pub fn bind(addr: &str) -> Result<Server, String> {
+    let listener = TcpListener::bind(addr).map_err(|e| format!("listen {addr}: {e}"))?;
+    Ok(Server {
+        listener,
+        limits: Limits::default(),
+    })
+}
+
+/// Gives a connection's place back when its thread ends (or is never started).
+struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// Serve the API until the process ends.
-pub fn serve(api: Arc<Api>, server: tiny_http::Server) -> Result<(), String> {
-    for mut req in server.incoming_requests() {
+pub fn serve(api: Arc<Api>, server: Server) -> Result<(), String> {
+    let live = Arc::new(AtomicUsize::new(0));
+    let limits = server.limits;
+    for stream in server.listener.incoming() {
+        let stream = match stream {
+            Ok(s) => s,
+            Err(_) => {
+                // Out of descriptors, or the connection was gone before
+                // its accept: wait a little rather than spin.
+                thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+        };
+        let slot = Slot(live.clone());
+        if live.fetch_add(1, Ordering::AcqRel) >= limits.connections {
+            drop(slot);
+            busy(stream);
+            continue;
+        }
         let api = api.clone();
-        // (Without a thread to be had, the request's connection is closed.)
-        let _ = std::thread::Builder::new().spawn(move || {
-            let mut body = String::new();
-            let read = std::io::Read::read_to_string(req.as_reader(), &mut body);
-            let browser = req
-                .headers()
-                .iter()
-                .any(|h| h.field.equiv("User-Agent") && h.value.as_str().starts_with("Mozilla/"));
-            let reply = if read.is_err() {
-                ApiError::body("unreadable body").into()
-            } else if browser {
+        // Without a thread to be had, the closure is dropped: the
+        // connection closes and its slot is given back.
+        let _ = thread::Builder::new()
+            .name("sluice-api".into())
+            .spawn(move || {
+                let _slot = slot;
+                Connection::new(stream, limits).serve(&api);
+            });
+    }
+    Ok(())
+}
+
+/// Over the connection limit: 503 without waiting for the request (one
+/// write that fits any socket buffer, never blocking the accepting thread).
+fn busy(stream: TcpStream) {
+    let _ = stream.set_nonblocking(true);
+    let _ = (&stream).write_all(plain_refusal(503, "503 Service Unavailable").as_bytes());
+    let _ = stream.shutdown(Shutdown::Write);
+}
+
+/// Go's reason phrases (net/http's StatusText) for the statuses sent.
+fn reason(status: u16) -> &'static str {
+    match status {
+        100 => "Continue",
+        200 => "OK",
+        201 => "Created",
+        204 => "No Content",
+        400 => "Bad Request",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        409 => "Conflict",
+        413 => "Request Entity Too Large",
+        414 => "Request URI Too Long",
+        417 => "Expectation Failed",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        501 => "Not Implemented",
+        503 => "Service Unavailable",
+        505 => "HTTP Version Not Supported",
+        _ => "",
+    }
+}
+
+/// An answer to a request that is not served (as Go's server words them:
+/// plain text, then the connection closes).
+fn plain_refusal(status: u16, text: &str) -> String {
+    format!(
+        "HTTP/1.1 {status} {}\r\nContent-Type: {TEXT}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+        reason(status),
+        text.len()
+    )
+}
+
+/// `Date`'s form (RFC 9110 IMF-fixdate): `Sun, 06 Nov 1994 08:49:37 GMT`.
+pub fn http_date(t: SystemTime) -> String {
+    let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    // 1970-01-01 was a Thursday.
+    let weekday = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"][(days % 7) as usize];
+    // Days to a civil date (H. Hinnant's algorithm, eras of 400 years).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    format!(
+        "{weekday}, {day:02} {} {year} {:02}:{:02}:{:02} GMT",
+        MONTHS[(month - 1) as usize],
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+/// A target's path and query: an absolute-form target
+/// (`http://host:port/path`, RFC 9112 §3.2.2) without its scheme and authority.
+fn origin_form(target: &str) -> &str {
+    let lower = |n: usize| target.get(..n).map(str::to_ascii_lowercase);
+    let after = if lower(7).as_deref() == Some("http://") {
+        7
+    } else if lower(8).as_deref() == Some("https://") {
+        8
+    } else {
+        return target;
+    };
+    let rest = &target[after..];
+    rest.find('/').map_or("/", |i| &rest[i..])
+}
+
+/// Why a request is not served: its status and the text of the answer.
+#[derive(Debug, PartialEq, Eq)]
+struct Refusal {
+    status: u16,
+    text: String,
+}
+
+impl Refusal {
+    fn new(status: u16) -> Refusal {
+        Refusal {
+            status,
+            text: format!("{status} {}", reason(status)),
+        }
+    }
+
+    fn with(status: u16, detail: &str) -> Refusal {
+        Refusal {
+            status,
+            text: format!("{status} {}: {detail}", reason(status)),
+        }
+    }
+}
+
+/// How a request's body is delimited.
+#[derive(Debug, PartialEq, Eq)]
+enum Framing {
+    Length(u64),
+    Chunked,
+}
+
+/// What the server needs of a request head.
+#[derive(Debug, PartialEq, Eq)]
+struct Head {
+    method: String,
+    target: String,
+    /// HTTP/1.`minor`.
+    minor: u8,
+    framing: Framing,
+    /// The client asked to close after this request (or HTTP/1.0 without keep-alive).
+    close: bool,
+    /// `Expect: 100-continue`.
+    expect_continue: bool,
+    /// A browser's `User-Agent` (turned away, as Toxiproxy does).
+    browser: bool,
+    /// The head's length in the buffer.
+    len: usize,
+}
+
+/// A request head at the start of `buf`: `Ok(None)` while incomplete.
+fn parse_head(buf: &[u8], limits: &Limits) -> Result<Option<Head>, Refusal> {
+    let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut fields);
+    let len = match req.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => {
+            // Still in the request line: its target is too long.
+            if !buf.contains(&b'\n') && buf.len() > limits.target + 32 {
+                return Err(Refusal::new(414));
+            }
+            if buf.len() > limits.head {
+                return Err(Refusal::new(431));
+            }
+            return Ok(None);
+        }
+        Err(httparse::Error::TooManyHeaders) => return Err(Refusal::new(431)),
+        Err(httparse::Error::Version) => {
+            return Err(Refusal::with(505, "unsupported protocol version"))
+        }
+        Err(_) => return Err(Refusal::new(400)),
+    };
+    let (Some(method), Some(target), Some(minor)) = (req.method, req.path, req.version) else {
+        return Err(Refusal::new(400));
+    };
+    if target.len() > limits.target {
+        return Err(Refusal::new(414));
+    }
+    if len > limits.head {
+        return Err(Refusal::new(431));
+    }
+    let mut head = Head {
+        method: method.to_string(),
+        target: target.to_string(),
+        minor,
+        framing: Framing::Length(0),
+        close: minor == 0,
+        expect_continue: false,
+        browser: false,
+        len,
+    };
+    let (mut length, mut chunked) = (None, false);
+    for f in req.headers.iter() {
+        let value = std::str::from_utf8(f.value).unwrap_or("").trim();
+        let name = f.name;
+        if name.eq_ignore_ascii_case("Content-Length") {
+            // Digits only; several must agree (RFC 9112 §6.3).
+            let n = (!value.is_empty()
+                && value.len() <= 19
+                && value.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| value.parse::<u64>().ok())
+            .flatten()
+            .ok_or_else(|| Refusal::with(400, "bad Content-Length"))?;
+            if length.is_some_and(|l| l != n) {
+                return Err(Refusal::with(400, "bad Content-Length"));
+            }
+            length = Some(n);
+        } else if name.eq_ignore_ascii_case("Transfer-Encoding") {
+            // Only chunked, once (as Go's server).
+            if chunked || !value.eq_ignore_ascii_case("chunked") {
+                return Err(Refusal {
+                    status: 501,
+                    text: "Unsupported transfer encoding".into(),
+                });
+            }
+            chunked = true;
+        } else if name.eq_ignore_ascii_case("Connection") {
+            for token in value.split(',').map(str::trim) {
+                if token.eq_ignore_ascii_case("close") {
+                    head.close = true;
+                } else if token.eq_ignore_ascii_case("keep-alive") && minor == 0 {
+                    head.close = false;
+                }
+            }
+        } else if name.eq_ignore_ascii_case("Expect") {
+            if !value.eq_ignore_ascii_case("100-continue") {
+                return Err(Refusal::new(417));
+            }
+            head.expect_continue = minor == 1;
+        } else if name.eq_ignore_ascii_case("User-Agent") {
+            head.browser = value.starts_with("Mozilla/");
+        }
+    }
+    head.framing = match (chunked, length) {
+        // Both: which one delimits the body is what request smuggling
+        // plays on; refused (RFC 9112 §6.3 allows it).
+        (true, Some(_)) => {
+            return Err(Refusal::with(
+                400,
+                "both Transfer-Encoding and Content-Length",
+            ))
+        }
+        (true, None) => Framing::Chunked,
+        (false, n) => Framing::Length(n.unwrap_or(0)),
+    };
+    if let Framing::Length(n) = head.framing {
+        if n > limits.body as u64 {
+            return Err(Refusal::new(413));
+        }
+    }
+    Ok(Some(head))
+}
+
+/// Where a chunked body's decoding is (RFC 9112 §7.1).
+#[derive(Debug, Default, PartialEq, Eq)]
+enum ChunkState {
+    /// Expecting a chunk-size line.
+    #[default]
+    Size,
+    /// Inside a chunk: bytes left.
+    Data(usize),
+    /// After a chunk's data: its CRLF.
+    DataEnd,
+    /// After the last chunk: trailer fields (read and dropped) up to an empty line.
+    Trailer,
+    Done,
+}
+
+/// A chunked body being decoded, fed as its bytes arrive (each byte looked
+/// at once); extensions and trailer fields are read and dropped.
+#[derive(Debug, Default)]
+struct Dechunk {
+    state: ChunkState,
+    body: Vec<u8>,
+    /// Trailer bytes so far.
+    trailer: usize,
+}
+
+impl Dechunk {
+    /// Decode what it can from the front of `input`; returns the bytes used.
+    fn feed(&mut self, input: &[u8], limits: &Limits) -> Result<usize, Refusal> {
+        let mut at = 0;
+        loop {
+            let rest = &input[at..];
+            match self.state {
+                ChunkState::Size => {
+                    let Some(nl) = rest.iter().position(|&b| b == b'\n') else {
+                        if rest.len() > MAX_CHUNK_LINE {
+                            return Err(Refusal::with(400, "chunk line too long"));
+                        }
+                        return Ok(at);
+                    };
+                    if nl > MAX_CHUNK_LINE {
+                        return Err(Refusal::with(400, "chunk line too long"));
+                    }
+                    let line = &rest[..nl];
+                    let line = line.strip_suffix(b"\r").unwrap_or(line);
+                    let size = line.split(|&b| b == b';').next().unwrap_or(b"");
+                    let size = std::str::from_utf8(size)
+                        .unwrap_or("")
+                        .trim_matches([' ', '\t']);
+                    let size = (!size.is_empty() && size.len() <= 16)
+                        .then(|| u64::from_str_radix(size, 16).ok())
+                        .flatten()
+                        .ok_or_else(|| Refusal::with(400, "bad chunk size"))?;
+                    at += nl + 1;
+                    if size == 0 {
+                        self.state = ChunkState::Trailer;
+                    } else if size > (limits.body - self.body.len().min(limits.body)) as u64 {
+                        return Err(Refusal::new(413));
+                    } else {
+                        self.state = ChunkState::Data(size as usize);
+                    }
+                }
+                ChunkState::Data(left) => {
+                    if rest.is_empty() {
+                        return Ok(at);
+                    }
+                    let take = left.min(rest.len());
+                    self.body.extend_from_slice(&rest[..take]);
+                    at += take;
+                    self.state = if take == left {
+                        ChunkState::DataEnd
+                    } else {
+                        ChunkState::Data(left - take)
+                    };
+                }
+                ChunkState::DataEnd => match rest {
+                    [b'\n', ..] => {
+                        at += 1;
+                        self.state = ChunkState::Size;
+                    }
+                    [b'\r', b'\n', ..] => {
+                        at += 2;
+                        self.state = ChunkState::Size;
+                    }
+                    [] | [b'\r'] => return Ok(at),
+                    _ => return Err(Refusal::with(400, "malformed chunked encoding")),
+                },
+                ChunkState::Trailer => {
+                    let Some(nl) = rest.iter().position(|&b| b == b'\n') else {
+                        if self.trailer + rest.len() > limits.head {
+                            return Err(Refusal::new(431));
+                        }
+                        return Ok(at);
+                    };
+                    self.trailer += nl + 1;
+                    if self.trailer > limits.head {
+                        return Err(Refusal::new(431));
+                    }
+                    let line = &rest[..nl];
+                    at += nl + 1;
+                    if line.is_empty() || line == b"\r" {
+                        self.state = ChunkState::Done;
+                    }
+                }
+                ChunkState::Done => return Ok(at),
+            }
+        }
+    }
+}
+
+/// How reading a request ended without one to serve.
+enum Unread {
+    /// The client closed, or went quiet between requests: close too.
+    Gone,
+    /// Answer this, then close.
+    Refused(Refusal),
+}
+
+impl From<Refusal> for Unread {
+    fn from(r: Refusal) -> Unread {
+        Unread::Refused(r)
+    }
+}
+
+/// One client connection.
+struct Connection {
+    stream: TcpStream,
+    limits: Limits,
+    /// Bytes read and not yet used (the start of the next request).
+    buf: Vec<u8>,
+    /// When the request being read must be whole.
+    deadline: Instant,
+}
+
+impl Connection {
+    fn new(stream: TcpStream, limits: Limits) -> Connection {
+        let _ = stream.set_write_timeout(Some(limits.write));
+        let _ = stream.set_nodelay(true);
+        Connection {
+            stream,
+            limits,
+            buf: Vec::new(),
+            deadline: Instant::now() + limits.read,
+        }
+    }
+
+    /// Read more bytes before the deadline: Ok(0) at the end of the stream,
+    /// `TimedOut` past the deadline.
+    fn fill(&mut self) -> std::io::Result<usize> {
+        let mut chunk = [0u8; 8192];
+        loop {
+            let left = self.deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(ErrorKind::TimedOut.into());
+            }
+            self.stream.set_read_timeout(Some(left))?;
+            match self.stream.read(&mut chunk) {
+                Ok(n) => {
+                    self.buf.extend_from_slice(&chunk[..n]);
+                    return Ok(n);
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    return Err(ErrorKind::TimedOut.into())
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// More bytes of a request that has begun: none coming is a refusal
+    /// (408 past the deadline; 400 when the client ended its stream).
+    fn more(&mut self) -> Result<(), Unread> {
+        match self.fill() {
+            Ok(0) => Err(Unread::Refused(Refusal::new(400))),
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == ErrorKind::TimedOut => Err(Refusal::new(408).into()),
+            Err(_) => Err(Unread::Gone),
+        }
+    }
+
+    /// Serve requests until the client closes, a request is refused, or an
+    /// answer says to close.
+    fn serve(mut self, api: &Api) {
+        let mut first = true;
+        loop {
+            if self.buf.is_empty() {
+                // The first request's time runs from the connection's
+                // opening; a later one's from its first byte.
+                if !first {
+                    self.deadline = Instant::now() + self.limits.idle;
+                }
+                match self.fill() {
+                    Ok(n) if n > 0 => {}
+                    _ => return,
+                }
+            }
+            if !first {
+                self.deadline = Instant::now() + self.limits.read;
+            }
+            first = false;
+            let (head, body) = match self.read_request() {
+                Ok(r) => r,
+                Err(Unread::Gone) => return,
+                Err(Unread::Refused(r)) => return self.refuse(&r),
+            };
+            let reply = if head.browser {
                 Reply {
                     status: 403,
                     content_type: TEXT,
                     body: "User agent not allowed\n".into(),
                 }
             } else {
-                api.route(req.method().as_str(), req.url(), &body)
+                let body = String::from_utf8_lossy(&body);
+                api.route(&head.method, origin_form(&head.target), &body)
             };
             let id = api.requests.fetch_add(1, Ordering::Relaxed);
-            let mut resp =
-                tiny_http::Response::from_string(reply.body).with_status_code(reply.status);
-            for (k, v) in [
-                ("Content-Type", reply.content_type.to_string()),
-                ("X-Toxiproxy-Request-Id", format!("sluice{id:014}")),
-            ] {
-                if let Ok(h) = tiny_http::Header::from_bytes(k.as_bytes(), v.as_bytes()) {
-                    resp.add_header(h);
+            if self.answer(&head, &reply, id).is_err() {
+                return;
+            }
+            if head.close {
+                return self.linger();
+            }
+        }
+    }
+
+    /// A whole request: its head and body (the buffer keeps what follows).
+    fn read_request(&mut self) -> Result<(Head, Vec<u8>), Unread> {
+        let head = loop {
+            if let Some(h) = parse_head(&self.buf, &self.limits)? {
+                break h;
+            }
+            self.more()?;
+        };
+        self.buf.drain(..head.len);
+        let continue_ = head.expect_continue && self.buf.is_empty();
+        let body = match head.framing {
+            Framing::Length(0) => Vec::new(),
+            Framing::Length(n) => {
+                // n is within limits.body (parse_head checked it).
+                let n = n as usize;
+                if continue_ {
+                    self.interim()?;
+                }
+                while self.buf.len() < n {
+                    self.more()?;
+                }
+                self.buf.drain(..n).collect()
+            }
+            Framing::Chunked => {
+                if continue_ {
+                    self.interim()?;
+                }
+                let mut d = Dechunk::default();
+                loop {
+                    let used = d.feed(&self.buf, &self.limits)?;
+                    self.buf.drain(..used);
+                    if d.state == ChunkState::Done {
+                        break d.body;
+                    }
+                    self.more()?;
                 }
             }
-            let _ = req.respond(resp);
-        });
+        };
+        Ok((head, body))
     }
-    Ok(())
+
+    /// `100 Continue`: the client waits for it before sending its body.
+    fn interim(&mut self) -> Result<(), Unread> {
+        self.stream
+            .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+            .map_err(|_| Unread::Gone)
+    }
+
+    /// Send an answer, with Toxiproxy's headers.
+    fn answer(&mut self, head: &Head, reply: &Reply, id: u64) -> std::io::Result<()> {
+        let status = reply.status;
+        let mut out = format!("HTTP/1.{} {status} {}\r\n", head.minor, reason(status));
+        if !reply.body.is_empty() {
+            out += &format!("Content-Type: {}\r\n", reply.content_type);
+        }
+        out += &format!(
+            "X-Toxiproxy-Request-Id: sluice{id:014}\r\nDate: {}\r\n",
+            http_date(SystemTime::now())
+        );
+        // A 204 has no body and says no length (RFC 9110 §8.6).
+        let body = if status == 204 { "" } else { &reply.body };
+        if status != 204 {
+            out += &format!("Content-Length: {}\r\n", body.len());
+        }
+        if head.close {
+            out += "Connection: close\r\n";
+        } else if head.minor == 0 {
+            out += "Connection: keep-alive\r\n";
+        }
+        out += "\r\n";
+        if head.method != "HEAD" {
+            out += body;
+        }
+        self.stream.write_all(out.as_bytes())
+    }
+
+    /// Answer a request that is not served, then close.
+    fn refuse(mut self, r: &Refusal) {
+        if self
+            .stream
+            .write_all(plain_refusal(r.status, &r.text).as_bytes())
+            .is_err()
+        {
+            return;
+        }
+        self.linger();
+    }
+
+    /// Close after an answer: the sending side first, then the client's
+    /// stream is drained for a moment (at most a second and a body's
+    /// worth), so that the answer reaches it rather than a reset (which
+    /// closing with unread bytes would send).
+    fn linger(mut self) {
+        let _ = self.stream.shutdown(Shutdown::Write);
+        self.deadline = Instant::now() + Duration::from_secs(1);
+        let mut drained = 0;
+        while drained < self.limits.body {
+            self.buf.clear();
+            match self.fill() {
+                Ok(n) if n > 0 => drained += n,
+                _ => break,
+            }
+        }
+    }
 }

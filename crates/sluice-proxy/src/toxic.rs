@@ -16,6 +16,38 @@
 
 use serde_json::{Map, Value};
 
+/// The largest `latency` and `jitter`, in ms. A latency toxic is a netem
+/// qdisc, whose delay `tc` takes as a count of 64 ns psched ticks in 32
+/// bits (iproute2's `get_ticks` refuses more): 274 877 906 µs. Toxiproxy
+/// takes any int64; larger values are refused rather than wrapped.
+pub const NETEM_MAX_MS: i64 = 274_877;
+
+/// The largest time in ms (`slow_close`'s delay, `timeout`, `reset_peer`):
+/// nanoseconds in an i64, ~292 years (Go's `time.Duration`, which
+/// Toxiproxy's own multiplication would wrap beyond).
+pub const MAX_MS: i64 = i64::MAX / 1_000_000;
+
+/// The largest time in µs (the slicer's `delay`), for the same reason.
+pub const MAX_US: i64 = i64::MAX / 1_000;
+
+/// The largest `bandwidth` rate in KB/s: bit/s in an i64 (9.2 Ebit/s), the
+/// tbf rate it becomes.
+pub const MAX_RATE: i64 = i64::MAX / 8_000;
+
+/// A toxicity from JSON: a float32, as Toxiproxy's field is (a number
+/// beyond its range is refused, as Go's decoder does, rather than becoming
+/// an infinity, which JSON cannot carry back).
+fn toxicity(v: &Value) -> Result<f32, ApiError> {
+    v.as_f64()
+        .map(|f| f as f32)
+        .filter(|f| f.is_finite())
+        .ok_or_else(|| {
+            ApiError::body(format!(
+                "json: cannot unmarshal {v} into toxicity of type float32"
+            ))
+        })
+}
+
 /// The direction a toxic acts on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Stream {
@@ -129,9 +161,37 @@ impl Kind {
         )
     }
 
+    /// Each bounded attribute: its name, value, largest value and unit
+    /// (the others take any i64: a negative time or size acts as zero, a
+    /// negative rate as no limit, as in Toxiproxy).
+    fn range(&self) -> Vec<(&'static str, i64, i64, &'static str)> {
+        match self {
+            Kind::Latency { latency, jitter } => vec![
+                ("latency", *latency, NETEM_MAX_MS, "ms"),
+                ("jitter", *jitter, NETEM_MAX_MS, "ms"),
+            ],
+            Kind::Bandwidth { rate } => vec![("rate", *rate, MAX_RATE, "KB/s")],
+            Kind::SlowClose { delay } => vec![("delay", *delay, MAX_MS, "ms")],
+            Kind::Timeout { timeout } | Kind::ResetPeer { timeout } => {
+                vec![("timeout", *timeout, MAX_MS, "ms")]
+            }
+            Kind::Slicer { delay, .. } => vec![("delay", *delay, MAX_US, "us")],
+            Kind::LimitData { .. } | Kind::Tc { .. } => vec![],
+        }
+    }
+
+    /// Every attribute within what sluice can carry out (never wrapped),
     /// Toxiproxy 2.13's checks (a slicer that would never stop cutting),
     /// and that a `tc` toxic's qdisc is one `tc` accepts.
     pub fn validate(&self) -> Result<(), String> {
+        for (name, value, max, unit) in self.range() {
+            if value > max {
+                return Err(format!(
+                    "{}: attribute {name} is {value} {unit}, at most {max} {unit}",
+                    self.type_name()
+                ));
+            }
+        }
         match self {
             Kind::Slicer {
                 average_size,
@@ -287,9 +347,7 @@ impl Toxic {
         let kind = Kind::parse(type_name, attrs).map_err(ApiError::body)?;
         let toxicity = match obj.get("toxicity") {
             None | Some(Value::Null) => 1.0,
-            Some(v) => v.as_f64().ok_or_else(|| {
-                ApiError::body(format!("json: cannot unmarshal {v} into toxicity"))
-            })? as f32,
+            Some(v) => toxicity(v)?,
         };
         kind.validate().map_err(ApiError::body)?;
         Ok(Toxic {
@@ -309,9 +367,7 @@ impl Toxic {
             .ok_or_else(|| ApiError::body("json: cannot unmarshal into a toxic"))?;
         let mut t = self.clone();
         if let Some(v) = obj.get("toxicity").filter(|v| !v.is_null()) {
-            t.toxicity = v.as_f64().ok_or_else(|| {
-                ApiError::body(format!("json: cannot unmarshal {v} into toxicity"))
-            })? as f32;
+            t.toxicity = toxicity(v)?;
         }
         match obj.get("attributes") {
             None | Some(Value::Null) => {}

@@ -453,7 +453,7 @@ fn a_disabled_proxy_closes_its_connections_and_refuses_new_ones() {
 #[test]
 fn the_api_answers_over_http_with_toxiproxys_headers() {
     let server = sluice_proxy::api::bind("127.0.0.1:0").unwrap();
-    let addr = server.server_addr().to_ip().unwrap();
+    let addr = server.local_addr().unwrap();
     let api = std::sync::Arc::new(Api::default());
     thread::spawn(move || sluice_proxy::api::serve(api, server));
     let request = |req: &str| {

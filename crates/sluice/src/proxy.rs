@@ -46,6 +46,24 @@ struct ProxyArgs {
     proxy_metrics: bool,
 }
 
+/// The largest config file read (a populate body of ~100 000 proxies):
+/// `-config /dev/zero` is an error, not memory without end.
+const MAX_CONFIG: u64 = 16 << 20;
+
+/// A config file's text, at most [`MAX_CONFIG`] bytes.
+fn read_config(path: &std::path::Path) -> Result<String, String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let mut text = String::new();
+    file.take(MAX_CONFIG + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| e.to_string())?;
+    if text.len() as u64 > MAX_CONFIG {
+        return Err(format!("larger than {} MiB", MAX_CONFIG >> 20));
+    }
+    Ok(text)
+}
+
 /// Run `sluice proxy`; returns the exit status (only on failure: it serves
 /// until killed).
 pub fn main(args: &[String]) -> i32 {
@@ -66,7 +84,7 @@ pub fn main(args: &[String]) -> i32 {
     api.metrics = a.proxy_metrics;
     let api = Arc::new(api);
     if let Some(path) = &a.config {
-        let text = match std::fs::read_to_string(path) {
+        let text = match read_config(path) {
             Ok(t) => t,
             Err(e) => {
                 eprintln!("sluice proxy: {}: {e}", path.display());
@@ -86,10 +104,7 @@ pub fn main(args: &[String]) -> i32 {
             return 1;
         }
     };
-    let bound = server
-        .server_addr()
-        .to_ip()
-        .map_or(addr.clone(), |a| a.to_string());
+    let bound = server.local_addr().map_or(addr.clone(), |a| a.to_string());
     eprintln!("sluice proxy: API on http://{bound}");
     match sluice_proxy::api::serve(api, server) {
         Ok(()) => 0,
