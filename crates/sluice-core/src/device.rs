@@ -424,10 +424,15 @@ impl Device {
         };
         let is_ingress = matches!(opts, QdiscOpts::Ingress(_) | QdiscOpts::Clsact(_));
         if is_ingress != (parent == Handle::INGRESS) {
+            // qdisc_create: only a kind with TCQ_F_INGRESS may take the
+            // ingress handle (Linux 6.4 on; before, any kind was let in).
             return Err(if is_ingress {
                 err(Errno::EOPNOTSUPP, "Can only be attached as root qdisc")
             } else {
-                err(Errno::EINVAL, "Specified qdisc kind is unknown")
+                err(
+                    Errno::EINVAL,
+                    "Specified parent ID is reserved for ingress and clsact Qdiscs",
+                )
             });
         }
         if matches!(opts, QdiscOpts::Noop)

@@ -239,9 +239,12 @@ pub fn parse_size(s: &str) -> Result<u32, BadUnit> {
 }
 
 /// C's conversion of a double to `unsigned int` as x86-64 compilers emit it
-/// (via a 64-bit signed conversion, then truncation).
+/// (via a 64-bit signed conversion, then truncation): a value outside the
+/// signed 64-bit range (or NaN) converts to `i64::MIN`, whose low half is 0
+/// (tc 6.1 then reads `latency 1e30s` as no latency at all).
 fn c_double_to_u32(v: f64) -> u32 {
-    if v.is_nan() {
+    const TWO_POW_63: f64 = 9_223_372_036_854_775_808.0;
+    if !(-TWO_POW_63..TWO_POW_63).contains(&v) {
         return 0;
     }
     (v as i64) as u32

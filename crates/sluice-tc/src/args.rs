@@ -133,3 +133,65 @@ pub fn get_u32(arg: &str, base: u32) -> Option<u32> {
         _ => None,
     }
 }
+
+/// `parse_percent_rate` (tc_util.c): a rate given as `R%` of the device's
+/// link speed, returned as the text tc then hands to `get_rate`/`get_rate64`
+/// (bits per second, `%lf`). tc reads the speed from
+/// `/sys/class/net/DEV/speed`, which is unknown for a device without one
+/// (`lo`) and for one that is down; `dev` carries sluice's
+/// [`DevInfo::speed`](sluice_core::qdisc::DevInfo), 0 when unknown. `Err`
+/// holds the lines tc prints before its caller's own "Illegal" message.
+pub fn percent_rate(v: &str, dev: Option<&sluice_core::qdisc::DevInfo>) -> Result<String, String> {
+    let Some(dev) = dev else {
+        return Err("No device specified; specify device to rate limit by percentage\n".into());
+    };
+    if dev.speed == 0 {
+        let f = format!("/sys/class/net/{}/speed", dev.name);
+        return Err(format!(
+            "property \"speed\" in file {f} is currently unknown\nFailed to parse {f}\n"
+        ));
+    }
+    let malformed = || "Specified rate value could not be read or is malformed\n".to_string();
+    // sscanf("%m[0-9.%]"), then parse_percent: a number, then nothing or "%".
+    let end = v
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '%'))
+        .unwrap_or(v.len());
+    if end == 0 {
+        return Err(malformed());
+    }
+    let (num, rest) = sluice_core::units::strtod(&v[..end]).unwrap_or((0.0, &v[..end]));
+    if !rest.is_empty() && rest != "%" {
+        return Err(malformed());
+    }
+    let perc = num / 100.0;
+    if !(0.0..=1.0).contains(&perc) {
+        return Err(format!(
+            "Invalid rate specified; should be between [0,100]% but is {v}\n"
+        ));
+    }
+    let text = format!("{:.6}", perc * dev.speed as f64 * 1e6);
+    // tc formats it into a 20-byte buffer.
+    if text.len() >= 20 {
+        return Err("Unable to parse calculated rate\n".into());
+    }
+    Ok(text)
+}
+
+/// `get_rate64`, or `get_percent_rate64` for a word with a `%`; `Err` holds
+/// what tc prints before the caller's own "Illegal" line.
+pub fn rate_or_percent(v: &str, dev: Option<&sluice_core::qdisc::DevInfo>) -> Result<u64, String> {
+    let text = if v.contains('%') {
+        percent_rate(v, dev)?
+    } else {
+        v.to_string()
+    };
+    sluice_core::units::parse_rate(&text).map_err(|_| String::new())
+}
+
+/// `fail` with the lines `before` printed ahead of its message.
+pub fn after(before: String, fail: Fail) -> Fail {
+    Fail {
+        stderr: before + &fail.stderr,
+        ..fail
+    }
+}

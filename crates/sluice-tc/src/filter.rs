@@ -21,7 +21,7 @@ use crate::f::{self, FPrintCx};
 use crate::m::{self, PrintCx};
 use crate::net::Net;
 use crate::out::{Out, To};
-use crate::tc::Opts;
+use crate::tc::{nodev, Opts};
 use sluice_core::act::EstimatorSpec;
 use sluice_core::cls::shared::{self, SharedBlock, SharedBlockRef};
 use sluice_core::cls::{Block, ClsEnv, FilterCmd, FilterDump, FilterMsg};
@@ -279,10 +279,6 @@ enum Modify {
     Delete,
     ChainAdd,
     ChainDelete,
-}
-
-fn nodev(name: &str) -> Fail {
-    Fail::new(1, format!("Cannot find device \"{name}\""))
 }
 
 fn garbage(a: &Args) -> CmdResult {
@@ -611,7 +607,9 @@ fn get(net: &mut Net, opts: &Opts, a: &mut Args, chain_get: bool, out: &mut Out)
 
 /// `tc_filter_list` (`chains`: `tc chain show`).
 fn list(net: &mut Net, opts: &Opts, a: &mut Args, chains: bool, out: &mut Out) -> CmdResult {
-    let c = parse_common(a, Which::List, &mut out.warnings)?.unwrap_or_default();
+    let mut c = parse_common(a, Which::List, &mut out.warnings)?.unwrap_or_default();
+    // tc lists every device for an empty name (`if (d[0])`).
+    c.dev = c.dev.filter(|d| !d.is_empty());
     let shown = Shown {
         parent: c.parent,
         block: c.block,

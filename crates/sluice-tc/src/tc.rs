@@ -14,7 +14,7 @@ use sluice_core::act::EstimatorSpec;
 use sluice_core::device::{Device, NlFlags, QdiscRequest};
 use sluice_core::error::TcError;
 use sluice_core::handle::Handle;
-use sluice_core::qdisc::{ClassInfo, QdiscNode, QdiscOpts, XStats};
+use sluice_core::qdisc::{ClassInfo, DevInfo, QdiscNode, QdiscOpts, XStats};
 use sluice_core::rate::LinkLayer;
 use sluice_core::stab::{SizeSpec, SizeTable, MAX_TSIZE};
 use sluice_core::stats::{RateEstimator, Stats};
@@ -280,8 +280,13 @@ fn kernel_err(e: TcError) -> Fail {
     Fail::new(2, e.describe())
 }
 
-/// iproute2 copies the name into an IFNAMSIZ buffer, so longer names are cut to 15 bytes.
-fn nodev(name: &str) -> Fail {
+/// iproute2 copies the name into an IFNAMSIZ buffer, so longer names are cut
+/// to 15 bytes. An empty name is not looked up (`if (d[0])`): the request
+/// goes out for ifindex 0, which the kernel does not find.
+pub(crate) fn nodev(name: &str) -> Fail {
+    if name.is_empty() {
+        return Fail::new(2, "RTNETLINK answers: No such device");
+    }
     let shown: String = name.chars().take(15).collect();
     Fail::new(1, format!("Cannot find device \"{shown}\""))
 }
@@ -411,7 +416,7 @@ fn qdisc_modify(net: &mut Net, a: &mut Args, flags: Option<NlFlags>) -> CmdResul
             }
         }
     }
-    let devinfo = dev.and_then(|d| net.dev(d)).map(|d| d.info.clone());
+    let devinfo = parser_devinfo(net, dev);
     let qopts = match (&kind, flags) {
         (Some(k), Some(_)) if k == "ingress" || k == "clsact" => {
             parse_ingress_words(k, a)?;
@@ -700,6 +705,8 @@ fn qdisc_list(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdRes
             }
         }
     }
+    // tc lists every device for an empty name (`if (d[0])`).
+    let dev = dev.filter(|d| !d.is_empty());
     if let Some(d) = dev {
         if net.dev(d).is_none() {
             return Err(nodev(d));
@@ -885,6 +892,18 @@ Where:
 QDISC_KIND := { prio | cbq | etc. }
 OPTIONS := ... try tc class add <desired QDISC_KIND> help";
 
+/// What tc's option parsers learn of device `dev`: its name and, from
+/// `/sys/class/net/DEV/speed`, its link speed — which the kernel reports
+/// only while the device is up (0 here: unknown).
+fn parser_devinfo(net: &Net, dev: Option<&str>) -> Option<DevInfo> {
+    let d = net.dev(dev?)?;
+    let mut info = d.info.clone();
+    if !d.up {
+        info.speed = 0;
+    }
+    Some(info)
+}
+
 fn class_cmd(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdResult {
     let Some(cmd) = a.next() else {
         return class_list(net, opts, a, out);
@@ -959,7 +978,12 @@ fn class_cmd(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdResu
         }
     }
     let copts = match kind {
-        Some(k) => q::parse_class(k, a, flags.is_some_and(|f| f.excl))?,
+        Some(k) => q::parse_class(
+            k,
+            a,
+            flags.is_some_and(|f| f.excl),
+            parser_devinfo(net, dev).as_ref(),
+        )?,
         None => no_garbage(a, "class")?,
     };
     let dname = dev.ok_or_else(no_device)?;
@@ -1041,6 +1065,7 @@ fn class_list(net: &mut Net, opts: &Opts, a: &mut Args, out: &mut Out) -> CmdRes
             }
         }
     }
+    let dev = dev.filter(|d| !d.is_empty());
     // Without a device the dump asks for ifindex 0, and the kernel's
     // tc_dump_tclass answers with nothing.
     let Some(dname) = dev else {

@@ -118,8 +118,33 @@ fn setup(kind: &str) -> Net {
     net
 }
 
+/// The words of a command line as the capture split them (Python's
+/// `shlex.split`): white space separates, and single or double quotes
+/// group (`dev ""` is one empty word).
+fn shell_words(line: &str) -> Vec<String> {
+    let (mut words, mut cur, mut quote, mut started) = (vec![], String::new(), None, false);
+    for c in line.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), c) => cur.push(c),
+            (None, '"' | '\'') => (quote, started) = (Some(c), true),
+            (None, c) if c.is_whitespace() => {
+                if started {
+                    words.push(std::mem::take(&mut cur));
+                }
+                started = false;
+            }
+            (None, c) => (started, _) = (true, cur.push(c)),
+        }
+    }
+    if started {
+        words.push(cur);
+    }
+    words
+}
+
 fn run_line(net: &mut Net, line: &str) -> Option<Outcome> {
-    let words: Vec<String> = line.split_whitespace().map(String::from).collect();
+    let words = shell_words(line);
     match words.first().map(String::as_str) {
         Some("tc") => Some(match tc::parse_global(&words[1..]) {
             Ok((opts, rest)) if opts.batch.is_none() => tc::run(net, &opts, &rest),

@@ -8,8 +8,8 @@
 //! multiplied by `avpkt` (1000 bytes by default) and the idle-damping table
 //! ([`super::tc_red`]).
 //!
-//! Deviations: a bandwidth given as a percentage of the device speed is
-//! refused as tc refuses it for a device whose speed is unknown.
+//! A bandwidth may be a percentage of the device's link speed, as tc reads
+//! it (`bandwidth 10%`).
 
 use super::get_u32;
 use super::red::{bandwidth, print_details};

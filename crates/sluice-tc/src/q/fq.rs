@@ -10,7 +10,7 @@
 //! them is printed, nor the fast-path and per-band counters of `-s`.
 
 use super::{codel::print_time, get_u32};
-use crate::args::{Args, CmdResult, Fail};
+use crate::args::{after, percent_rate, Args, CmdResult, Fail};
 use crate::out::{Out, To, J};
 use sluice_core::qdisc::fq::{FqOpts, FqXstats};
 use sluice_core::qdisc::{DevInfo, QdiscOpts};
@@ -42,25 +42,13 @@ fn ilog2(v: u32) -> u32 {
     r
 }
 
-/// `maxrate`/`defrate`: a rate, or a percentage of the device's speed,
-/// which sluice's devices do not have (tc's answer for an unknown speed).
+/// `maxrate`/`defrate`: `get_rate`, or a percentage of the device's speed.
 fn rate_or_percent(v: &str, what: &str, dev: Option<&DevInfo>) -> CmdResult<u32> {
-    if v.contains('%') {
-        return Err(match dev {
-            Some(d) => Fail::new(
-                1,
-                format!(
-                    "property \"speed\" in file /sys/class/net/{0}/speed is currently unknown\nFailed to parse /sys/class/net/{0}/speed\nIllegal \"{what}\"",
-                    d.name
-                ),
-            ),
-            None => Fail::new(
-                1,
-                format!("No device specified; specify device to rate limit by percentage\nIllegal \"{what}\""),
-            ),
-        });
-    }
-    parse_rate32(v).map_err(|_| illegal(what))
+    let text = match v.contains('%') {
+        true => percent_rate(v, dev).map_err(|pre| after(pre, illegal(what)))?,
+        false => v.to_string(),
+    };
+    parse_rate32(&text).map_err(|_| illegal(what))
 }
 
 /// `fq_parse_opt`.

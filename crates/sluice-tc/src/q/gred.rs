@@ -11,8 +11,8 @@
 //! both on stderr); tc computes Wlog, Plog, the idle-damping table and
 //! max_P ([`super::tc_red`]) and sends the VQ's flags in a VQ list.
 //!
-//! Deviations: a bandwidth given as a percentage of the device speed is
-//! refused as tc refuses it for a device whose speed is unknown.
+//! A bandwidth may be a percentage of the device's link speed, as tc reads
+//! it (`bandwidth 10%`).
 
 use super::get_u32;
 use super::red::bandwidth;

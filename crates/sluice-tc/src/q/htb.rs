@@ -3,13 +3,13 @@
 //! `mpu`/`overhead`/`linklayer`, and the class statistics printer.
 
 use super::{get_u16, get_u32, size_and_cell};
-use crate::args::{matches, Args, CmdResult, Fail};
+use crate::args::{after, matches, rate_or_percent, Args, CmdResult, Fail};
 use crate::out::{Out, To};
 use crate::tc_core::{xmitsize, xmittime, HZ};
 use sluice_core::qdisc::htb::{HtbClassOpts, HtbClassXstats, HtbOpts};
-use sluice_core::qdisc::{ClassOpts, QdiscOpts};
+use sluice_core::qdisc::{ClassOpts, DevInfo, QdiscOpts};
 use sluice_core::rate::{LinkLayer, RateSpec};
-use sluice_core::units::{fmt_size, parse_rate};
+use sluice_core::units::fmt_size;
 
 const USAGE: &str = "Usage: ... qdisc add ... htb [default N] [r2q N]
                       [direct_qlen P] [offload]
@@ -73,7 +73,7 @@ pub(super) fn parse_qdisc(a: &mut Args) -> CmdResult<QdiscOpts> {
 }
 
 /// `htb_parse_class_opt`.
-pub(super) fn parse_class(a: &mut Args) -> CmdResult<ClassOpts> {
+pub(super) fn parse_class(a: &mut Args, dev: Option<&DevInfo>) -> CmdResult<ClassOpts> {
     let mut o = HtbClassOpts::default();
     let (mut buffer, mut cbuffer) = (0u32, 0u32);
     let mut mtu = 1600u32;
@@ -102,13 +102,13 @@ pub(super) fn parse_class(a: &mut Args) -> CmdResult<ClassOpts> {
             if ceil64 != 0 {
                 return Err(Fail::new(1, "Double \"ceil\" spec"));
             }
-            ceil64 = parse_rate(v).map_err(|_| illegal("ceil"))?;
+            ceil64 = rate_or_percent(v, dev).map_err(|pre| after(pre, illegal("ceil")))?;
         } else if w == "rate" {
             let v = a.value()?;
             if rate64 != 0 {
                 return Err(Fail::new(1, "Double \"rate\" spec"));
             }
-            rate64 = parse_rate(v).map_err(|_| illegal("rate"))?;
+            rate64 = rate_or_percent(v, dev).map_err(|pre| after(pre, illegal("rate")))?;
         } else if w == "help" {
             return Err(Fail::new(1, USAGE));
         } else {

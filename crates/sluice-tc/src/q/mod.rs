@@ -47,7 +47,7 @@ pub fn parse_qdisc(
 ) -> CmdResult<Option<QdiscOpts>> {
     let _ = dev;
     Ok(Some(match kind {
-        "tbf" => return tbf::parse(args),
+        "tbf" => return tbf::parse(args, dev),
         "prio" => return prio::parse(args),
         "netem" => return netem::parse(args, dev),
         "codel" => return codel::parse(args, dev),
@@ -142,9 +142,14 @@ pub fn print_qdisc(opts: &QdiscOpts, out: &mut Out, details: bool, stats: bool) 
 
 /// Parse class options (`parse_copt`); `Err` for classless kinds. `excl`:
 /// the request carries NLM_F_EXCL (`tc class add`), which CBQ looks at.
-pub fn parse_class(kind: &str, args: &mut Args, excl: bool) -> CmdResult<Option<ClassOpts>> {
+pub fn parse_class(
+    kind: &str,
+    args: &mut Args,
+    excl: bool,
+    dev: Option<&DevInfo>,
+) -> CmdResult<Option<ClassOpts>> {
     match kind {
-        "htb" => Ok(Some(htb::parse_class(args)?)),
+        "htb" => Ok(Some(htb::parse_class(args, dev)?)),
         "hfsc" => Ok(Some(hfsc::parse_class(args)?)),
         "cbq" => Ok(Some(cbq::parse_class(args, excl)?)),
         "drr" => Ok(Some(drr::parse_class(args)?)),

@@ -18,7 +18,7 @@
 //! have none).
 
 use super::get_u32;
-use crate::args::{matches, Args, CmdResult, Fail};
+use crate::args::{after, matches, rate_or_percent, Args, CmdResult, Fail};
 use crate::out::{Out, To, J};
 use crate::tc_core::{c_unsigned, tick2time, time2tick};
 use sluice_core::qdisc::netem::dist::{self, DistError};
@@ -26,9 +26,7 @@ use sluice_core::qdisc::netem::{
     DistTable, LossModel, NetemCorr, NetemOpts, NetemProb, NetemRate, NetemSlot,
 };
 use sluice_core::qdisc::{DevInfo, QdiscOpts};
-use sluice_core::units::{
-    fmt_g, fmt_rate, fmt_time_us, parse_rate, parse_time_us, strtod, strtoul,
-};
+use sluice_core::units::{fmt_g, fmt_rate, fmt_time_us, parse_time_us, strtod, strtoul};
 
 const USAGE: &str = "Usage: ... netem [ limit PACKETS ]
                  [ delay TIME [ JITTER [CORRELATION]]]
@@ -360,25 +358,7 @@ fn parse_slot(a: &mut Args, o: &mut NetemOpts) -> CmdResult {
 /// The words after `rate`.
 fn parse_rate_opt(a: &mut Args, o: &mut NetemOpts, dev: Option<&DevInfo>) -> CmdResult {
     let v = a.value()?;
-    let rate64 = if v.contains('%') {
-        // get_percent_rate64 needs the device's speed, which sluice's
-        // devices do not have: tc's answer for a device of unknown speed.
-        return Err(match dev {
-            Some(d) => Fail::new(
-                1,
-                format!(
-                    "property \"speed\" in file /sys/class/net/{0}/speed is currently unknown\nFailed to parse /sys/class/net/{0}/speed\nIllegal \"rate\"",
-                    d.name
-                ),
-            ),
-            None => Fail::new(
-                1,
-                "No device specified; specify device to rate limit by percentage\nIllegal \"rate\"",
-            ),
-        });
-    } else {
-        parse_rate(v).map_err(|_| illegal("rate"))?
-    };
+    let rate64 = rate_or_percent(v, dev).map_err(|pre| after(pre, illegal("rate")))?;
     let mut r = NetemRate::default();
     if next_is_signed_number(a) {
         r.packet_overhead = get_s32(a.value()?).ok_or_else(|| illegal("rate"))?;

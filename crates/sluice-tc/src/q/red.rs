@@ -10,15 +10,14 @@
 //! as a bitfield (`TCA_RED_FLAGS`), not in `tc_red_qopt.flags`.
 //!
 //! Deviations: `qevent early_drop|mark block IDX` is refused (sluice has no
-//! shared blocks bound to qdisc events); a bandwidth given as a percentage
-//! of the device speed is refused as tc refuses it for a device whose speed
-//! is unknown.
+//! shared blocks bound to qdisc events). A bandwidth may be a percentage of
+//! the device's link speed, as tc reads it (`bandwidth 10%`).
 
 use super::get_u32;
 use super::tc_red::{
     eval_ewma, eval_idle_damping, eval_p, max_p, print_flags, scan_double, sigfpe,
 };
-use crate::args::{Args, CmdResult, Fail};
+use crate::args::{after, percent_rate, Args, CmdResult, Fail};
 use crate::out::{Out, To, J};
 use sluice_core::qdisc::red::{RedFlagsBf, RedOpts, RedXstats, TC_RED_SUPPORTED_FLAGS};
 use sluice_core::qdisc::red_law::{TC_RED_ADAPTATIVE, TC_RED_ECN, TC_RED_HARDDROP, TC_RED_NODROP};
@@ -35,25 +34,13 @@ fn illegal(what: &str) -> Fail {
     Fail::new(1, format!("Illegal \"{what}\""))
 }
 
-/// `bandwidth RATE`: `get_rate`, or a percentage of the device's speed,
-/// which sluice's devices do not have (tc's answer for an unknown speed).
+/// `bandwidth RATE`: `get_rate`, or a percentage of the device's speed.
 pub(super) fn bandwidth(v: &str, dev: Option<&DevInfo>) -> CmdResult<u32> {
-    if v.contains('%') {
-        return Err(match dev {
-            Some(d) => Fail::new(
-                1,
-                format!(
-                    "property \"speed\" in file /sys/class/net/{0}/speed is currently unknown\nFailed to parse /sys/class/net/{0}/speed\nIllegal \"bandwidth\"",
-                    d.name
-                ),
-            ),
-            None => Fail::new(
-                1,
-                "No device specified; specify device to rate limit by percentage\nIllegal \"bandwidth\"",
-            ),
-        });
-    }
-    parse_rate32(v).map_err(|_| illegal("bandwidth"))
+    let text = match v.contains('%') {
+        true => percent_rate(v, dev).map_err(|pre| after(pre, illegal("bandwidth")))?,
+        false => v.to_string(),
+    };
+    parse_rate32(&text).map_err(|_| illegal("bandwidth"))
 }
 
 /// `red_parse_opt`.

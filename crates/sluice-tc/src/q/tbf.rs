@@ -2,13 +2,13 @@
 //! `peakrate` with `mtu`/`minburst`, `mpu`, `overhead`, `linklayer`.
 
 use super::{get_linklayer, get_u16, size_and_cell};
-use crate::args::{matches, Args, CmdResult, Fail};
+use crate::args::{after, matches, rate_or_percent, Args, CmdResult, Fail};
 use crate::out::{Out, To};
 use crate::tc_core::{tick2time, xmitsize, xmittime, TIME_UNITS_PER_SEC};
 use sluice_core::qdisc::tbf::{limit_from_latency, TbfOpts};
-use sluice_core::qdisc::QdiscOpts;
+use sluice_core::qdisc::{DevInfo, QdiscOpts};
 use sluice_core::rate::{LinkLayer, RateSpec};
-use sluice_core::units::{fmt_size, fmt_time_us, parse_rate, parse_size, parse_time_us};
+use sluice_core::units::{fmt_size, fmt_time_us, parse_size, parse_time_us};
 
 const USAGE: &str = "Usage: ... tbf limit BYTES burst BYTES[/BYTES] rate KBPS [ mtu BYTES[/BYTES] ]
 \t[ peakrate KBPS ] [ latency TIME ] [ overhead BYTES ] [ linklayer TYPE ]";
@@ -22,7 +22,7 @@ fn dup(what: &str) -> Fail {
 }
 
 /// `tbf_parse_opt`.
-pub(super) fn parse(a: &mut Args) -> CmdResult<Option<QdiscOpts>> {
+pub(super) fn parse(a: &mut Args, dev: Option<&DevInfo>) -> CmdResult<Option<QdiscOpts>> {
     let (mut limit, mut latency) = (0u32, 0u32);
     let (mut buffer, mut mtu, mut mpu) = (0u32, 0u32, 0u32);
     let (mut rate64, mut prate64) = (0u64, 0u64);
@@ -76,13 +76,13 @@ pub(super) fn parse(a: &mut Args) -> CmdResult<Option<QdiscOpts>> {
             if rate64 != 0 {
                 return Err(dup("rate"));
             }
-            rate64 = parse_rate(v).map_err(|_| illegal("rate", v))?;
+            rate64 = rate_or_percent(v, dev).map_err(|pre| after(pre, illegal("rate", v)))?;
         } else if matches(w, "peakrate") {
             let v = a.value()?;
             if prate64 != 0 {
                 return Err(dup("peakrate"));
             }
-            prate64 = parse_rate(v).map_err(|_| illegal("peakrate", v))?;
+            prate64 = rate_or_percent(v, dev).map_err(|pre| after(pre, illegal("peakrate", v)))?;
         } else if matches(w, "overhead") {
             let v = a.value()?;
             if overhead != 0 {
