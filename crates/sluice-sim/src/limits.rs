@@ -85,7 +85,7 @@ pub const PACKETS_MAX: u64 = 2_000_000_000;
 pub fn fmt_duration(d: Duration) -> String {
     let ns = d.0;
     for (unit, scale) in [("s", 1_000_000_000), ("ms", 1_000_000), ("us", 1_000)] {
-        if ns >= scale && ns % scale == 0 {
+        if ns >= scale && ns.is_multiple_of(scale) {
             return format!("{}{unit}", ns / scale);
         }
     }
@@ -177,7 +177,7 @@ pub fn bytes(text: &str, what: &str, min: u64, max: u64) -> Result<u64, String> 
     let n = match suffixed {
         Some((n, mult)) => {
             let n = integer(n, what, 0, u64::MAX).map_err(|_| not_a_size())?;
-            n.checked_mul(mult).unwrap_or(u64::MAX)
+            n.saturating_mul(mult)
         }
         None => {
             if t.starts_with('-') {

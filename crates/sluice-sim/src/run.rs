@@ -795,8 +795,8 @@ fn add_workload(
 fn tcp_packets(path_bps: u64, delay: Duration, window: u64, active: Duration) -> u64 {
     let mut bps = u128::from(path_bps);
     let rtt = u128::from(delay.0) * 2;
-    if rtt > 0 {
-        bps = bps.min(u128::from(window) * 8 * 1_000_000_000 / rtt);
+    if let Some(by_window) = (u128::from(window) * 8 * 1_000_000_000).checked_div(rtt) {
+        bps = bps.min(by_window);
     }
     let segments = bps * u128::from(active.0) / 1_000_000_000 / (1500 * 8);
     u64::try_from(segments * 3 / 2).unwrap_or(u64::MAX)
@@ -1183,10 +1183,21 @@ pub fn run_all(
     tc_stats: bool,
     runner: Option<&dyn ScriptRunner>,
 ) -> Result<Vec<RunResult>, String> {
-    run_all_observed(sc, overrides, only, tc_stats, runner, &mut |_, _, _| {})
+    run_all_observed(
+        sc,
+        overrides,
+        only,
+        tc_stats,
+        runner,
+        &mut |_, _, _| {},
+        &mut |_, _| {},
+    )
 }
 
-/// [`run_all`], telling `progress` how far each variant has got.
+/// [`run_all`], telling `progress` how far each variant has got. Every
+/// variant is built (and so checked) before any runs, and `warn` is told
+/// what each build warns about (see [`Built::warnings`]) then. Overrides
+/// must name variables the scenario has, and `only` one of its variants.
 pub fn run_all_observed(
     sc: &Scenario,
     overrides: &BTreeMap<String, String>,
@@ -1194,16 +1205,26 @@ pub fn run_all_observed(
     tc_stats: bool,
     runner: Option<&dyn ScriptRunner>,
     progress: Progress,
+    warn: &mut dyn FnMut(&str, &str),
 ) -> Result<Vec<RunResult>, String> {
-    let mut out = vec![];
+    sc.check_overrides(overrides)?;
+    if let Some(o) = only {
+        if !sc.variants.iter().any(|v| v.name == o) {
+            let names: Vec<&str> = sc.variants.iter().map(|v| v.name.as_str()).collect();
+            return Err(format!(
+                "--variant {o}: the scenario has no such variant (it has: {})",
+                if names.is_empty() {
+                    "none".to_string()
+                } else {
+                    names.join(", ")
+                }
+            ));
+        }
+    }
+    let mut builds = vec![];
     if sc.variants.is_empty() {
         let vars = sc.vars_for(None, overrides);
-        out.push(run_observed(
-            build_with(sc, &vars, runner)?,
-            "default",
-            tc_stats,
-            progress,
-        ));
+        builds.push(("default", build_with(sc, &vars, runner)?));
     }
     for v in &sc.variants {
         if only.is_some_and(|o| o != v.name) {
@@ -1212,7 +1233,15 @@ pub fn run_all_observed(
         let vars = sc.vars_for(Some(v), overrides);
         let built =
             build_with(sc, &vars, runner).map_err(|e| format!("variant {}: {e}", v.name))?;
-        out.push(run_observed(built, &v.name, tc_stats, progress));
+        builds.push((v.name.as_str(), built));
     }
-    Ok(out)
+    for (name, b) in &builds {
+        for w in &b.warnings {
+            warn(name, w);
+        }
+    }
+    Ok(builds
+        .into_iter()
+        .map(|(name, b)| run_observed(b, name, tc_stats, progress))
+        .collect())
 }

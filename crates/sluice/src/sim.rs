@@ -64,7 +64,7 @@ pub struct SimArgs {
     #[arg(long)]
     pub variant: Option<String>,
     /// Print JSON instead of the table.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "csv")]
     pub json: bool,
     /// Print CSV instead of the table.
     #[arg(long)]
@@ -324,7 +324,21 @@ pub fn main(args: &[String]) -> i32 {
             eprintln!("sluice sim: --set {s}: expected key=value");
             return 2;
         };
-        overrides.insert(k.to_string(), v.to_string());
+        if overrides.insert(k.to_string(), v.to_string()).is_some() {
+            eprintln!("sluice sim: --set {k}: given twice");
+            return 2;
+        }
+    }
+    // A misspelt variable or variant would otherwise change nothing, silently.
+    if let Err(e) = sc.check_overrides(&overrides) {
+        eprintln!("sluice sim: {label}: {e}");
+        return 2;
+    }
+    if let Some(v) = &a.variant {
+        if !sc.variants.iter().any(|x| x.name == *v) {
+            eprintln!("sluice sim: {label}: --variant {v}: no such variant (see the scenario's [[variant]] tables)");
+            return 2;
+        }
     }
     let runner = BashRunner {
         exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("sluice")),
@@ -338,6 +352,9 @@ pub fn main(args: &[String]) -> i32 {
         a.tc_stats,
         Some(&runner),
         &mut |variant, now, end| bars.update(variant, now, end),
+        &mut |variant, warning| {
+            eprintln!("sluice sim: {label}: variant {variant}: warning: {warning}")
+        },
     );
     bars.finish();
     let runs = match runs {

@@ -52,3 +52,86 @@ fn bad_scenarios_are_refused_clearly() {
         assert!(stderr.contains(needle), "{text}: {stderr}");
     }
 }
+
+/// A two-host scenario with one workload table from `a` to `b`.
+fn two_hosts(link_rate: &str, workload: &str) -> String {
+    format!(
+        "name = \"x\"\nduration = \"1s\"\n[vars]\nflows = 1\n\
+         [[node]]\nname = \"a\"\naddr = \"10.0.0.1\"\n[[node]]\nname = \"b\"\naddr = \"10.0.0.2\"\n\
+         [[link]]\na = \"a:eth0\"\nb = \"b:eth0\"\nrate = \"{link_rate}\"\n\
+         [[workload]]\nname = \"bulk\"\nfrom = \"a\"\nto = \"b\"\n{workload}\n"
+    )
+}
+
+#[test]
+fn out_of_range_values_and_flags_are_refused_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("s.toml");
+    let file = file.to_str().unwrap();
+    // (scenario, extra arguments, exit status, words of the message)
+    let cases: &[(String, &[&str], i32, &[&str])] = &[
+        // Read like C's strtoul, -1 was 2^64 - 1 flows (the process grew to
+        // gigabytes and aborted); 1e9 is a float, not a count.
+        (
+            two_hosts("10mbit", "type = \"tcp\"\ncount = -1"),
+            &[],
+            1,
+            &["workload bulk: count", "not a whole number"],
+        ),
+        (
+            two_hosts("10mbit", "type = \"tcp\"\ncount = 1e9"),
+            &[],
+            1,
+            &["workload bulk: count"],
+        ),
+        (
+            two_hosts("10mbit", "type = \"tcp\"\ncount = \"${flows}\""),
+            &["--set", "flows=65537"],
+            1,
+            &["workload bulk: count", "at most 28232"],
+        ),
+        // 1 bit/s is 0 bytes/s, which the wire took for "unlimited".
+        (
+            two_hosts("1bit", "type = \"ping\""),
+            &[],
+            1,
+            &["link a:eth0-b:eth0: rate", "rounds to 0"],
+        ),
+        (
+            two_hosts("10mbit", "type = \"udp\"\nrate = \"1tbit\"\nsize = 1"),
+            &[],
+            1,
+            &["workload bulk", "packets"],
+        ),
+        (
+            two_hosts("10mbit", "type = \"ping\""),
+            &["--set", "flws=2"],
+            2,
+            &["--set flws", "flows"],
+        ),
+        (
+            two_hosts("10mbit", "type = \"ping\""),
+            &["--variant", "fast"],
+            2,
+            &["--variant fast"],
+        ),
+        (
+            two_hosts("10mbit", "type = \"ping\""),
+            &["--json", "--csv"],
+            2,
+            &["cannot be used with"],
+        ),
+    ];
+    for (text, args, code, words) in cases {
+        std::fs::write(file, text).unwrap();
+        let mut argv = vec!["sim", file];
+        argv.extend_from_slice(args);
+        let out = sluice(&argv);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(*code), "{args:?}\n{text}\n{stderr}");
+        for w in *words {
+            assert!(stderr.contains(w), "{w:?} not in {stderr:?}\n{text}");
+        }
+        assert!(out.stdout.is_empty(), "nothing ran: {text}");
+    }
+}
