@@ -77,6 +77,12 @@ impl Net {
         idx
     }
 
+    /// The index the next new device gets (the per-namespace counter the
+    /// state directory records in its snapshots).
+    pub fn next_ifindex(&self) -> u32 {
+        self.next_ifindex
+    }
+
     /// The device named `name`.
     pub fn dev(&self, name: &str) -> Option<&Device> {
         self.devices.iter().find(|d| d.info.name == name)

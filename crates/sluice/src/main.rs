@@ -3,7 +3,7 @@
 //! unchanged with the links first on PATH.
 
 use sluice_core::time::Time;
-use sluice_tc::state::{netns_or_env, replay, state_dir, Session};
+use sluice_tc::state::{netns_or_env, replay, state_dir, Access, Session};
 use sluice_tc::{ip, iptables, tc, Outcome};
 use std::io::Write;
 
@@ -31,25 +31,27 @@ fn wall_clock() -> Time {
     Time(since.as_nanos().min(u64::MAX as u128) as u64)
 }
 
-fn open(netns: Option<&str>) -> Result<Session, Outcome> {
-    Session::open(&state_dir(), netns, replay, Some(wall_clock())).map_err(|e| Outcome {
-        stderr: format!(
-            "sluice: cannot open state in {}: {e}\n",
-            state_dir().display()
-        ),
+fn open(netns: Option<&str>, access: Access) -> Result<Session, Outcome> {
+    Session::load(&state_dir(), netns, replay, Some(wall_clock()), access).map_err(|e| Outcome {
+        stderr: format!("sluice: {e}\n"),
         code: 1,
         ..Default::default()
     })
 }
 
-/// Log a command that succeeded and changed the namespace, so the next
-/// invocation replays it.
-fn keep(s: &mut Session, tool: &str, words: Vec<String>, changed: bool, o: Outcome) -> Outcome {
-    if o.code != 0 || !changed {
-        return o;
+/// A command that changes the namespace takes the exclusive lock; one that
+/// only reads shares it.
+fn access(changes: bool) -> Access {
+    if changes {
+        Access::Write
+    } else {
+        Access::Read
     }
-    let logged = std::iter::once(tool.to_string()).chain(words).collect();
-    match s.record(logged) {
+}
+
+/// Commit what `s` has staged; a failure to save turns `o` into an error.
+fn commit(s: &mut Session, o: Outcome) -> Outcome {
+    match s.commit() {
         Ok(()) => o,
         Err(e) => Outcome {
             stderr: format!("{}sluice: cannot save state: {e}\n", o.stderr),
@@ -57,6 +59,25 @@ fn keep(s: &mut Session, tool: &str, words: Vec<String>, changed: bool, o: Outco
             ..o
         },
     }
+}
+
+/// Log a command that succeeded and changed the namespace, so the next
+/// invocation replays it; then release the lock.
+fn keep(mut s: Session, tool: &str, words: Vec<String>, changed: bool, o: Outcome) -> Outcome {
+    let o = if o.code != 0 || !changed {
+        o
+    } else {
+        s.stage(std::iter::once(tool.to_string()).chain(words).collect());
+        commit(&mut s, o)
+    };
+    finish(s);
+    o
+}
+
+/// Release the lock. The process exits next: its memory goes back whole,
+/// faster than freeing a namespace of thousands of classes piece by piece.
+fn finish(s: Session) {
+    std::mem::forget(s.into_net());
 }
 
 fn run_tc(argv: &[String]) -> Outcome {
@@ -69,41 +90,166 @@ fn run_tc(argv: &[String]) -> Outcome {
     if let Some(o) = sluice_net::control::forward_tc(netns.as_deref(), argv) {
         return o;
     }
-    let mut s = match open(netns.as_deref()) {
+    // Listing actions marks them used by a dump (`used_hw_stats`), which is
+    // logged: action listings take the exclusive lock too.
+    let lists_actions = words.first().is_some_and(|o| matches(o, "actions"));
+    let writes = opts.batch.is_some() || tc::mutates(&words) || lists_actions;
+    let mut s = match open(netns.as_deref(), access(writes)) {
         Ok(s) => s,
         Err(o) => return o,
     };
     if let Some(file) = &opts.batch {
-        return run_batch(&mut s, &opts, file);
+        let o = run_batch(&mut s, &opts, file);
+        let o = commit(&mut s, o);
+        finish(s);
+        return o;
     }
     let o = tc::run(&mut s.net, &opts, &words);
-    // A listing of actions can change them too (their `used_hw_stats`).
     let changed = tc::mutates(&words) || s.net.actions.take_listing_changed();
-    keep(&mut s, "tc", words, changed, o)
+    keep(s, "tc", words, changed, o)
 }
 
-/// `tc -b FILE`: one command per line; stop at the first failure unless `-force`.
+/// iproute2's `matches`: `word` is a non-empty prefix of `keyword`.
+fn matches(word: &str, keyword: &str) -> bool {
+    !word.is_empty() && keyword.starts_with(word)
+}
+
+/// The most words on a batch line (iproute2's MAX_ARGS, less the NULL).
+const BATCH_MAX_ARGS: usize = 511;
+
+/// Lines of a batch file as iproute2's `getcmdline` joins them: the line
+/// cut at its first `#` (quotes or not), and while it ends in `\` and a
+/// newline, the next line (cut the same way) appended in the backslash's
+/// place. `lineno` counts physical lines, as "Command failed FILE:N" does.
+struct BatchLines<'a> {
+    rest: &'a [u8],
+    lineno: usize,
+}
+
+impl<'a> BatchLines<'a> {
+    /// The next physical line, newline included (`getline`).
+    fn getline(&mut self) -> Option<&'a [u8]> {
+        if self.rest.is_empty() {
+            return None;
+        }
+        let end = self
+            .rest
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(self.rest.len(), |i| i + 1);
+        let (line, rest) = self.rest.split_at(end);
+        self.rest = rest;
+        self.lineno += 1;
+        Some(line)
+    }
+
+    /// The next command line; `Err` when a continuation has no next line
+    /// (tc then stops reading, as at the end of the file).
+    fn getcmdline(&mut self) -> Option<Result<Vec<u8>, ()>> {
+        let uncomment =
+            |l: &[u8]| l[..l.iter().position(|&b| b == b'#').unwrap_or(l.len())].to_vec();
+        let mut line = uncomment(self.getline()?);
+        while let Some(at) = line.windows(2).position(|w| w == b"\\\n") {
+            let Some(next) = self.getline() else {
+                return Some(Err(()));
+            };
+            line.truncate(at);
+            line.extend_from_slice(&uncomment(next));
+        }
+        Some(Ok(line))
+    }
+}
+
+/// Why `makeargs` gave up on a line (tc exits at once, status 1).
+enum MakeArgsError {
+    TooMany,
+    Unterminated,
+}
+
+/// iproute2's `makeargs`: words split at blanks; a word that begins with
+/// `'` or `"` runs to the next such quote (no escapes; a quote elsewhere is
+/// an ordinary character, and what follows a closing quote starts a new
+/// word).
+fn makeargs(line: &[u8]) -> Result<Vec<String>, MakeArgsError> {
+    let ws = |b: u8| matches!(b, b' ' | b'\t' | b'\r' | b'\n');
+    let mut words = vec![];
+    let mut i = 0;
+    while i < line.len() {
+        while i < line.len() && ws(line[i]) {
+            i += 1;
+        }
+        if i == line.len() {
+            break;
+        }
+        if words.len() >= BATCH_MAX_ARGS {
+            return Err(MakeArgsError::TooMany);
+        }
+        let (start, end);
+        if line[i] == b'\'' || line[i] == b'"' {
+            let q = line[i];
+            start = i + 1;
+            end = line[start..]
+                .iter()
+                .position(|&b| b == q)
+                .map(|p| start + p)
+                .ok_or(MakeArgsError::Unterminated)?;
+        } else {
+            start = i;
+            end = line[i..]
+                .iter()
+                .position(|&b| ws(b))
+                .map_or(line.len(), |p| i + p);
+        }
+        words.push(String::from_utf8_lossy(&line[start..end]).into_owned());
+        i = end + 1;
+    }
+    Ok(words)
+}
+
+/// `tc -b FILE`: one command per line (iproute2's quoting, comments and
+/// continuation lines); stop at the first failure unless `-force`. The
+/// lines that succeeded and changed something are staged, to be committed
+/// together.
 fn run_batch(s: &mut Session, opts: &tc::Opts, file: &str) -> Outcome {
-    let text = if file == "-" {
-        std::io::read_to_string(std::io::stdin()).unwrap_or_default()
+    let read = if file == "-" {
+        let mut b = vec![];
+        std::io::Read::read_to_end(&mut std::io::stdin(), &mut b).map(|_| b)
     } else {
-        match std::fs::read_to_string(file) {
-            Ok(t) => t,
-            Err(_) => {
-                return Outcome {
-                    stderr: format!(
-                        "Cannot open file \"{file}\" for reading: No such file or directory\n"
-                    ),
-                    code: 1,
-                    ..Default::default()
-                }
-            }
+        std::fs::read(file)
+    };
+    let text = match read {
+        Ok(t) => t,
+        Err(e) => {
+            let msg = e.to_string();
+            let msg = msg.split(" (os error").next().unwrap_or(&msg);
+            return Outcome {
+                stderr: format!("Cannot open file \"{file}\" for reading: {msg}\n"),
+                code: 1,
+                ..Default::default()
+            };
         }
     };
     let mut all = Outcome::default();
-    for (lineno, line) in text.lines().enumerate() {
-        let line = line.split('#').next().unwrap_or("");
-        let words: Vec<String> = line.split_whitespace().map(String::from).collect();
+    let mut lines = BatchLines {
+        rest: &text,
+        lineno: 0,
+    };
+    while let Some(line) = lines.getcmdline() {
+        let Ok(line) = line else {
+            all.stderr.push_str("Missing continuation line\n");
+            break;
+        };
+        let words = match makeargs(&line) {
+            Ok(w) => w,
+            Err(e) => {
+                all.stderr.push_str(match e {
+                    MakeArgsError::TooMany => "Too many arguments to command\n",
+                    MakeArgsError::Unterminated => "Unterminated quoted string\n",
+                });
+                all.code = 1;
+                break;
+            }
+        };
         if words.is_empty() {
             continue;
         }
@@ -113,11 +259,11 @@ fn run_batch(s: &mut Session, opts: &tc::Opts, file: &str) -> Outcome {
         if o.code == 0 && (tc::mutates(&words) || s.net.actions.take_listing_changed()) {
             let mut logged = vec!["tc".to_string()];
             logged.extend(words);
-            let _ = s.record(logged);
+            s.stage(logged);
         }
         if o.code != 0 {
             all.stderr
-                .push_str(&format!("Command failed {}:{}\n", file, lineno + 1));
+                .push_str(&format!("Command failed {}:{}\n", file, lines.lineno));
             all.code = 1;
             if !opts.force {
                 break;
@@ -143,13 +289,13 @@ fn run_ip(argv: &[String]) -> Outcome {
     if let Some(o) = sluice_net::control::forward_ip(netns.as_deref(), &words) {
         return o;
     }
-    let mut s = match open(netns.as_deref()) {
+    let changed = ip::mutates(&words);
+    let mut s = match open(netns.as_deref(), access(changed)) {
         Ok(s) => s,
         Err(o) => return o,
     };
     let o = ip::run(&mut s.net, &words);
-    let changed = ip::mutates(&words);
-    keep(&mut s, "ip", words, changed, o)
+    keep(s, "ip", words, changed, o)
 }
 
 /// `iptables ...`. iptables has no namespace option (its `-n` means
@@ -168,13 +314,13 @@ fn run_iptables(argv: &[String], sluice_n: bool) -> Outcome {
     if let Some(o) = sluice_net::control::forward_iptables(netns.as_deref(), argv) {
         return o;
     }
-    let mut s = match open(netns.as_deref()) {
+    let changed = iptables::mutates(argv);
+    let mut s = match open(netns.as_deref(), access(changed)) {
         Ok(s) => s,
         Err(o) => return o,
     };
     let o = iptables::run(&mut s.net, argv);
-    let changed = iptables::mutates(argv);
-    keep(&mut s, "iptables", argv.to_vec(), changed, o)
+    keep(s, "iptables", argv.to_vec(), changed, o)
 }
 
 const USAGE: &str = "usage: sluice { tc | ip | iptables | sim } ARGS...
@@ -193,7 +339,8 @@ While link NAME runs, `sluice tc|iptables|ip -n NAME ...` act on it live: its
 packets cross OUTPUT then POSTROUTING (-o a0 or -o b0) before the egress qdisc,
 and `ip -n NAME link show` lists a0 and b0.
 Invoked through a link named tc, ip or iptables, sluice behaves as that tool.
-State lives in $SLUICE_STATE_DIR (default: a per-user directory).
+State lives in $SLUICE_STATE_DIR (default: $XDG_RUNTIME_DIR/sluice, else
+/tmp/sluice-UID), a directory private to the user (mode 0700).
 ";
 
 fn main() -> ExitCode {
