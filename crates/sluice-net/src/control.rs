@@ -32,9 +32,11 @@
 //! One request per connection: a JSON [`Request`] on one line, answered by
 //! a JSON [`Response`] on one line. The socket is created with mode 0600 in
 //! the owner-only links directory, and the daemon also checks the peer's
-//! uid (`SO_PEERCRED`): only its owner and root may talk to it. A client
-//! has 200 ms to send its request, so a stuck client cannot stall the data
-//! path for long.
+//! uid (`SO_PEERCRED`): only its owner and root may talk to it. The socket
+//! is served by a thread of its own ([`crate::control_thread`]), never by
+//! the packet thread: a request is read whole there (at most 16 MiB, within
+//! 5 s of connecting) and only then run by the packet thread, between two
+//! turns of its loop, so no client, however slow, holds up a packet.
 
 use crate::io::IoStats;
 use crate::link;
@@ -105,48 +107,13 @@ pub fn listen(path: &Path) -> std::io::Result<UnixListener> {
     Ok(l)
 }
 
-/// Answer every pending connection.
-pub fn serve(listener: &UnixListener, plane: &mut Plane, io: &IoStats, now: Time) {
-    while let Ok((stream, _)) = listener.accept() {
-        let _ = answer(stream, plane, io, now);
-    }
-}
-
-fn peer_allowed(stream: &UnixStream) -> bool {
+/// Only the socket's owner (the daemon's user) and root may talk to it.
+pub(crate) fn peer_allowed(stream: &UnixStream) -> bool {
     use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
     match getsockopt(stream, PeerCredentials) {
         Ok(c) => c.uid() == 0 || c.uid() == nix::unistd::geteuid().as_raw(),
         Err(_) => false,
     }
-}
-
-fn answer(stream: UnixStream, plane: &mut Plane, io: &IoStats, now: Time) -> std::io::Result<()> {
-    stream.set_nonblocking(false)?;
-    stream.set_read_timeout(Some(std::time::Duration::from_millis(200)))?;
-    stream.set_write_timeout(Some(std::time::Duration::from_millis(200)))?;
-    let resp = if !peer_allowed(&stream) {
-        Response {
-            stderr: "sluice: permission denied\n".into(),
-            code: 1,
-            ..Default::default()
-        }
-    } else {
-        let mut line = String::new();
-        // At most 16 MiB of request (a big batch file).
-        let mut r = BufReader::new(std::io::Read::take(&stream, 16 << 20));
-        r.read_line(&mut line)?;
-        match serde_json::from_str::<Request>(&line) {
-            Ok(req) => handle(req, plane, io, now),
-            Err(e) => Response {
-                stderr: format!("sluice: bad control request: {e}\n"),
-                code: 1,
-                ..Default::default()
-            },
-        }
-    };
-    let mut w = &stream;
-    w.write_all(serde_json::to_string(&resp).unwrap_or_default().as_bytes())?;
-    w.write_all(b"\n")
 }
 
 /// Run one request against the plane.

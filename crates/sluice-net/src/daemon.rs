@@ -2,8 +2,10 @@
 //! packets between them until SIGINT, SIGTERM or SIGHUP, and removes
 //! everything on the way out.
 //!
-//! One thread, one epoll set: the two TUN devices, the timer, a signalfd
-//! and the control socket. Each turn polls the [`Plane`] at the clock's
+//! One packet thread, one epoll set: the two TUN devices, the timer, a
+//! signalfd and the eventfd of the control socket's own thread
+//! ([`crate::control_thread`], which reads requests and hands over whole
+//! ones, so no control client can hold up a packet). Each turn polls the [`Plane`] at the clock's
 //! `now` (everything due is delivered), reads up to [`crate::io::BATCH`]
 //! packets from each readable side, answers control requests, and sleeps
 //! until the plane's next wake-up less [`crate::clock::SPIN`], busy-waiting
@@ -13,6 +15,7 @@
 use crate::awake::KeepAwake;
 use crate::clock::{self, Timer, SPIN};
 use crate::control;
+use crate::control_thread::{Inbox, Limits};
 use crate::io::{deliver, read_batch, Buffers, IoStats};
 use crate::link::{self, LinkSpec, Record, Side};
 use crate::plane::{Dir, Plane};
@@ -25,7 +28,6 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use sluice_core::time::Time;
 use std::fs::File;
 use std::io::Write;
-use std::os::unix::net::UnixListener;
 use std::path::Path;
 
 const TOK_A: u64 = 0;
@@ -42,8 +44,8 @@ pub struct Running {
     pub b: Tun,
     /// The forwarding engine.
     pub plane: Plane,
-    /// The control socket.
-    pub listener: UnixListener,
+    /// The control socket's thread, whose requests the packet thread runs.
+    pub control: Inbox,
     /// Counters of the TUN I/O.
     pub io: IoStats,
     /// Receive buffers, recycled.
@@ -194,13 +196,18 @@ pub fn setup(spec: &LinkSpec, dir: &Path) -> Result<Running, String> {
             return Err(format!("tc {}: {}", words.join(" "), o.stderr.trim()));
         }
     }
+    // The thread starts here, after the namespaces (a user namespace is
+    // entered single-threaded) and before the packet thread takes a
+    // real-time priority (which a new thread would inherit).
     let listener = control::listen(&link::socket_path(dir, &spec.name))
         .map_err(|e| format!("control socket: {e}"))?;
+    let control =
+        Inbox::start(listener, Limits::default()).map_err(|e| format!("control thread: {e}"))?;
     Ok(Running {
         a,
         b,
         plane,
-        listener,
+        control,
         io: IoStats::default(),
         bufs: Buffers::default(),
         netns,
@@ -292,7 +299,7 @@ pub fn run_loop(
     add(r.b.as_fd(), TOK_B)?;
     add(timer.as_fd(), TOK_TIMER)?;
     add(signals.as_fd(), TOK_SIGNAL)?;
-    add(r.listener.as_fd(), TOK_CONTROL)?;
+    add(r.control.as_fd(), TOK_CONTROL)?;
     let mut events = [EpollEvent::empty(); 8];
     loop {
         let now = clock::now();
@@ -345,7 +352,7 @@ pub fn run_loop(
                         return Ok(name);
                     }
                 }
-                TOK_CONTROL => control::serve(&r.listener, &mut r.plane, &r.io, now),
+                TOK_CONTROL => r.control.serve(&mut r.plane, &r.io, now),
                 _ => {}
             }
         }

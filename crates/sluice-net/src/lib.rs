@@ -18,6 +18,8 @@
 //!   links directory, leftovers of killed daemons.
 //! - [`daemon`]: the event loop that carries a link's packets.
 //! - [`control`]: the owner-only Unix control socket: `sluice tc -n LINK`.
+//! - [`control_thread`]: the thread that reads the control socket's
+//!   requests (bounded in size, time and number) off the packet path.
 //! - [`rootless`]: links made without root, inside a user namespace.
 //! - [`shell`]: `sluice shell`: a command in a namespace behind a link, NAT to the host.
 //! - [`traffic`]: bulk TCP and UDP floods between namespaces, and a kernel veth pair (`sluice bench live`).
@@ -28,6 +30,7 @@
 pub mod awake;
 pub mod clock;
 pub mod control;
+pub mod control_thread;
 pub mod daemon;
 pub mod io;
 pub mod link;

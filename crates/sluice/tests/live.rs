@@ -1489,3 +1489,67 @@ fn dash_n_of_an_unknown_link_is_the_offline_namespace_for_iptables_and_ip() {
     let shown = l.ok(&["ip", "-n", &l.name, "link", "show"]);
     assert!(shown.contains("lo: ") && !shown.contains("a0: "), "{shown}");
 }
+
+/// Ten clients that connect to a link's control socket and send nothing,
+/// and one that sends a request larger than the daemon takes, must not hold
+/// up the link's packets: the control socket is served off the packet path.
+/// Echoes 10 ms apart run through the link meanwhile; a packet thread that
+/// waited on the clients (200 ms each, as it once did) would hold them for
+/// two seconds, so the bound below is generous for a loaded machine and
+/// still far from that.
+#[test]
+fn idle_control_clients_do_not_stall_the_packets() {
+    require!();
+    let _g = light();
+    let l = Link::new("ic");
+    l.up(&[]);
+    let sock = l
+        .state
+        .path()
+        .join("links")
+        .join(format!("{}.sock", l.name));
+    let (ns, addr) = (l.ns('a'), l.addr_b().parse().expect("address"));
+    let probe = std::thread::spawn(move || {
+        traffic::icmp_rtts(&ns, addr, 300, Duration::from_millis(10), 56)
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let idle: Vec<std::os::unix::net::UnixStream> = (0..10)
+        .map(|_| std::os::unix::net::UnixStream::connect(&sock).expect("connect"))
+        .collect();
+    let big = {
+        let sock = sock.clone();
+        std::thread::spawn(move || {
+            use std::io::Read;
+            use std::io::Write;
+            let mut s = std::os::unix::net::UnixStream::connect(&sock).expect("connect");
+            // 17 MiB of one unfinished line: over the 16 MiB a request may take.
+            let chunk = vec![b'x'; 1 << 20];
+            let _ = (0..17).try_for_each(|_| s.write_all(&chunk));
+            let mut answer = String::new();
+            let _ = s.read_to_string(&mut answer);
+            answer
+        })
+    };
+    // A request is answered while they are held.
+    let status = l.sluice(&["link", "status", &l.name]);
+    assert!(
+        status.status.success(),
+        "link status with idle clients: {}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    drop(idle);
+    let answer = big.join().expect("oversize client");
+    assert!(
+        answer.contains("sluice: control request larger than 16777216 bytes"),
+        "the answer to 17 MiB of request: {answer:?}"
+    );
+    let rtts = probe.join().expect("probe").expect("echoes");
+    let worst = rtts.iter().max().copied().unwrap_or_default();
+    eprintln!("{} of 300 echoes, the slowest {worst:?}", rtts.len());
+    assert!(rtts.len() >= 295, "echoes lost: {} of 300", rtts.len());
+    assert!(
+        worst < Duration::from_millis(250),
+        "an echo waited {worst:?}: the packets stalled behind the control clients"
+    );
+}
