@@ -864,11 +864,13 @@ impl Pipe {
             }
             let (end, bytes) = entry.remove();
             if end > self.written {
-                out.extend_from_slice(
-                    bytes
-                        .get((self.written - off) as usize..)
-                        .unwrap_or_default(),
-                );
+                let from = (self.written - off) as usize;
+                if out.is_empty() && from == 0 && bytes.len() as u64 == end - off {
+                    // The whole piece, moved rather than copied.
+                    *out = bytes;
+                } else {
+                    out.extend_from_slice(bytes.get(from..).unwrap_or_default());
+                }
                 self.written = end;
             }
         }
