@@ -131,8 +131,11 @@ fn run(a: &ReplayArgs) -> Result<(), Failure> {
     }
     let mut capture =
         Capture::open(&a.input).or_else(|m| fail(1, format!("{}: {m}", a.input.display())))?;
-    let out =
-        File::create(&a.output).or_else(|e| fail(1, format!("{}: {e}", a.output.display())))?;
+    let out = Output::create(
+        &a.output,
+        &[&a.input, a.script.as_deref().unwrap_or(&a.input)],
+    )
+    .or_else(|m| fail(1, format!("{}: {m}", a.output.display())))?;
     let header = PcapHeader {
         snaplen: capture.snaplen,
         datalink: capture.link,
@@ -140,7 +143,7 @@ fn run(a: &ReplayArgs) -> Result<(), Failure> {
         endianness: Endianness::native(),
         ..Default::default()
     };
-    let writer = PcapWriter::with_header(BufWriter::new(out), header)
+    let writer = PcapWriter::with_header(BufWriter::new(out.file()?), header)
         .or_else(|e| fail(1, format!("{}: {e}", a.output.display())))?;
     let dev = net
         .devices
@@ -151,6 +154,7 @@ fn run(a: &ReplayArgs) -> Result<(), Failure> {
         port: Port::new(wire),
         writer,
         frames: vec![],
+        frames_base: 0,
         epoch: None,
         last: Time::ZERO,
         delivered: vec![],
@@ -160,6 +164,8 @@ fn run(a: &ReplayArgs) -> Result<(), Failure> {
     let flushed = r.writer.into_writer().flush();
     res.or_else(|m| fail(1, m))?;
     flushed.or_else(|e| fail(1, format!("{}: {e}", a.output.display())))?;
+    out.commit()
+        .or_else(|e| fail(1, format!("{}: {e}", a.output.display())))?;
     let opts = tc::Opts {
         stats: true,
         ..Default::default()
@@ -181,6 +187,76 @@ fn run(a: &ReplayArgs) -> Result<(), Failure> {
         c.last_departure.0.saturating_sub(START.0) as f64 / 1e9,
     );
     Ok(())
+}
+
+/// The output capture, written to a temporary file beside it and renamed
+/// over it only when the replay succeeds: a failed replay leaves an existing
+/// output as it was.
+struct Output {
+    tmp: tempfile::NamedTempFile,
+    path: PathBuf,
+    mode: u32,
+}
+
+impl Output {
+    /// Refuses a path that names the same file as one of `inputs` (by
+    /// device and inode, so a hard link or `./in.pcap` is caught too).
+    fn create(path: &Path, inputs: &[&Path]) -> Result<Output, String> {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let existing = std::fs::metadata(path).ok();
+        if let Some(m) = &existing {
+            for input in inputs {
+                if std::fs::metadata(input).is_ok_and(|i| (i.dev(), i.ino()) == (m.dev(), m.ino()))
+                {
+                    return Err(format!(
+                        "is the same file as {}: refusing to overwrite an input",
+                        input.display()
+                    ));
+                }
+            }
+        }
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let tmp = tempfile::Builder::new()
+            .prefix(".sluice-replay-")
+            .tempfile_in(dir)
+            .map_err(|e| e.to_string())?;
+        // An existing output keeps its permissions; a new one gets the
+        // umask's, as File::create would give it.
+        let mode = existing.map_or_else(|| 0o666 & !umask(), |m| m.permissions().mode());
+        Ok(Output {
+            tmp,
+            path: path.to_path_buf(),
+            mode,
+        })
+    }
+
+    fn file(&self) -> Result<File, Failure> {
+        self.tmp
+            .as_file()
+            .try_clone()
+            .or_else(|e| fail(1, format!("{}: {e}", self.path.display())))
+    }
+
+    fn commit(self) -> std::io::Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        self.tmp
+            .as_file()
+            .set_permissions(std::fs::Permissions::from_mode(self.mode))?;
+        self.tmp.persist(&self.path).map_err(|e| e.error)?;
+        Ok(())
+    }
+}
+
+/// The process's file-creation mask.
+fn umask() -> u32 {
+    // SAFETY: umask only swaps the mask; it is put back at once, and
+    // replay creates no files from other threads meanwhile.
+    let mask = unsafe { libc::umask(0o022) };
+    unsafe { libc::umask(mask) };
+    mask as u32
 }
 
 fn fmt_bps(bps: u64) -> String {
@@ -558,8 +634,12 @@ struct Kept {
 struct Replayer {
     port: Port,
     writer: PcapWriter<BufWriter<File>>,
-    /// Per packet id (the frame's index): what is needed to write it out.
-    frames: Vec<Option<Kept>>,
+    /// What is needed to write out packet `frames_base + i`. A qdisc may
+    /// send one packet several times (netem's duplicates, a GSO packet cut
+    /// into segments), so an entry stays until nothing is queued anywhere.
+    frames: Vec<Kept>,
+    /// The packet id of `frames[0]`.
+    frames_base: u64,
     /// Capture time (ns since the Unix epoch) of virtual time [`START`].
     epoch: Option<u128>,
     /// The latest arrival so far.
@@ -586,12 +666,10 @@ impl Replayer {
             let pkt = self.packet(cap.link, f, at);
             self.count.in_packets += 1;
             self.count.in_bytes += pkt.len as u64;
-            // A refused packet is counted by the qdisc; its frame is forgotten.
-            let id = pkt.id as usize;
-            if self.port.send(dev, pkt, at).is_err() {
-                self.frames[id] = None;
-            }
+            // A refused packet is counted by the qdisc.
+            let _ = self.port.send(dev, pkt, at);
             self.write_delivered()?;
+            self.forget_if_idle(dev);
         }
         self.advance(dev, None)?;
         self.write_delivered()
@@ -614,14 +692,14 @@ impl Replayer {
             eth.dst.copy_from_slice(&f.data[..6]);
             eth.src.copy_from_slice(&f.data[6..12]);
         }
-        self.frames.push(Some(Kept {
+        self.frames.push(Kept {
             l2: f.data,
             cut,
             ethernet,
-        }));
+        });
         let mut pkt = Packet::new(data, len, proto);
         pkt.eth = Some(eth);
-        pkt.id = self.frames.len() as u64 - 1;
+        pkt.id = self.frames_base + self.frames.len() as u64 - 1;
         pkt.tstamp = at;
         pkt
     }
@@ -654,12 +732,31 @@ impl Replayer {
         Ok(())
     }
 
+    /// Forget the kept headers once no packet is queued in the qdiscs, the
+    /// transmit buffer or on the wire: none of them can leave again.
+    fn forget_if_idle(&mut self, dev: &Device) {
+        if self.port.backlog_packets() == 0
+            && dev.root.stats.qlen == 0
+            && self.port.next_event().is_none()
+        {
+            self.frames_base += self.frames.len() as u64;
+            self.frames.clear();
+        }
+    }
+
     fn write_delivered(&mut self) -> Result<(), String> {
         for (at, pkt) in self.delivered.drain(..) {
-            let Some(kept) = self.frames.get_mut(pkt.id as usize).and_then(Option::take) else {
-                continue;
+            let kept = pkt
+                .id
+                .checked_sub(self.frames_base)
+                .and_then(|i| self.frames.get(i as usize));
+            let Some(kept) = kept else {
+                return Err(format!(
+                    "packet {} left after its frame was forgotten (a bug: please report it)",
+                    pkt.id + 1
+                ));
             };
-            let mut frame = kept.l2;
+            let mut frame = kept.l2.clone();
             if let (true, Some(e)) = (kept.ethernet, pkt.eth) {
                 frame[..6].copy_from_slice(&e.dst);
                 frame[6..12].copy_from_slice(&e.src);

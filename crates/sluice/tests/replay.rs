@@ -548,3 +548,81 @@ tc filter add dev eth0 egress protocol ip u32 match ip dport 5001 0xffff action 
     assert!(out.iter().all(|(_, f)| dport_of(f) == 6001));
     assert_eq!(summary(&r.stdout), (200, 100, 100));
 }
+
+/// `netem duplicate 100%` sends every packet twice (the kernel's netem
+/// clones the skb and enqueues the copy at the root), so the far end must
+/// see every frame twice — the qdisc's own counter says how many left.
+#[test]
+fn netem_duplicates_are_all_written() {
+    let d = Dir::new("dup");
+    write_pcap(&d.path("in.pcap"), &cbr(100, 1_000_000, 5001, 0));
+    let r = replay_script(
+        &d,
+        "tc qdisc add dev eth0 root netem duplicate 100%\n",
+        "100mbit",
+        "out.pcap",
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let sent: u64 = r
+        .stdout
+        .split("Sent ")
+        .nth(1)
+        .and_then(|s| s.split(" pkt").next())
+        .and_then(|s| s.split_whitespace().nth(2))
+        .and_then(|s| s.parse().ok())
+        .expect("qdisc Sent line");
+    assert_eq!(sent, 200, "{}", r.stdout);
+    let out = read_pcap(&d.path("out.pcap"));
+    assert_eq!(out.len(), 200);
+    for seq in 0..100u16 {
+        assert_eq!(
+            out.iter().filter(|(_, f)| seq_of(f) == seq).count(),
+            2,
+            "seq {seq}"
+        );
+    }
+    assert_eq!(summary(&r.stdout).1, 200, "{}", r.stdout);
+}
+
+/// `sluice replay IN IN` would truncate the capture it is about to read:
+/// refused, by file identity rather than by name.
+#[test]
+fn output_that_is_an_input_is_refused_and_nothing_is_written_on_failure() {
+    let d = Dir::new("same");
+    let cap = cbr(5, 1_000_000, 5001, 0);
+    write_pcap(&d.path("in.pcap"), &cap);
+    let before = std::fs::read(d.path("in.pcap")).unwrap();
+    let input = d.path("in.pcap");
+    let input = input.to_str().unwrap();
+    let r = replay(&["--rate", "10mbit", input, input]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("the same file"), "{}", r.stderr);
+    // Another name for the same file (a hard link) is the same file too.
+    std::fs::hard_link(d.path("in.pcap"), d.path("alias.pcap")).unwrap();
+    let r = replay(&[
+        "--rate",
+        "10mbit",
+        input,
+        d.path("alias.pcap").to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert_eq!(std::fs::read(d.path("in.pcap")).unwrap(), before);
+    // A replay that fails part way leaves an existing output as it was,
+    // and no temporary file behind.
+    std::fs::write(d.path("out.pcap"), b"old").unwrap();
+    std::fs::write(d.path("cut.pcap"), &before[..before.len() - 100]).unwrap();
+    let r = replay(&[
+        "--rate",
+        "10mbit",
+        d.path("cut.pcap").to_str().unwrap(),
+        d.path("out.pcap").to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert_eq!(std::fs::read(d.path("out.pcap")).unwrap(), b"old");
+    let mut names: Vec<_> = std::fs::read_dir(&d.0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["alias.pcap", "cut.pcap", "in.pcap", "out.pcap"]);
+}
