@@ -8,7 +8,7 @@
 //! edge-triggered, so each connection remembers which of its sockets are
 //! readable and writable until a call says `WouldBlock`.
 //!
-//! A connection is driven (see [`Reactor::drive`]) whenever one of its
+//! A connection is driven (`Reactor::drive`) whenever one of its
 //! sockets has an event, its timer is due or the toxics changed. Each
 //! direction then, in a loop while something moves: reads its source into
 //! its [`Pipe`] while the pipe has room and the bytes it could not yet
@@ -26,11 +26,17 @@
 //! client's bytes wait in its socket meanwhile, and if none answers the
 //! client's connection is closed. The proxy's lock is never taken here
 //! (stopping a proxy waits for this thread while holding it): the toxics
-//! come from the copy published at each change ([`Published`]).
+//! come from the copy published at each change.
 //!
 //! The listening socket is made with the system's backlog
-//! (`/proc/sys/net/core/somaxconn`) rather than std's 128, so a burst of
-//! connections waits in the kernel's queue instead of being dropped.
+//! (`/proc/sys/net/core/somaxconn`) rather than std's 128, so that a burst
+//! of connections waits in the kernel's queue; a SYN that finds even that
+//! queue full is dropped by the kernel and sent again by the client a
+//! second later (no reset). The process's soft limit of open files is
+//! raised to its hard limit when the first proxy starts, as Go's runtime
+//! does for Toxiproxy; should accepting still fail for want of
+//! descriptors, the clients wait in the queue and accepting is tried
+//! again after 100 ms.
 
 use crate::conn::{fresh_seed, now, Published};
 use crate::pipe::{Pipe, Signal, WINDOW};
@@ -57,6 +63,8 @@ const RESOLVED_FOR: Duration = Duration(1_000_000_000);
 const READS_PER_TURN: usize = 16;
 /// Bytes read in one call.
 const READ_CHUNK: usize = 64 * 1024;
+/// Clients accepted in a row before the open connections' turn.
+const ACCEPTS_PER_TURN: usize = 1024;
 /// After the process ran out of descriptors, when to try accepting again.
 const ACCEPT_RETRY: Duration = Duration(100_000_000);
 
@@ -89,6 +97,30 @@ pub fn listen(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
     Ok(socket.into())
 }
 
+/// Let the process open as many descriptors as its hard limit allows (a
+/// proxy holds two per connection; many systems start programs with a soft
+/// limit of 1024), once. Go's runtime does the same as it starts, so
+/// Toxiproxy holds as many connections as the system lets it.
+fn raise_nofile() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: valid pointers to an rlimit.
+        unsafe {
+            if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0
+                && lim.rlim_cur < lim.rlim_max
+                && lim.rlim_max != libc::RLIM_INFINITY
+            {
+                lim.rlim_cur = lim.rlim_max;
+                libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+            }
+        }
+    });
+}
+
 /// The running event loop of a proxy, as the proxy holds it.
 pub(crate) struct Handle {
     waker: Arc<Waker>,
@@ -118,6 +150,7 @@ pub(crate) fn spawn(
     upstream: String,
     published: Arc<Published>,
 ) -> io::Result<Handle> {
+    raise_nofile();
     let poll = Poll::new()?;
     let mut listener = TcpListener::from_std(listener);
     poll.registry()
@@ -377,7 +410,9 @@ impl Reactor {
             dirty.sort_unstable();
             dirty.dedup();
             for slot in dirty.drain(..) {
-                self.drive(slot, t);
+                // (The clock read for each: driving thousands takes a while,
+                // and a pipe must not see its bytes arrive earlier than they did.)
+                self.drive(slot, now());
             }
         }
         // Stopped: close every connection (FIN both ways) and the listener.
@@ -466,10 +501,12 @@ impl Reactor {
         }
     }
 
-    /// Accept every waiting client and start connecting its upstream side.
+    /// Accept the waiting clients (up to [`ACCEPTS_PER_TURN`], the rest
+    /// after the open connections' turn) and start connecting their
+    /// upstream sides.
     fn accept(&mut self, t: Time, dirty: &mut Vec<usize>) {
         self.accept_at = None;
-        loop {
+        for _ in 0..ACCEPTS_PER_TURN {
             let client = match self.listener.accept() {
                 Ok((c, _)) => c,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return,
@@ -522,6 +559,8 @@ impl Reactor {
             self.conns[slot] = Some(c);
             dirty.push(slot);
         }
+        // More may be waiting: at once, after the others' turn.
+        self.accept_at = Some(t);
     }
 
     /// Drive connection `slot` at `t`, then set its timer or end it.
