@@ -149,3 +149,34 @@ fn an_unreachable_upstream_closes_the_client() {
     let mut s = connect(&listen);
     assert!(matches!(s.read(&mut buf), Ok(0) | Err(_)));
 }
+
+#[test]
+fn toxicity_is_drawn_for_each_connection() {
+    // A limit_data of 0 bytes at toxicity 0.5: a connection it acts on is
+    // closed before any byte passes, one it spares echoes. Toxiproxy draws
+    // once per connection, so 40 connections show both (all alike: 2^-39).
+    let api = Api::default();
+    let listen = proxy(&api, "some", &echo());
+    let r = api.route(
+        "POST",
+        "/proxies/some/toxics",
+        r#"{"type":"limit_data","stream":"upstream","toxicity":0.5,"attributes":{"bytes":0}}"#,
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let (mut cut, mut whole) = (0, 0);
+    for _ in 0..40 {
+        let mut s = connect(&listen);
+        // (A write into a connection the proxy already closed may fail.)
+        let _ = s.write_all(b"ping");
+        let _ = s.shutdown(Shutdown::Write);
+        let mut got = Vec::new();
+        let _ = s.read_to_end(&mut got);
+        match got.as_slice() {
+            b"" => cut += 1,
+            b"ping" => whole += 1,
+            other => panic!("{other:?}"),
+        }
+        drop(s);
+    }
+    assert!(cut > 0 && whole > 0, "{cut} cut, {whole} whole");
+}
