@@ -54,13 +54,14 @@ fn tdc_dir() -> PathBuf {
 #[test]
 fn tdc_conformance() {
     let dir = tdc_dir();
-    if !dir.is_dir() {
-        println!(
-            "conformance: {} not found; no tc-testing case was run",
-            dir.display()
-        );
-        return;
-    }
+    // Without its cases the test would pass having checked nothing.
+    assert!(
+        dir.is_dir(),
+        "conformance: the kernel's tc-testing cases are not at {} (the \
+         shared/conformance/tc-testing folder beside the repository); set \
+         SLUICE_TDC_DIR to the folder holding their qdiscs/, filters/ and actions/",
+        dir.display()
+    );
     let started = Instant::now();
     let conf_dir = repo_root().join("tests/conformance");
     let passing = read_list(&conf_dir.join("passing.txt"));
@@ -93,6 +94,11 @@ fn tdc_conformance() {
         .flat_map(|(_, cs)| cs.iter())
         .filter(|c| selected(c))
         .collect();
+    assert!(
+        !cases.is_empty(),
+        "conformance: no tc-testing case found under {}",
+        dir.display()
+    );
 
     let runner = Runner::new();
     let threads: usize = std::env::var("CONFORMANCE_THREADS")
