@@ -206,6 +206,19 @@ fn makeargs(line: &[u8]) -> Result<Vec<String>, MakeArgsError> {
     Ok(words)
 }
 
+/// Did this command fail where tc calls `exit(-1)` rather than returning
+/// an error (`incomplete_command`, `invarg`, `duparg`, `duparg2`,
+/// `missarg` in iproute2's lib/utils.c)? In a batch that ends tc at once,
+/// status 255, without "Command failed".
+fn exits(o: &Outcome) -> bool {
+    let last = o.stderr.lines().last().unwrap_or("");
+    o.code == 255
+        && (last == "Command line is not complete. Try option \"help\""
+            || last.starts_with("Error: argument \"")
+            || last.starts_with("Error: duplicate \"")
+            || last.starts_with("Error: either \""))
+}
+
 /// `tc -b FILE`: one command per line (iproute2's quoting, comments and
 /// continuation lines); stop at the first failure unless `-force`. The
 /// lines that succeeded and changed something are staged, to be committed
@@ -260,6 +273,10 @@ fn run_batch(s: &mut Session, opts: &tc::Opts, file: &str) -> Outcome {
             let mut logged = vec!["tc".to_string()];
             logged.extend(words);
             s.stage(logged);
+        }
+        if exits(&o) {
+            all.code = o.code;
+            break;
         }
         if o.code != 0 {
             all.stderr
