@@ -121,11 +121,12 @@ fn raise_nofile() {
     });
 }
 
-/// The running event loop of a proxy, as the proxy holds it.
+/// The running event loop of a proxy, as the proxy holds it; dropping it
+/// stops the loop without waiting.
 pub(crate) struct Handle {
     waker: Arc<Waker>,
     stop: Arc<AtomicBool>,
-    thread: thread::JoinHandle<()>,
+    thread: Option<thread::JoinHandle<()>>,
 }
 
 impl Handle {
@@ -136,10 +137,19 @@ impl Handle {
 
     /// Close every connection and the listening socket, and wait until
     /// they are closed.
-    pub fn stop(self) {
+    pub fn stop(mut self) {
         self.stop.store(true, Ordering::SeqCst);
         let _ = self.waker.wake();
-        let _ = self.thread.join();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = self.waker.wake();
     }
 }
 
@@ -200,7 +210,7 @@ pub(crate) fn spawn(
     Ok(Handle {
         waker,
         stop,
-        thread,
+        thread: Some(thread),
     })
 }
 
