@@ -655,7 +655,9 @@ impl Api {
 // The HTTP/1.1 server.
 //
 // One thread accepts; each connection is served by a thread of its own, at
-// most `Limits::connections` at once (beyond, 503 and close). A connection
+// most `Limits::connections` at once (beyond, a new connection takes the
+// place of the one that has waited longest for a request, see `Table`). A
+// connection
 // reads a request head (httparse over a buffer), then its body
 // (Content-Length, or chunked), answers, and waits for the next request
 // (keep-alive; pipelined requests are answered in order). Everything a
@@ -678,7 +680,8 @@ pub struct Limits {
     pub target: usize,
     /// A body, bytes (413 beyond): a populate of thousands of proxies fits.
     pub body: usize,
-    /// Connections served at once (503 beyond).
+    /// Connections served at once: beyond, the one that has waited longest
+    /// for a request is closed (503 if every one is handling a request).
     pub connections: usize,
     /// A request, from its first byte (the first request: from the
     /// connection's opening) to its last (408 beyond).
@@ -735,20 +738,84 @@ pub fn bind(addr: &str) -> Result<Server, String> {
     })
 }
 
-/// Gives a connection's place back when its thread ends (or is never started).
-struct Slot(Arc<AtomicUsize>);
+/// The connections being served, each with the time it began waiting for
+/// a request (`None` while it handles one). A connection beyond the limit
+/// takes the place of the one that has waited longest (idle, or sending a
+/// request slowly): however many idle or slow clients there are, a new
+/// client is served, and a client that was kept waiting is closed as an
+/// idle keep-alive connection may be (RFC 9112 §9.8).
+#[derive(Default)]
+struct Table {
+    entries: Mutex<std::collections::HashMap<u64, Entry>>,
+    /// Threads serving a connection (evicted ones included, until they end).
+    live: AtomicUsize,
+}
+
+struct Entry {
+    /// The connection's socket (a second handle, to shut it down).
+    stream: TcpStream,
+    waiting_since: Option<Instant>,
+}
+
+impl Table {
+    /// Close the connection that has waited longest for a request; false
+    /// when every connection is handling one.
+    fn evict(&self) -> bool {
+        let Ok(mut entries) = self.entries.lock() else {
+            return false;
+        };
+        let oldest = entries
+            .iter()
+            .filter_map(|(id, e)| e.waiting_since.map(|t| (t, *id)))
+            .min();
+        let Some(e) = oldest.and_then(|(_, id)| entries.remove(&id)) else {
+            return false;
+        };
+        // Its thread's read ends at once (an answer being written still
+        // goes out whole), and the thread with it.
+        let _ = e.stream.shutdown(Shutdown::Read);
+        true
+    }
+}
+
+/// A connection's place in the table, given back when its thread ends (or
+/// is never started).
+struct Slot {
+    table: Arc<Table>,
+    id: u64,
+}
+
+impl Slot {
+    /// Give the place up: the connection is closing.
+    fn leave(&self) {
+        if let Ok(mut entries) = self.table.entries.lock() {
+            entries.remove(&self.id);
+        }
+    }
+
+    /// Mark the connection as waiting for a request since `since`, or
+    /// (`None`) as handling one.
+    fn waiting(&self, since: Option<Instant>) {
+        if let Ok(mut entries) = self.table.entries.lock() {
+            if let Some(e) = entries.get_mut(&self.id) {
+                e.waiting_since = since;
+            }
+        }
+    }
+}
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        self.leave();
+        self.table.live.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
 /// Serve the API until the process ends.
 pub fn serve(api: Arc<Api>, server: Server) -> Result<(), String> {
-    let live = Arc::new(AtomicUsize::new(0));
+    let table = Arc::new(Table::default());
     let limits = server.limits;
-    for stream in server.listener.incoming() {
+    for (id, stream) in server.listener.incoming().enumerate() {
         let stream = match stream {
             Ok(s) => s,
             Err(_) => {
@@ -758,27 +825,49 @@ pub fn serve(api: Arc<Api>, server: Server) -> Result<(), String> {
                 continue;
             }
         };
-        let slot = Slot(live.clone());
-        if live.fetch_add(1, Ordering::AcqRel) >= limits.connections {
-            drop(slot);
+        // Only this thread adds, so the counts can only fall meanwhile.
+        // Connections closing (evicted, or after their last answer) hold no
+        // place; their threads end within a second, and twice the limit
+        // bounds them while they do.
+        let places = table.entries.lock().map_or(usize::MAX, |e| e.len());
+        let threads = table.live.load(Ordering::Acquire);
+        if threads >= 2 * limits.connections || (places >= limits.connections && !table.evict()) {
             busy(stream);
             continue;
         }
+        let Ok(handle) = stream.try_clone() else {
+            busy(stream);
+            continue;
+        };
+        table.live.fetch_add(1, Ordering::AcqRel);
+        let id = id as u64;
+        if let Ok(mut entries) = table.entries.lock() {
+            let waiting_since = Some(Instant::now());
+            entries.insert(
+                id,
+                Entry {
+                    stream: handle,
+                    waiting_since,
+                },
+            );
+        }
+        let slot = Slot {
+            table: table.clone(),
+            id,
+        };
         let api = api.clone();
         // Without a thread to be had, the closure is dropped: the
         // connection closes and its slot is given back.
         let _ = thread::Builder::new()
             .name("sluice-api".into())
-            .spawn(move || {
-                let _slot = slot;
-                Connection::new(stream, limits).serve(&api);
-            });
+            .spawn(move || Connection::new(stream, limits, slot).serve(&api));
     }
     Ok(())
 }
 
-/// Over the connection limit: 503 without waiting for the request (one
-/// write that fits any socket buffer, never blocking the accepting thread).
+/// At the connection limit with every connection handling a request: 503
+/// without waiting for the request (one write that fits any socket
+/// buffer, never blocking the accepting thread).
 fn busy(stream: TcpStream) {
     let _ = stream.set_nonblocking(true);
     let _ = (&stream).write_all(plain_refusal(503, "503 Service Unavailable").as_bytes());
@@ -1141,6 +1230,7 @@ impl From<Refusal> for Unread {
 struct Connection {
     stream: TcpStream,
     limits: Limits,
+    slot: Slot,
     /// Bytes read and not yet used (the start of the next request).
     buf: Vec<u8>,
     /// When the request being read must be whole.
@@ -1148,12 +1238,13 @@ struct Connection {
 }
 
 impl Connection {
-    fn new(stream: TcpStream, limits: Limits) -> Connection {
+    fn new(stream: TcpStream, limits: Limits, slot: Slot) -> Connection {
         let _ = stream.set_write_timeout(Some(limits.write));
         let _ = stream.set_nodelay(true);
         Connection {
             stream,
             limits,
+            slot,
             buf: Vec::new(),
             deadline: Instant::now() + limits.read,
         }
@@ -1219,6 +1310,7 @@ impl Connection {
                 Err(Unread::Gone) => return,
                 Err(Unread::Refused(r)) => return self.refuse(&r),
             };
+            self.slot.waiting(None);
             let reply = if head.browser {
                 Reply {
                     status: 403,
@@ -1230,6 +1322,11 @@ impl Connection {
                 api.route(&head.method, origin_form(&head.target), &body)
             };
             let id = api.requests.fetch_add(1, Ordering::Relaxed);
+            if !head.close {
+                // Waiting from now on: an eviction (which only ends the
+                // reading side) lets this answer out whole.
+                self.slot.waiting(Some(Instant::now()));
+            }
             if self.answer(&head, &reply, id).is_err() {
                 return;
             }
@@ -1332,6 +1429,7 @@ impl Connection {
     /// worth), so that the answer reaches it rather than a reset (which
     /// closing with unread bytes would send).
     fn linger(mut self) {
+        self.slot.leave();
         let _ = self.stream.shutdown(Shutdown::Write);
         self.deadline = Instant::now() + Duration::from_secs(1);
         let mut drained = 0;
