@@ -908,7 +908,7 @@ mod tests {
 
     /// dummy_setup: `IFF_NOARP` and no multicast; no carrier state (as
     /// printed by Linux 6.x with iproute2 6.x: `<BROADCAST,NOARP,UP,LOWER_UP>
-    /// mtu 1500 qdisc noqueue state UNKNOWN`; this machine has no dummy
+    /// mtu 1500 qdisc noqueue state UNKNOWN`; the capture kernel has no dummy
     /// driver to capture from).
     #[test]
     fn a_dummy_device_has_no_arp_and_an_unknown_state() {

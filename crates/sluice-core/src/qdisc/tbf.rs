@@ -795,7 +795,7 @@ mod tests {
 
     // ---- configuration, checked against the kernel ----
 
-    /// Buffer and mtu ticks and limits the kernel of this machine dumped
+    /// Buffer and mtu ticks and limits Linux 6.18 dumped
     /// (`tc -raw qdisc show`) for the tc commands in the comments.
     #[test]
     fn dump_matches_the_kernel() {
@@ -897,7 +897,7 @@ mod tests {
         check(o, 0x15a216, 0x1b7f1);
     }
 
-    /// `limit` that tc 6.1 computed on this machine from `latency` (`tc -raw qdisc show`).
+    /// `limit` that tc 6.1 computed from `latency` (`tc -raw qdisc show`).
     #[test]
     fn limit_from_latency_matches_tc() {
         assert_eq!(limit_from_latency(MBIT, 10240, None, 50_000), 16490);

@@ -983,7 +983,7 @@ mod tests {
         }
     }
 
-    /// Every error here was compared with iproute2 6.1's tc on this machine
+    /// Every error here was compared with iproute2 6.1's tc on Linux 6.18
     /// (the kernel lacks cls_flower, but tc's parser answers first).
     #[test]
     fn vlan_key_errors_are_iproute2_6_1s() {
@@ -1095,7 +1095,7 @@ mod tests {
         }
     }
 
-    /// Compared with iproute2 6.1's tc on this machine (§6.3); the last is
+    /// Compared with iproute2 6.1's tc on Linux 6.18 (§6.3); the last is
     /// the kernel's.
     #[test]
     fn mpls_key_errors_are_iproute2_6_1s() {
@@ -1202,7 +1202,7 @@ mod tests {
             .is_empty());
     }
 
-    /// Compared with iproute2 6.1's tc on this machine: the errors, and
+    /// Compared with iproute2 6.1's tc on Linux 6.18: the errors, and
     /// the masks tc sends (strace: `/0` is the x86 shift of 64, so
     /// 00:00:ff:ff:ff:ff); printed as `flower_print_eth_addr` does.
     #[test]

@@ -90,7 +90,7 @@ mod tests {
     use super::super::drr::tests::{net, tc};
     use super::USAGE;
 
-    /// Compared with iproute2 6.1's tc on this machine (its kernel lacks
+    /// Compared with iproute2 6.1's tc on Linux 6.18 (its kernel lacks
     /// sch_cbs, but tc's parser answers first); each exits 1 but the
     /// missing value (255).
     #[test]

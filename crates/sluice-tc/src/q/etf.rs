@@ -102,7 +102,7 @@ mod tests {
 
     #[test]
     fn parse_errors_and_requests_as_tc_6_1() {
-        // docs/research/etf.md §1.3 and §1.4, observed on this machine's tc.
+        // docs/research/etf.md §1.3 and §1.4, observed with iproute2 6.1's tc.
         let fail = |s: &str| {
             let f = parse_str(s).unwrap_err();
             (f.code, f.stderr)

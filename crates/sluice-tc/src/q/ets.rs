@@ -267,7 +267,7 @@ mod tests {
 
     #[test]
     fn parse_errors_as_iproute2_6_1() {
-        // Captured from iproute2 6.1's tc on this machine.
+        // Captured from iproute2 6.1's tc on Linux 6.18.
         let mut n = net();
         let usage = format!("{}\n", super::USAGE);
         let cases: &[(&str, i32, String)] = &[

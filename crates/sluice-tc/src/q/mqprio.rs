@@ -224,7 +224,7 @@ mod tests {
 
     #[test]
     fn parse_errors_as_tc_6_1_prints_them() {
-        // Observed on this machine's tc (docs/research/mqprio.md §2).
+        // Observed with iproute2 6.1's tc (docs/research/mqprio.md §2).
         let unknown = |w: &str| {
             (
                 255,

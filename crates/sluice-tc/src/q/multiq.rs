@@ -49,7 +49,7 @@ mod tests {
             )
         );
         assert!(!tc(&mut n, "qdisc show dev d0").1.contains("multiq"));
-        // Parse errors, as iproute2 6.1's tc on this machine prints them.
+        // Parse errors, as iproute2 6.1's tc prints them.
         assert_eq!(
             tc(&mut n, "qdisc add dev d0 root multiq foo"),
             (

@@ -291,7 +291,7 @@ mod tests {
 
     #[test]
     fn parse_errors_as_tc_6_1_prints_them() {
-        // Observed on this machine's tc (docs/research/taprio.md §2).
+        // Observed with iproute2 6.1's tc (docs/research/taprio.md §2).
         let entry = (1, format!("{ENTRY_USAGE}\n"));
         let unknown = (1, "Unknown argument\n".to_string());
         let incomplete = (
