@@ -588,6 +588,9 @@ impl Runner {
         for d in [&links, &work, &state] {
             fs::create_dir_all(d).expect("create case dirs");
         }
+        // The state directory must be private (sluice refuses one others can enter).
+        fs::set_permissions(&state, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .expect("chmod state");
         for l in ["tc", "ip"] {
             std::os::unix::fs::symlink(&self.bin, links.join(l)).expect("symlink");
         }
