@@ -114,43 +114,95 @@ struct UpArgs {
     tc: Vec<String>,
 }
 
-fn one_wire(
-    rate: &Option<String>,
-    delay: &Option<String>,
-    buffer: &Option<String>,
-    loss: &Option<String>,
-) -> Result<Wire, String> {
+/// A flag's value: its name (`--rate-ab`) and the text given, if any.
+type Flag<'a> = (&'static str, Option<&'a String>);
+
+/// `illegal value for "--rate": "7bit"`, tbf's wording, and why.
+fn illegal(flag: &str, value: &str, why: &str) -> String {
+    format!("illegal value for \"{flag}\": \"{value}\": {why}")
+}
+
+/// A wire rate in bits/s: tc's units, rounded down to whole bytes/s as tc
+/// does (`get_rate64`); one that rounds to 0 would be no rate, so it is
+/// refused rather than taken for an unlimited wire.
+fn wire_rate(flag: &str, r: &str) -> Result<u64, String> {
+    let bytes = sluice_core::units::parse_rate(r)
+        .map_err(|_| illegal(flag, r, "a rate in tc's units: 10mbit, 500kbit, 1gbit"))?;
+    match bytes {
+        0 => Err(illegal(
+            flag,
+            r,
+            "under 8bit it rounds to 0 bytes/s; leave the flag out for an unlimited wire",
+        )),
+        // A negative rate wraps, an enormous one saturates: both land here.
+        b if b > u64::MAX / 8 => Err(illegal(flag, r, "out of range (0 to 2^64 bit/s)")),
+        b => Ok(b * 8),
+    }
+}
+
+/// A one-way delay in ns: tc's units; 0 is none.
+fn wire_delay(flag: &str, d: &str) -> Result<u64, String> {
+    let ns = sluice_core::units::parse_time_ns(d)
+        .map_err(|_| illegal(flag, d, "a time in tc's units: 50ms, 200us, 1s"))?;
+    match ns {
+        // parse_time_ns's mark of a time beyond the 64-bit nanosecond range.
+        i64::MIN => Err(illegal(flag, d, "out of range (up to 292 years)")),
+        ns if ns < 0 => Err(illegal(flag, d, "a delay cannot be negative")),
+        ns => Ok(ns as u64),
+    }
+}
+
+/// A transmit buffer: N packets (`100p`) or bytes (`64000b`, tc's size
+/// units); at least one packet or byte, since an empty one would hold the
+/// packet being sent anyway.
+fn wire_buffer(flag: &str, b: &str, w: &mut Wire) -> Result<(), String> {
+    let bad = |why: &str| illegal(flag, b, why);
+    let units = "N packets (100p) or bytes (64000b, 64kb)";
+    if let Some(p) = b.strip_suffix('p') {
+        let n: u32 = p.parse().map_err(|_| bad(units))?;
+        if n == 0 {
+            return Err(bad("a buffer holds at least 1 packet"));
+        }
+        w.buffer_packets = Some(n);
+        w.buffer_bytes = None;
+    } else {
+        let n = sluice_core::units::parse_size(b.strip_suffix('b').unwrap_or(b))
+            .map_err(|_| bad(units))?;
+        if n == 0 {
+            return Err(bad("a buffer holds at least 1 byte"));
+        }
+        w.buffer_packets = None;
+        w.buffer_bytes = Some(u64::from(n));
+    }
+    Ok(())
+}
+
+/// Random loss: a percentage, 0 to 100, with or without `%`.
+fn wire_loss(flag: &str, l: &str) -> Result<f64, String> {
+    let p: f64 = l
+        .strip_suffix('%')
+        .unwrap_or(l)
+        .parse()
+        .map_err(|_| illegal(flag, l, "a percentage, 0 to 100"))?;
+    if !(0.0..=100.0).contains(&p) {
+        return Err(illegal(flag, l, "a percentage, 0 to 100"));
+    }
+    Ok(p / 100.0)
+}
+
+fn one_wire(rate: Flag, delay: Flag, buffer: Flag, loss: Flag) -> Result<Wire, String> {
     let mut w = Wire::default();
-    if let Some(r) = rate {
-        w.rate_bps = sluice_core::units::parse_rate(r)
-            .map_err(|_| format!("invalid rate {r:?}"))?
-            .saturating_mul(8);
+    if let (flag, Some(r)) = rate {
+        w.rate_bps = wire_rate(flag, r)?;
     }
-    if let Some(d) = delay {
-        let ns =
-            sluice_core::units::parse_time_ns(d).map_err(|_| format!("invalid delay {d:?}"))?;
-        w.delay_ns = u64::try_from(ns).map_err(|_| format!("invalid delay {d:?}"))?;
+    if let (flag, Some(d)) = delay {
+        w.delay_ns = wire_delay(flag, d)?;
     }
-    if let Some(b) = buffer {
-        let bad = || format!("invalid buffer {b:?}: N packets (100p) or bytes (64000b)");
-        if let Some(p) = b.strip_suffix('p') {
-            w.buffer_packets = Some(p.parse().map_err(|_| bad())?);
-        } else {
-            let n = sluice_core::units::parse_size(b.strip_suffix('b').unwrap_or(b))
-                .map_err(|_| bad())?;
-            w.buffer_packets = None;
-            w.buffer_bytes = Some(n as u64);
-        }
+    if let (flag, Some(b)) = buffer {
+        wire_buffer(flag, b, &mut w)?;
     }
-    if let Some(l) = loss {
-        let p: f64 = l
-            .trim_end_matches('%')
-            .parse()
-            .map_err(|_| format!("invalid loss {l:?}"))?;
-        if !(0.0..=100.0).contains(&p) {
-            return Err(format!("invalid loss {l:?}: a percentage 0..100"));
-        }
-        w.loss = p / 100.0;
+    if let (flag, Some(l)) = loss {
+        w.loss = wire_loss(flag, l)?;
     }
     Ok(w)
 }
@@ -158,18 +210,27 @@ fn one_wire(
 impl WireArgs {
     /// The a->b and b->a wires.
     fn wires(&self) -> Result<(Wire, Wire), String> {
-        let pick = |d: &Option<String>, both: &Option<String>| d.clone().or_else(|| both.clone());
+        // The one-direction flag if given, else the both-directions one.
+        fn pick<'a>(
+            one: (&'static str, &'a Option<String>),
+            both: (&'static str, &'a Option<String>),
+        ) -> Flag<'a> {
+            match one {
+                (flag, Some(v)) => (flag, Some(v)),
+                _ => (both.0, both.1.as_ref()),
+            }
+        }
         let ab = one_wire(
-            &pick(&self.rate_ab, &self.rate),
-            &pick(&self.delay_ab, &self.delay),
-            &pick(&self.buffer_ab, &self.buffer),
-            &pick(&self.loss_ab, &self.loss),
+            pick(("--rate-ab", &self.rate_ab), ("--rate", &self.rate)),
+            pick(("--delay-ab", &self.delay_ab), ("--delay", &self.delay)),
+            pick(("--buffer-ab", &self.buffer_ab), ("--buffer", &self.buffer)),
+            pick(("--loss-ab", &self.loss_ab), ("--loss", &self.loss)),
         )?;
         let ba = one_wire(
-            &pick(&self.rate_ba, &self.rate),
-            &pick(&self.delay_ba, &self.delay),
-            &pick(&self.buffer_ba, &self.buffer),
-            &pick(&self.loss_ba, &self.loss),
+            pick(("--rate-ba", &self.rate_ba), ("--rate", &self.rate)),
+            pick(("--delay-ba", &self.delay_ba), ("--delay", &self.delay)),
+            pick(("--buffer-ba", &self.buffer_ba), ("--buffer", &self.buffer)),
+            pick(("--loss-ba", &self.loss_ba), ("--loss", &self.loss)),
         )?;
         Ok((ab, ba))
     }
@@ -364,4 +425,50 @@ pub fn shell_main(args: &[String]) -> i32 {
         keep_awake: cli.wire.keep_awake,
     };
     shell::run(&exe(), &opts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_round_down_to_whole_bytes_per_second_as_tc_does() {
+        // get_rate64: bits / 8, truncated; back in bits for the wire.
+        assert_eq!(wire_rate("--rate", "8bit"), Ok(8));
+        assert_eq!(wire_rate("--rate", "15bit"), Ok(8));
+        assert_eq!(wire_rate("--rate", "1Bps"), Ok(8));
+        assert_eq!(wire_rate("--rate", "10mbit"), Ok(10_000_000));
+        assert_eq!(wire_rate("--rate", "1kibit"), Ok(1024));
+        for zero in ["7bit", "0", "0.9Bps", "-0"] {
+            let e = wire_rate("--rate", zero).unwrap_err();
+            assert!(e.contains("rounds to 0 bytes/s"), "{zero}: {e}");
+        }
+    }
+
+    #[test]
+    fn delays_buffers_and_losses_take_their_whole_ranges_and_nothing_past_them() {
+        assert_eq!(wire_delay("--delay", "0"), Ok(0));
+        assert_eq!(wire_delay("--delay", "0.5ns"), Ok(0));
+        assert_eq!(wire_delay("--delay", "50ms"), Ok(50_000_000));
+        assert_eq!(
+            wire_delay("--delay", "9223372036s"),
+            Ok(9_223_372_036_000_000_000)
+        );
+        assert!(wire_delay("--delay", "9223372037s").is_err());
+        let mut w = Wire::default();
+        wire_buffer("--buffer", "1p", &mut w).unwrap();
+        assert_eq!((w.buffer_packets, w.buffer_bytes), (Some(1), None));
+        wire_buffer("--buffer", "4294967295p", &mut w).unwrap();
+        assert_eq!(w.buffer_packets, Some(u32::MAX));
+        assert!(wire_buffer("--buffer", "4294967296p", &mut w).is_err());
+        wire_buffer("--buffer", "64kb", &mut w).unwrap();
+        assert_eq!((w.buffer_packets, w.buffer_bytes), (None, Some(65536)));
+        // get_size: 4 GiB wraps a 32-bit size, so it is refused.
+        assert!(wire_buffer("--buffer", "4gb", &mut w).is_err());
+        assert_eq!(wire_loss("--loss", "100%"), Ok(1.0));
+        assert_eq!(wire_loss("--loss", "0"), Ok(0.0));
+        assert!(wire_loss("--loss", "100.1").is_err());
+        assert!(wire_loss("--loss", "5%%").is_err());
+        assert!(wire_loss("--loss", "inf").is_err());
+    }
 }

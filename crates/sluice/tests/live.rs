@@ -1553,3 +1553,93 @@ fn idle_control_clients_do_not_stall_the_packets() {
         "an echo waited {worst:?}: the packets stalled behind the control clients"
     );
 }
+
+/// A wire flag whose value rounds to nothing, is negative or overflows is
+/// refused before anything is made (no root needed: the flags are read
+/// first). A rate is rounded down to whole bytes/s as tc's `get_rate64`
+/// does, so under 8 bit/s it is 0, which would otherwise be taken for "no
+/// limit"; the wording is tbf's for an illegal value.
+#[test]
+fn wire_flags_that_round_to_zero_go_negative_or_overflow_are_refused() {
+    let l = Link::new("w0");
+    // (A value starting with '-' goes after '=', or it reads as a flag.)
+    for (flags, why) in [
+        (
+            &["--rate", "7bit"][..],
+            "\"--rate\": \"7bit\": under 8bit it rounds to 0 bytes/s",
+        ),
+        (
+            &["--rate", "0.5Bps"],
+            "\"--rate\": \"0.5Bps\": under 8bit it rounds to 0 bytes/s",
+        ),
+        (
+            &["--rate-ab", "0"],
+            "\"--rate-ab\": \"0\": under 8bit it rounds to 0 bytes/s",
+        ),
+        (
+            &["--rate", "10mbit", "--rate-ba", "1bit"],
+            "\"--rate-ba\": \"1bit\": under 8bit",
+        ),
+        (&["--rate=-8bit"], "\"--rate\": \"-8bit\": out of range"),
+        (
+            &["--rate", "1e30bit"],
+            "\"--rate\": \"1e30bit\": out of range",
+        ),
+        (&["--rate", "inf"], "\"--rate\": \"inf\": out of range"),
+        (
+            &["--rate", "10furlongs"],
+            "\"--rate\": \"10furlongs\": a rate in tc's units",
+        ),
+        (
+            &["--delay=-1ms"],
+            "\"--delay\": \"-1ms\": a delay cannot be negative",
+        ),
+        (
+            &["--delay-ab", "1e30s"],
+            "\"--delay-ab\": \"1e30s\": out of range",
+        ),
+        (
+            &["--buffer", "0p"],
+            "\"--buffer\": \"0p\": a buffer holds at least 1 packet",
+        ),
+        (&["--buffer=-1p"], "\"--buffer\": \"-1p\": N packets"),
+        (
+            &["--buffer", "0.4b"],
+            "\"--buffer\": \"0.4b\": a buffer holds at least 1 byte",
+        ),
+        (
+            &["--buffer-ba", "5gb"],
+            "\"--buffer-ba\": \"5gb\": N packets",
+        ),
+        (
+            &["--loss", "nan"],
+            "\"--loss\": \"nan\": a percentage, 0 to 100",
+        ),
+        (
+            &["--loss=-1%"],
+            "\"--loss\": \"-1%\": a percentage, 0 to 100",
+        ),
+    ] {
+        let mut args = vec!["link", "up", &l.name];
+        args.extend(flags);
+        let o = l.sluice(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{flags:?}: {err}");
+        assert!(
+            err.starts_with("sluice link: illegal value for ") && err.contains(why),
+            "{flags:?}: {err}"
+        );
+        assert!(
+            !l.record().exists() && !netns_exists(&l.ns('a')),
+            "{flags:?} made something"
+        );
+        // The same flags of `sluice shell`.
+        let mut args = vec!["shell"];
+        args.extend(flags);
+        args.extend(["--", "true"]);
+        let o = l.sluice(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "shell {flags:?}: {err}");
+        assert!(err.contains(why), "shell {flags:?}: {err}");
+    }
+}
