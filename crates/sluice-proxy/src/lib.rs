@@ -9,9 +9,11 @@
 //!   the toxics' stages, back in stream order).
 //! - [`datagram`]: one direction of a UDP session without I/O (datagrams
 //!   through the toxics' qdisc stages, lost and reordered as they are).
-//! - [`conn`]: a proxy's sockets: its TCP event loop, its UDP sessions.
+//! - [`conn`]: the proxies as the API holds them: started, stopped, told
+//!   of toxic changes.
 //! - [`reactor`]: a TCP proxy's event loop, one thread for all of its
 //!   connections.
+//! - [`udp`]: a UDP proxy's event loop, one thread for all of its sessions.
 //! - [`api`]: the REST API.
 
 pub mod api;
@@ -20,3 +22,4 @@ pub mod datagram;
 pub mod pipe;
 pub mod reactor;
 pub mod toxic;
+pub mod udp;

@@ -153,6 +153,84 @@ impl Drop for Handle {
     }
 }
 
+/// A timerfd in an event loop's epoll set, set to one time at a time (to
+/// the nanosecond: epoll's own timeout counts milliseconds).
+pub(crate) struct Timer {
+    fd: OwnedFd,
+    /// What it is set to.
+    armed: Option<Time>,
+}
+
+impl Timer {
+    /// A timer reported to `registry` as `token`'s readable events.
+    pub(crate) fn new(registry: &mio::Registry, token: Token) -> io::Result<Timer> {
+        // SAFETY: timerfd_create returns a new descriptor (or -1), owned here.
+        let fd = unsafe {
+            libc::timerfd_create(
+                libc::CLOCK_MONOTONIC,
+                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is a descriptor just opened and owned by nothing else.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        registry.register(&mut SourceFd(&fd.as_raw_fd()), token, Interest::READABLE)?;
+        Ok(Timer { fd, armed: None })
+    }
+
+    /// Fire at `want` (a time past fires at once), or never (`None`).
+    pub(crate) fn set(&mut self, want: Option<Time>) {
+        if want == self.armed {
+            return;
+        }
+        self.armed = want;
+        // Relative to now; a time already past fires at once (1 ns).
+        let ns = want.map_or(0, |w| w.0.saturating_sub(now().0).max(1));
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: libc::timespec {
+                tv_sec: (ns / 1_000_000_000) as libc::time_t,
+                tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+            },
+        };
+        // SAFETY: a timerfd and a valid itimerspec; zero disarms.
+        unsafe {
+            libc::timerfd_settime(self.fd.as_raw_fd(), 0, &spec, std::ptr::null_mut());
+        }
+    }
+
+    /// It fired: take the event (the next setting may fire again).
+    pub(crate) fn clear(&mut self) {
+        let mut n = [0u8; 8];
+        // SAFETY: reading 8 bytes into an 8-byte buffer.
+        unsafe {
+            libc::read(self.fd.as_raw_fd(), n.as_mut_ptr().cast(), 8);
+        }
+        self.armed = None;
+    }
+}
+
+impl Handle {
+    /// The handle of a loop on `thread`, stopped through `stop` and `waker`.
+    pub(crate) fn new(
+        waker: Arc<Waker>,
+        stop: Arc<AtomicBool>,
+        thread: thread::JoinHandle<()>,
+    ) -> Handle {
+        raise_nofile();
+        Handle {
+            waker,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
 /// Start the event loop of a proxy listening on `listener` (non-blocking)
 /// and connecting to `upstream`, with its toxics in `published`.
 pub(crate) fn spawn(
@@ -166,23 +244,7 @@ pub(crate) fn spawn(
     poll.registry()
         .register(&mut listener, LISTENER, Interest::READABLE)?;
     let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
-    // SAFETY: timerfd_create returns a new descriptor (or -1), owned here.
-    let fd = unsafe {
-        libc::timerfd_create(
-            libc::CLOCK_MONOTONIC,
-            libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` is a descriptor just opened and owned by nothing else.
-    let timerfd = unsafe { OwnedFd::from_raw_fd(fd) };
-    poll.registry().register(
-        &mut SourceFd(&timerfd.as_raw_fd()),
-        TIMER,
-        Interest::READABLE,
-    )?;
+    let timer = Timer::new(poll.registry(), TIMER)?;
     let stop = Arc::new(AtomicBool::new(false));
     let generation = published.generation.load(Ordering::SeqCst);
     let reactor = Reactor {
@@ -197,8 +259,7 @@ pub(crate) fn spawn(
         conns: Vec::new(),
         free: Vec::new(),
         timers: BTreeSet::new(),
-        timerfd,
-        armed: None,
+        timer,
         accept_at: None,
         ready: VecDeque::new(),
         buf: vec![0; READ_CHUNK],
@@ -338,9 +399,7 @@ struct Reactor {
     free: Vec<usize>,
     /// Wake-ups: (when, slot).
     timers: BTreeSet<(Time, usize)>,
-    timerfd: OwnedFd,
-    /// What the timerfd is set to.
-    armed: Option<Time>,
+    timer: Timer,
     /// Accepting paused (out of descriptors) until then.
     accept_at: Option<Time>,
     /// Slots to drive again without waiting for an event.
@@ -373,13 +432,7 @@ impl Reactor {
                 match ev.token() {
                     LISTENER => accept = true,
                     WAKER => self.toxics_changed(t, &mut dirty),
-                    TIMER => {
-                        let mut n = [0u8; 8];
-                        // SAFETY: reading 8 bytes into an 8-byte buffer.
-                        unsafe {
-                            libc::read(self.timerfd.as_raw_fd(), n.as_mut_ptr().cast(), 8);
-                        }
-                    }
+                    TIMER => self.timer.clear(),
                     Token(k) => {
                         let (slot, side) = ((k - FIRST) / 2, (k - FIRST) % 2);
                         if let Some(Some(c)) = self.conns.get_mut(slot) {
@@ -442,33 +495,14 @@ impl Reactor {
             .unwrap_or_default()
     }
 
-    /// Set the timerfd to the earliest wake-up (or the accept retry).
+    /// Set the timer to the earliest wake-up (or the accept retry).
     fn arm(&mut self) {
         let first = self.timers.first().map(|(w, _)| *w);
         let want = match (first, self.accept_at) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        if want == self.armed {
-            return;
-        }
-        self.armed = want;
-        // Relative to now; a time already past fires at once (1 ns).
-        let ns = want.map_or(0, |w| w.0.saturating_sub(now().0).max(1));
-        let spec = libc::itimerspec {
-            it_interval: libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            },
-            it_value: libc::timespec {
-                tv_sec: (ns / 1_000_000_000) as libc::time_t,
-                tv_nsec: (ns % 1_000_000_000) as libc::c_long,
-            },
-        };
-        // SAFETY: a timerfd and a valid itimerspec; zero disarms.
-        unsafe {
-            libc::timerfd_settime(self.timerfd.as_raw_fd(), 0, &spec, std::ptr::null_mut());
-        }
+        self.timer.set(want);
     }
 
     /// A new generation of toxics: every connection's pipes take it.
