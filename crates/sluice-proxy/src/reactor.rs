@@ -101,7 +101,7 @@ pub fn listen(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
 /// proxy holds two per connection; many systems start programs with a soft
 /// limit of 1024), once. Go's runtime does the same as it starts, so
 /// Toxiproxy holds as many connections as the system lets it.
-fn raise_nofile() {
+pub(crate) fn raise_nofile() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         let mut lim = libc::rlimit {
@@ -222,7 +222,6 @@ impl Handle {
         stop: Arc<AtomicBool>,
         thread: thread::JoinHandle<()>,
     ) -> Handle {
-        raise_nofile();
         Handle {
             waker,
             stop,
@@ -268,11 +267,7 @@ pub(crate) fn spawn(
     let thread = thread::Builder::new()
         .name("sluice-proxy".into())
         .spawn(move || reactor.run())?;
-    Ok(Handle {
-        waker,
-        stop,
-        thread: Some(thread),
-    })
+    Ok(Handle::new(waker, stop, thread))
 }
 
 /// One direction of a connection.

@@ -18,7 +18,7 @@
 
 use crate::conn::{fresh_seed, now, Published};
 use crate::datagram::DatagramPipe;
-use crate::reactor::{active, Handle, Timer};
+use crate::reactor::{active, raise_nofile, Handle, Timer};
 use crate::toxic::{Stream, Toxic};
 use mio::net::UdpSocket;
 use mio::{Events, Interest, Poll, Token, Waker};
@@ -98,6 +98,7 @@ pub(crate) fn spawn(
     upstream: String,
     published: Arc<Published>,
 ) -> io::Result<Handle> {
+    raise_nofile();
     let poll = Poll::new()?;
     let mut socket = UdpSocket::from_std(socket);
     poll.registry()
