@@ -5,7 +5,8 @@ use crate::tc_bodies::{classify_packet, rewrite_packet};
 use sluice_core::packet::{Packet, ETH_P_IP};
 use sluice_core::time::Time;
 use sluice_sim::ip::{ipv4_info, parse_icmp_echo, parse_udp};
-use sluice_sim::run::build;
+use sluice_sim::limits::integer;
+use sluice_sim::run::{build, Measure};
 use sluice_sim::scenario::{substitute, value_text, Scenario};
 use sluice_sim::tcp::segment::Segment;
 use std::collections::BTreeMap;
@@ -34,9 +35,32 @@ const MAX_LINKS: usize = 16;
 const MAX_WORKLOADS: usize = 8;
 const MAX_FLOWS: u64 = 64;
 
+/// Values a fuzzed scenario's first variable is also overridden with, as
+/// `sluice sim --set` would: the edges of every range a field has.
+const EXTREME_VALUES: &[&str] = &[
+    "-1",
+    "0",
+    "1bit",
+    "7bit",
+    "1e9",
+    "18446744073709551616",
+    "0x10000",
+    "65536",
+    "28233",
+    "nan",
+    "inf",
+    "-0",
+    "1e999s",
+    "1ns",
+    "",
+];
+
 /// `scenario_parser`: `data` as a scenario file; when it parses, every
 /// variant (at most 3) is built with `run::build` and run for
-/// [`SCENARIO_CAP`] of virtual time. Must never panic.
+/// [`SCENARIO_CAP`] of virtual time; the defaults are also built with the
+/// first variable overridden by one of [`EXTREME_VALUES`] (picked by the
+/// input's length). Must never panic, and what builds gives every TCP flow
+/// its own 4-tuple.
 pub fn scenario_parser(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
@@ -51,20 +75,46 @@ pub fn scenario_parser(data: &[u8]) {
         return;
     }
     let none = BTreeMap::new();
-    let variants: Vec<_> = std::iter::once(None)
+    let mut runs: Vec<BTreeMap<String, String>> = std::iter::once(None)
         .chain(sc.variants.iter().map(Some))
         .take(3)
+        .map(|v| sc.vars_for(v, &none))
         .collect();
-    for v in variants {
-        let vars = sc.vars_for(v, &none);
+    if let Some(first) = sc.vars.keys().next() {
+        let extreme = EXTREME_VALUES[data.len() % EXTREME_VALUES.len()];
+        let set = BTreeMap::from([(first.clone(), extreme.to_string())]);
+        if sc.check_overrides(&set).is_ok() {
+            runs.push(sc.vars_for(None, &set));
+        }
+    }
+    for vars in runs {
         if too_many_flows(&sc, &vars) {
             continue;
         }
         if let Ok(mut b) = build(&sc, &vars) {
+            assert_unique_flows(&b.labels);
             let until = Time(b.duration.0.min(SCENARIO_CAP.0));
             b.world.run_until(until);
         }
     }
+}
+
+/// No two TCP flows of a built scenario share (source, source port,
+/// destination port): their bytes would be counted twice.
+fn assert_unique_flows(labels: &[(String, Measure)]) {
+    fn keys(m: &Measure, out: &mut Vec<(std::net::Ipv4Addr, u16, u16)>) {
+        match m {
+            Measure::Tcp { key, .. } => out.push(*key),
+            Measure::Group(ms) => ms.iter().for_each(|m| keys(m, out)),
+            _ => {}
+        }
+    }
+    let mut all = vec![];
+    labels.iter().for_each(|(_, m)| keys(m, &mut all));
+    let n = all.len();
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), n, "two TCP flows share a 4-tuple");
 }
 
 /// Does a tcp workload ask for more than [`MAX_FLOWS`] flows (or for a
@@ -75,9 +125,6 @@ fn too_many_flows(sc: &Scenario, vars: &BTreeMap<String, String>) -> bool {
         let Ok(t) = substitute(&value_text(c), vars) else {
             return false;
         };
-        match sluice_core::units::strtoul(&t, 0) {
-            Some((n, "")) => n > MAX_FLOWS,
-            _ => false,
-        }
+        integer(&t, "count", 0, u64::MAX).is_ok_and(|n| n > MAX_FLOWS)
     })
 }

@@ -174,7 +174,10 @@ pub fn bytes(text: &str, what: &str, min: u64, max: u64) -> Result<u64, String> 
     let suffixed = [("KiB", 1u64 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30)]
         .into_iter()
         .find_map(|(s, m)| t.strip_suffix(s).map(|n| (n.trim(), m)));
+    let plain = !t.is_empty() && t.chars().all(|c| c.is_ascii_digit());
     let n = match suffixed {
+        // Bare digits are bytes, beyond get_size's 32 bits too.
+        None if plain => t.parse::<u64>().unwrap_or(u64::MAX),
         Some((n, mult)) => {
             let n = integer(n, what, 0, u64::MAX).map_err(|_| not_a_size())?;
             n.saturating_mul(mult)
@@ -186,13 +189,12 @@ pub fn bytes(text: &str, what: &str, min: u64, max: u64) -> Result<u64, String> 
             let v = strtod(t).map(|(v, _)| v).ok_or_else(not_a_size)?;
             match parse_size(t) {
                 Ok(n) => u64::from(n),
-                // get_size refuses what does not fit its 32 bits.
-                Err(_)
-                    if v.is_finite()
-                        && v > 0.0
-                        && parse_size(&format!("1{}", &t[number_end(t)..])).is_ok() =>
-                {
-                    u64::MAX
+                // get_size refuses what does not fit its 32 bits: count it
+                // in the unit's bytes here (the cast saturates).
+                Err(_) if v.is_finite() && v > 0.0 => {
+                    let unit = parse_size(&format!("1{}", &t[number_end(t)..]))
+                        .map_err(|_| not_a_size())?;
+                    (v * f64::from(unit)) as u64
                 }
                 Err(_) => return Err(not_a_size()),
             }
@@ -248,6 +250,7 @@ mod tests {
         // tc keeps bytes/s: 8 bit/s is one byte a second, 7 bit/s is none.
         assert_eq!(rate("8bit", "rate"), Ok(8));
         assert_eq!(rate("10mbit", "rate"), Ok(10_000_000));
+        assert_eq!(rate("4294967294mbit", "rate"), Ok(MAX_RATE_BPS));
         for bad in ["1bit", "7bit", "0", "0.5bit", "-1bit", "-1mbit"] {
             let e = rate(bad, "link a:eth0-b:eth0: rate").unwrap_err();
             assert!(e.starts_with("link a:eth0-b:eth0: rate: "), "{bad}: {e}");
@@ -271,6 +274,9 @@ mod tests {
         let b = |s| bytes(s, "b", 1, MAX_TRANSFER);
         assert_eq!(b("4MiB"), Ok(4 << 20));
         assert_eq!(b("64k"), Ok(64 << 10));
+        assert_eq!(b("1099511627776"), Ok(MAX_TRANSFER));
+        assert_eq!(b("5g"), Ok(5 << 30));
+        assert!(b("1099511627777").unwrap_err().contains("out of range"));
         assert!(b("0").unwrap_err().contains("out of range"));
         assert!(b("-5").unwrap_err().contains("negative"));
         assert!(b("99999999999GiB").unwrap_err().contains("out of range"));

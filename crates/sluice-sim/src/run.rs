@@ -167,8 +167,8 @@ pub fn build_with(
             (ai, ad, "a", l.txqueuelen_a.as_ref(), l.txqueues_a.as_ref()),
             (bi, bd, "b", l.txqueuelen_b.as_ref(), l.txqueues_b.as_ref()),
         ] {
-            // Linux's txqueuelen is an unsigned int (0 is allowed); a device
-            // has 1 to 4096 transmit queues.
+            // ip link reads txqueuelen with get_integer (0 to INT_MAX); a
+            // device has 1 to 4096 transmit queues.
             let key = |k: &str, own: bool| {
                 format!(
                     "{what}: {k}{}",
@@ -183,7 +183,7 @@ pub fn build_with(
                 q.or(l.txqueuelen.as_ref()),
                 &key("txqueuelen", q.is_some()),
                 vars,
-                (0, u64::from(u32::MAX)),
+                (0, i32::MAX as u64),
             )?
             .unwrap_or(1000);
             let txq = opt_int(
