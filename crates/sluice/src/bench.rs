@@ -38,6 +38,9 @@ const USAGE: &str =
   sim     the bundled dumbbell scenario run to its end:
           `sim=dumbbell variant=... wall_s=... departures=... departures_per_s=...`
   all     both (the default)
+  state   the state directory, through this binary as a user runs it:
+          a 3000-line `tc -batch` of htb classes, one command at 3000
+          classes, one command after 0 to 100 000 `netem change`s
   live    real traffic through a sluice link and a kernel veth pair (root;
           `sluice bench live --help`)
   proxy   `sluice proxy` on the loopback: throughput, added RTT, toxics'
@@ -513,7 +516,7 @@ pub fn main(args: &[String]) -> i32 {
                 print!("{USAGE}");
                 return 0;
             }
-            "qdisc" | "sim" | "all" if what.is_none() => what = Some(a),
+            "qdisc" | "sim" | "all" | "state" if what.is_none() => what = Some(a),
             n if what == Some("qdisc") && specs().iter().any(|s| s.name == n) => names.push(n),
             other => {
                 eprintln!("sluice bench: unknown argument {other:?}\n{USAGE}");
@@ -524,6 +527,15 @@ pub fn main(args: &[String]) -> i32 {
     let what = what.unwrap_or("all");
     if cfg!(debug_assertions) {
         eprintln!("sluice bench: this is a debug build; use --release for real figures");
+    }
+    if what == "state" {
+        return match bench_state() {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("sluice bench state: {e}");
+                1
+            }
+        };
     }
     let mut status = 0;
     if what != "sim" {
@@ -547,6 +559,137 @@ pub fn main(args: &[String]) -> i32 {
         }
     }
     status
+}
+
+/// A private temporary state directory (sluice refuses one others can enter).
+fn state_tempdir() -> Result<tempfile::TempDir, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let d = tempfile::tempdir().map_err(|e| format!("temporary directory: {e}"))?;
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o700))
+        .map_err(|e| format!("chmod: {e}"))?;
+    Ok(d)
+}
+
+/// Run this binary as `sluice ARGS` with state in `state`; its wall time
+/// in seconds, or its stderr if it failed.
+fn sluice_wall(state: &std::path::Path, args: &[&str]) -> Result<f64, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
+    let t = Instant::now();
+    let o = std::process::Command::new(exe)
+        .args(args)
+        .env("SLUICE_STATE_DIR", state)
+        .env_remove("SLUICE_NETNS")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("run: {e}"))?;
+    let wall = t.elapsed().as_secs_f64();
+    if !o.status.success() {
+        return Err(format!(
+            "sluice {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&o.stderr)
+        ));
+    }
+    Ok(wall)
+}
+
+/// The median and the best of `n` runs of `sluice ARGS`, in milliseconds.
+fn sluice_ms(state: &std::path::Path, args: &[&str], n: usize) -> Result<(f64, f64), String> {
+    let mut t = (0..n)
+        .map(|_| sluice_wall(state, args).map(|s| s * 1e3))
+        .collect::<Result<Vec<_>, _>>()?;
+    t.sort_by(f64::total_cmp);
+    Ok((t[n / 2], t[0]))
+}
+
+/// `sluice bench state`: each case through the binary, as a user runs it
+/// (process start, lock, load, command, commit with fsync); wall times.
+fn bench_state() -> Result<(), String> {
+    use sluice_tc::state::{replay, Access, Session};
+    // 1. A 3000-line batch of htb classes under an htb root, best of three.
+    let mut text = String::from("qdisc add dev lo root handle 1: htb\n");
+    for i in 1..=3000 {
+        text.push_str(&format!(
+            "class add dev lo parent 1: classid 1:{i:x} htb rate {i}kbit\n"
+        ));
+    }
+    let dir = state_tempdir()?;
+    let batch = dir.path().join("classes.tc");
+    std::fs::write(&batch, &text).map_err(|e| format!("write batch: {e}"))?;
+    let mut best = f64::INFINITY;
+    for trial in 0..3 {
+        let state = dir.path().join(format!("state{trial}"));
+        best = best.min(sluice_wall(
+            &state,
+            &["tc", "-batch", batch.to_str().unwrap_or("")],
+        )?);
+    }
+    println!("state=batch lines=3001 wall_s={best:.3}");
+    // 2. One command at 3000 classes: a listing (shared lock, no write) and
+    //    a class change (exclusive lock, one append and fsync).
+    let state = dir.path().join("state0");
+    let (med, min) = sluice_ms(&state, &["tc", "qdisc", "show", "dev", "lo"], 21)?;
+    println!("state=show classes=3000 median_ms={med:.2} best_ms={min:.2}");
+    let change = [
+        "tc", "class", "change", "dev", "lo", "parent", "1:", "classid", "1:1", "htb", "rate",
+        "7kbit",
+    ];
+    let (med, min) = sluice_ms(&state, &change, 21)?;
+    println!("state=change classes=3000 median_ms={med:.2} best_ms={min:.2}");
+    // 3. netem: after N changes of one qdisc (committed in-process, 100 a
+    //    transaction, at their own times), one change and one listing.
+    let state = dir.path().join("netem");
+    let now = || {
+        sluice_core::time::Time(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64),
+        )
+    };
+    sluice_wall(
+        &state,
+        &[
+            "tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms",
+        ],
+    )?;
+    let mut done = 0;
+    for checkpoint in [0, 1_000, 10_000, 100_000] {
+        while done < checkpoint {
+            let mut s = Session::load(&state, None, replay, Some(now()), Access::Write)
+                .map_err(|e| e.to_string())?;
+            for _ in 0..100 {
+                done += 1;
+                let words: Vec<String> = format!(
+                    "tc qdisc change dev lo root netem delay {}ms loss {}%",
+                    done % 97,
+                    done % 7
+                )
+                .split_whitespace()
+                .map(String::from)
+                .collect();
+                let o = tc::run(&mut s.net, &tc::Opts::default(), &words[1..]);
+                if o.code != 0 {
+                    return Err(o.stderr);
+                }
+                s.stage(words);
+            }
+            s.commit().map_err(|e| e.to_string())?;
+        }
+        let change = [
+            "tc", "qdisc", "change", "dev", "lo", "root", "netem", "delay", "5ms",
+        ];
+        let (cmed, cmin) = sluice_ms(&state, &change, 21)?;
+        done += 21;
+        let (smed, smin) = sluice_ms(&state, &["tc", "qdisc", "show", "dev", "lo"], 21)?;
+        let st = Session::load(&state, None, replay, None, Access::Read)
+            .map_err(|e| e.to_string())?
+            .stats();
+        println!(
+            "state=netem changes={done} change_median_ms={cmed:.2} change_best_ms={cmin:.2} show_median_ms={smed:.2} show_best_ms={smin:.2} snapshot_commands={} journal_commands={}",
+            st.snapshot_commands, st.journal_commands
+        );
+    }
+    Ok(())
 }
 
 #[cfg(test)]

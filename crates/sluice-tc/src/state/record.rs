@@ -70,38 +70,48 @@ pub(crate) fn encode_block(cmds: &[Command]) -> String {
     s
 }
 
-/// Append the unescaped `w` to `out`; `None` on a bad escape.
-fn unescape_into(w: &str, out: &mut String) -> Option<()> {
-    let mut rest = w;
-    while let Some(i) = rest.find('\\') {
-        out.push_str(&rest[..i]);
-        let mut tail = rest[i + 1..].chars();
-        out.push(match tail.next()? {
-            '\\' => '\\',
-            't' => '\t',
-            'n' => '\n',
-            _ => return None,
-        });
-        rest = tail.as_str();
-    }
-    out.push_str(rest);
-    Some(())
-}
-
 /// Decode one command line (without its newline) into `words`, reusing
-/// their buffers; returns its time, `None` if the line is malformed.
+/// their buffers; returns its time, `None` if the line is malformed. One
+/// pass over the bytes: the delimiters are ASCII, so every cut falls on a
+/// character boundary.
 pub(crate) fn decode_line_into(line: &str, words: &mut Vec<String>) -> Option<u64> {
-    let mut fields = line.split('\t');
-    let at = fields.next()?.parse().ok()?;
+    let b = line.as_bytes();
+    let mut i = b.iter().position(|&c| c == b'\t').unwrap_or(b.len());
+    let digits = &b[..i];
+    if digits.is_empty() || digits.len() > 20 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let at = digits.iter().try_fold(0u64, |a, d| {
+        a.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+    })?;
     let mut n = 0;
-    for f in fields {
+    while i < b.len() {
+        i += 1; // the tab before this word
         if n == words.len() {
             words.push(String::new());
         }
         let w = &mut words[n];
         w.clear();
-        unescape_into(f, w)?;
         n += 1;
+        let mut start = i;
+        loop {
+            while i < b.len() && b[i] != b'\t' && b[i] != b'\\' {
+                i += 1;
+            }
+            w.push_str(&line[start..i]);
+            if i < b.len() && b[i] == b'\\' {
+                w.push(match b.get(i + 1)? {
+                    b'\\' => '\\',
+                    b't' => '\t',
+                    b'n' => '\n',
+                    _ => return None,
+                });
+                i += 2;
+                start = i;
+            } else {
+                break;
+            }
+        }
     }
     words.truncate(n);
     Some(at)
@@ -361,6 +371,28 @@ mod tests {
         let back = decode_snapshot(Path::new("x"), &text).unwrap();
         assert_eq!(back, s);
         assert_eq!(decode_block(&back.block).unwrap(), c);
+    }
+
+    #[test]
+    fn malformed_command_lines_are_refused_not_guessed() {
+        let mut w = vec![];
+        for bad in [
+            "",
+            "x\ttc",
+            "-1\ttc",
+            "18446744073709551616\ttc",
+            "1\ta\\",
+            "1\ta\\q",
+        ] {
+            assert_eq!(decode_line_into(bad, &mut w), None, "{bad:?}");
+        }
+        assert_eq!(
+            decode_line_into("18446744073709551615", &mut w),
+            Some(u64::MAX)
+        );
+        assert!(w.is_empty());
+        assert_eq!(decode_line_into("7\t\ta\\tb", &mut w), Some(7));
+        assert_eq!(w, ["", "a\tb"]);
     }
 
     #[test]
