@@ -10,13 +10,16 @@
 //! - [`scenario_parser`]: text as a scenario file, built and run for 1 ms.
 //! - [`iptables_parser`]: iptables commands, every listing, packets through the hooks.
 //! - [`proxy_api`]: requests to the proxy's REST API (never binding sockets).
+//! - [`proxy_http`]: raw bytes to the REST API's HTTP server over a socket.
 
 pub mod iptables_body;
 pub mod proxy_body;
+pub mod proxy_http;
 pub mod sim_bodies;
 pub mod tc_bodies;
 
 pub use iptables_body::iptables_parser;
 pub use proxy_body::proxy_api;
+pub use proxy_http::proxy_http;
 pub use sim_bodies::{packet_parser, scenario_parser};
 pub use tc_bodies::{ip_parser, tc_parser};

@@ -84,6 +84,8 @@ fn exchange(addr: SocketAddr, data: &[u8]) -> Vec<u8> {
             Ok(0) => break,
             Ok(n) => answer.extend_from_slice(&chunk[..n]),
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+            // libFuzzer's timer signal.
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => panic!("the server kept a finished client's connection open: {e}"),
         }
     }
