@@ -73,10 +73,12 @@ pub const MAX_LINKS: usize = 4096;
 /// they stay unique on every host).
 pub const MAX_WORKLOADS: usize = 4096;
 /// Packets the workloads may be estimated to send in one run before
-/// `sluice sim` warns on stderr: at the ~3 million packets a second the
-/// simulator moves over one hop (a 500 Mbit/s UDP flood of 128-byte
-/// datagrams, 9.8 M packets in 3.1 s: `sluice sim` on a 2-core Intel Xeon VM,
-/// 2026-12-07), some tens of seconds of wall time; TCP costs more per packet.
+/// `sluice sim` warns on stderr: some tens of seconds of wall time at the
+/// 1.5 to 3 million packets a second the simulator moves over one hop
+/// (UDP floods of 128-byte datagrams, `sluice sim` on a 2-core Intel Xeon
+/// VM, 2026-12-07: 500 Mbit/s, 9.8 M packets in 3.1 s; 1 Gbit/s into a
+/// queue that drops 10%, 58.6 M packets in 40 s with a fuzzer on the other
+/// core); TCP costs more per packet.
 pub const PACKETS_WARN: u64 = 50_000_000;
 /// Packets beyond which a run is refused: about ten minutes or more.
 pub const PACKETS_MAX: u64 = 2_000_000_000;

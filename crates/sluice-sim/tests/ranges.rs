@@ -406,6 +406,20 @@ fn enormous_runs_are_estimated_then_refused_or_warned_about() {
         scenario("", &workload("udp", "rate = \"1tbit\"\nsize = 1")).replace("${rate}", "1tbit");
     let e = error(&flood);
     assert!(e.contains("packets") && e.contains("workload w"), "{e}");
+    // A million warm loads of a page of 100000 one-byte objects: some 300
+    // billion packets, and a 1 Gbit/s link could carry 170 billion small
+    // ones in a day.
+    let loads = scenario(
+        "",
+        &workload(
+            "web",
+            "page = \"1k\"\nobjects = 100000\nobject_size = \"1\"\nrepeat = 1000000\nwarm = true",
+        ),
+    )
+    .replace("duration = \"2s\"", "duration = \"86400s\"")
+    .replace("${rate}", "1gbit");
+    let e = error(&loads);
+    assert!(e.contains("packets") && e.contains("workload w"), "{e}");
     // 100 Gbit/s of 1 KiB datagrams for 10 s: 1024 + 28 bytes each, so
     // 1e11 × 10 / (1052 × 8) = 119 million packets: allowed, with a warning.
     let big = scenario("", &workload("udp", "rate = \"100gbit\"\nsize = 1024"))
