@@ -158,11 +158,18 @@ pub fn build_with(
     };
     let mut logs: Vec<Vec<Vec<String>>> = vec![vec![]; nets.len()];
     let mut link_ends = vec![];
+    // The wires first: their values are checked before any command runs.
+    let wires = sc
+        .links
+        .iter()
+        .map(|l| port_configs(l, vars, sc.seed))
+        .collect::<Result<Vec<_>, _>>()?;
     for l in &sc.links {
         let (an, ad) = split_end(&l.a)?;
         let (bn, bd) = split_end(&l.b)?;
-        let (ai, bi) = (node_ix(&nets, an)?, node_ix(&nets, bn)?);
         let what = link_name(l);
+        let ix = |name| node_ix(&nets, name).map_err(|e| format!("{what}: {e}"));
+        let (ai, bi) = (ix(an)?, ix(bn)?);
         for (ni, dev, end, q, txq) in [
             (ai, ad, "a", l.txqueuelen_a.as_ref(), l.txqueues_a.as_ref()),
             (bi, bd, "b", l.txqueuelen_b.as_ref(), l.txqueues_b.as_ref()),
@@ -274,8 +281,7 @@ pub fn build_with(
     for (name, addr, router, net) in nets {
         world.add_node(&name, addr, router, net);
     }
-    for (l, ((ai, ad), (bi, bd))) in sc.links.iter().zip(link_ends) {
-        let (ca, cb) = port_configs(l, vars, sc.seed)?;
+    for ((ca, cb), ((ai, ad), (bi, bd))) in wires.into_iter().zip(link_ends) {
         world.connect((ai, &ad, ca), (bi, &bd, cb))?;
     }
     world.compute_routes();
