@@ -37,8 +37,11 @@ fn object_key(words: &[String]) -> Option<(String, bool)> {
         return None;
     };
     // tc tries `add` before `change` and `change` before `replace`.
-    let is_change = !matches(cmd, "add") && matches(cmd, "change");
-    if !is_change && !(!matches(cmd, "add") && matches(cmd, "replace")) {
+    if matches(cmd, "add") {
+        return None;
+    }
+    let is_change = matches(cmd, "change");
+    if !is_change && !matches(cmd, "replace") {
         return None;
     }
     let mut key = String::from(obj);

@@ -147,8 +147,7 @@ fn a_command_that_no_longer_replays_stops_the_load_loudly() {
         .map(|e| e.unwrap().file_name())
         .collect();
     let e = Session::load(dir.path(), None, replay, at(1.0), Access::Write)
-        .err()
-        .expect("the load fails");
+        .expect_err("the load fails");
     let msg = e.to_string();
     assert!(msg.contains(&snap.display().to_string()), "{msg}");
     assert!(
