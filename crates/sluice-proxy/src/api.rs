@@ -1442,3 +1442,100 @@ impl Connection {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// RFC 9112 §7.1's form: hex sizes, extensions, a trailer field.
+    fn chunked(body: &[u8], sizes: &[usize]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut rest = body;
+        for &n in sizes.iter().cycle() {
+            if rest.is_empty() {
+                break;
+            }
+            let n = n.clamp(1, rest.len());
+            out.extend_from_slice(format!("{n:X};x=y\r\n").as_bytes());
+            out.extend_from_slice(&rest[..n]);
+            out.extend_from_slice(b"\r\n");
+            rest = &rest[n..];
+        }
+        out.extend_from_slice(b"0\r\nT: 1\r\n\r\n");
+        out
+    }
+
+    proptest! {
+        /// However the bytes arrive, the body comes out whole, every byte
+        /// used once, and nothing after the body is taken.
+        #[test]
+        fn a_chunked_body_decodes_the_same_in_any_pieces(
+            body in prop::collection::vec(any::<u8>(), 0..600),
+            sizes in prop::collection::vec(1usize..70, 1..8),
+            cut in prop::collection::vec(1usize..40, 1..30),
+        ) {
+            let mut wire = chunked(&body, &sizes);
+            let end = wire.len();
+            wire.extend_from_slice(b"GET /next");
+            let limits = Limits::default();
+            let (mut d, mut buf, mut fed) = (Dechunk::default(), Vec::new(), 0);
+            for &n in cut.iter().cycle() {
+                let n = n.min(wire.len() - fed);
+                buf.extend_from_slice(&wire[fed..fed + n]);
+                fed += n;
+                let used = d.feed(&buf, &limits).unwrap();
+                buf.drain(..used);
+                if d.state == ChunkState::Done || fed == wire.len() {
+                    break;
+                }
+            }
+            prop_assert_eq!(d.state, ChunkState::Done);
+            prop_assert_eq!(&d.body, &body);
+            prop_assert_eq!(fed - buf.len(), end);
+        }
+    }
+
+    #[test]
+    fn a_chunk_past_the_body_limit_is_413_before_its_data() {
+        let limits = Limits {
+            body: 100,
+            ..Limits::default()
+        };
+        let mut d = Dechunk::default();
+        assert_eq!(d.feed(b"64\r\n", &limits), Ok(4));
+        let mut d = Dechunk::default();
+        assert_eq!(d.feed(b"65\r\n", &limits).unwrap_err().status, 413);
+        // 2^64 - 1 and more digits than 16.
+        let mut d = Dechunk::default();
+        assert_eq!(
+            d.feed(b"ffffffffffffffff\r\n", &limits).unwrap_err().status,
+            413
+        );
+        let mut d = Dechunk::default();
+        assert_eq!(
+            d.feed(b"00000000000000001\r\n", &limits)
+                .unwrap_err()
+                .status,
+            400
+        );
+    }
+
+    #[test]
+    fn path_segments_decode_as_gos_url_package_does() {
+        assert_eq!(percent_decode("a%20b").as_deref(), Some("a b"));
+        assert_eq!(percent_decode("x%2fy%2F").as_deref(), Some("x/y/"));
+        assert_eq!(percent_decode("a+b").as_deref(), Some("a+b"));
+        assert_eq!(percent_decode("%E2%82%AC").as_deref(), Some("€"));
+        for bad in ["%", "%2", "%zz", "a%g1", "%%41"] {
+            assert_eq!(percent_decode(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn absolute_form_targets_keep_their_path() {
+        assert_eq!(origin_form("http://h:1/proxies?x"), "/proxies?x");
+        assert_eq!(origin_form("HTTP://h"), "/");
+        assert_eq!(origin_form("/version"), "/version");
+    }
+}
