@@ -1,6 +1,7 @@
 //! The proxies as the API holds them, and their sockets: each enabled
-//! proxy runs one event loop on a thread of its own, whatever the number of
-//! its connections — [`crate::reactor`] for TCP, [`crate::udp`] for UDP.
+//! proxy runs event loops on threads of their own, as many whatever the
+//! number of its connections — a few for TCP ([`crate::reactor`]), one for
+//! UDP ([`crate::udp`]).
 //!
 //! A TCP connection drives one [`Pipe`] per direction on the monotonic
 //! clock, reading its source only while the pipe has room, so that a slow

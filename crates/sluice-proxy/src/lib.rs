@@ -11,7 +11,7 @@
 //!   through the toxics' qdisc stages, lost and reordered as they are).
 //! - [`conn`]: the proxies as the API holds them: started, stopped, told
 //!   of toxic changes.
-//! - [`reactor`]: a TCP proxy's event loop, one thread for all of its
+//! - [`reactor`]: a TCP proxy's event loops, a few threads for all of its
 //!   connections.
 //! - [`udp`]: a UDP proxy's event loop, one thread for all of its sessions.
 //! - [`api`]: the REST API.

@@ -1,10 +1,13 @@
-//! The event loop of a TCP proxy: one thread carries all of its
-//! connections, whatever their number.
+//! The event loops of a TCP proxy: a few threads (one per core, at most
+//! four: [`loops_per_proxy`]) carry all of its connections, whatever their
+//! number. The first loop accepts the clients and hands them to the loops
+//! in turn; a connection then stays on its loop.
 //!
-//! The thread waits on one epoll set (through `mio`) for the listening
-//! socket, every connection's two sockets, a waker (the toxics changed, or
-//! the proxy stops) and a timerfd armed for the earliest wake-up any
-//! connection's pipes asked for. Sockets are non-blocking and their events
+//! Each loop waits on one epoll set (through `mio`) for its connections'
+//! two sockets each (and the first, the listening socket), a waker (a
+//! client handed over, the toxics changed, or the proxy stops) and a
+//! timerfd armed for the earliest wake-up any of its connections' pipes
+//! asked for. Sockets are non-blocking and their events
 //! edge-triggered, so each connection remembers which of its sockets are
 //! readable and writable until a call says `WouldBlock`.
 //!
@@ -52,7 +55,7 @@ use std::io::{self, ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, ToSocketAddrs};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 use std::thread;
 
 /// How long an upstream address may take to accept a connection.
@@ -121,26 +124,28 @@ pub(crate) fn raise_nofile() {
     });
 }
 
-/// The running event loop of a proxy, as the proxy holds it; dropping it
-/// stops the loop without waiting.
+/// The running event loops of a proxy, as the proxy holds them; dropping
+/// it stops them without waiting.
 pub(crate) struct Handle {
-    waker: Arc<Waker>,
+    wakers: Vec<Arc<Waker>>,
     stop: Arc<AtomicBool>,
-    thread: Option<thread::JoinHandle<()>>,
+    threads: Vec<thread::JoinHandle<()>>,
 }
 
 impl Handle {
     /// The toxics changed: every connection picks them up at once.
     pub fn wake(&self) {
-        let _ = self.waker.wake();
+        for w in &self.wakers {
+            let _ = w.wake();
+        }
     }
 
     /// Close every connection and the listening socket, and wait until
     /// they are closed.
     pub fn stop(mut self) {
         self.stop.store(true, Ordering::SeqCst);
-        let _ = self.waker.wake();
-        if let Some(t) = self.thread.take() {
+        self.wake();
+        for t in self.threads.drain(..) {
             let _ = t.join();
         }
     }
@@ -149,7 +154,7 @@ impl Handle {
 impl Drop for Handle {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
-        let _ = self.waker.wake();
+        self.wake();
     }
 }
 
@@ -216,18 +221,26 @@ impl Timer {
 }
 
 impl Handle {
-    /// The handle of a loop on `thread`, stopped through `stop` and `waker`.
+    /// The handle of loops on `threads`, stopped through `stop` and woken
+    /// through `wakers`.
     pub(crate) fn new(
-        waker: Arc<Waker>,
+        wakers: Vec<Arc<Waker>>,
         stop: Arc<AtomicBool>,
-        thread: thread::JoinHandle<()>,
+        threads: Vec<thread::JoinHandle<()>>,
     ) -> Handle {
         Handle {
-            waker,
+            wakers,
             stop,
-            thread: Some(thread),
+            threads,
         }
     }
+}
+
+/// How many event loops carry a TCP proxy's connections: one per core, at
+/// most four (one core's loop carries a stream at several Gbit/s; more
+/// loops spread many connections' work over the cores).
+pub fn loops_per_proxy() -> usize {
+    thread::available_parallelism().map_or(1, |n| n.get().clamp(1, 4))
 }
 
 /// Start the event loop of a proxy listening on `listener` (non-blocking)
@@ -238,36 +251,60 @@ pub(crate) fn spawn(
     published: Arc<Published>,
 ) -> io::Result<Handle> {
     raise_nofile();
-    let poll = Poll::new()?;
-    let mut listener = TcpListener::from_std(listener);
-    poll.registry()
-        .register(&mut listener, LISTENER, Interest::READABLE)?;
-    let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
-    let timer = Timer::new(poll.registry(), TIMER)?;
     let stop = Arc::new(AtomicBool::new(false));
-    let generation = published.generation.load(Ordering::SeqCst);
-    let reactor = Reactor {
-        poll,
-        listener,
-        upstream,
-        resolved: None,
-        published,
-        generation,
-        toxics: Vec::new(),
-        stop: stop.clone(),
-        conns: Vec::new(),
-        free: Vec::new(),
-        timers: BTreeSet::new(),
-        timer,
-        accept_at: None,
-        ready: VecDeque::new(),
-        buf: vec![0; READ_CHUNK],
-        scratch: Vec::new(),
-    };
-    let thread = thread::Builder::new()
-        .name("sluice-proxy".into())
-        .spawn(move || reactor.run())?;
-    Ok(Handle::new(waker, stop, thread))
+    let mut listener = Some(TcpListener::from_std(listener));
+    let mut reactors = Vec::new();
+    let mut wakers = Vec::new();
+    let mut inboxes = Vec::new();
+    for _ in 0..loops_per_proxy() {
+        let poll = Poll::new()?;
+        if let Some(l) = &mut listener {
+            poll.registry().register(l, LISTENER, Interest::READABLE)?;
+        }
+        let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+        let timer = Timer::new(poll.registry(), TIMER)?;
+        let (tx, inbox) = mpsc::channel();
+        inboxes.push(tx);
+        wakers.push(waker);
+        reactors.push(Reactor {
+            poll,
+            // (The first loop accepts, and hands clients to the others in turn.)
+            listener: listener.take(),
+            peers: Vec::new(),
+            turn: 0,
+            inbox,
+            upstream: upstream.clone(),
+            resolved: None,
+            published: published.clone(),
+            generation: published.generation.load(Ordering::SeqCst),
+            toxics: Vec::new(),
+            stop: stop.clone(),
+            conns: Vec::new(),
+            free: Vec::new(),
+            timers: BTreeSet::new(),
+            timer,
+            accept_at: None,
+            ready: VecDeque::new(),
+            buf: vec![0; READ_CHUNK],
+            scratch: Vec::new(),
+        });
+    }
+    reactors[0].peers = wakers.iter().cloned().zip(inboxes).collect();
+    let mut threads = Vec::new();
+    for reactor in reactors {
+        let t = thread::Builder::new()
+            .name("sluice-proxy".into())
+            .spawn(move || reactor.run());
+        match t {
+            Ok(t) => threads.push(t),
+            Err(e) => {
+                // (The handle's drop stops the loops already started.)
+                drop(Handle::new(wakers, stop, threads));
+                return Err(e);
+            }
+        }
+    }
+    Ok(Handle::new(wakers, stop, threads))
 }
 
 /// One direction of a connection.
@@ -381,7 +418,14 @@ enum Fate {
 
 struct Reactor {
     poll: Poll,
-    listener: TcpListener,
+    /// The first loop's: it accepts the clients.
+    listener: Option<TcpListener>,
+    /// The first loop's: every loop (itself first), to hand clients to.
+    peers: Vec<(Arc<Waker>, mpsc::Sender<TcpStream>)>,
+    /// The peer the next client goes to.
+    turn: usize,
+    /// Clients the first loop handed to this one.
+    inbox: mpsc::Receiver<TcpStream>,
     upstream: String,
     resolved: Option<(Time, Vec<SocketAddr>)>,
     published: Arc<Published>,
@@ -426,7 +470,12 @@ impl Reactor {
             for ev in events.iter() {
                 match ev.token() {
                     LISTENER => accept = true,
-                    WAKER => self.toxics_changed(t, &mut dirty),
+                    WAKER => {
+                        while let Ok(client) = self.inbox.try_recv() {
+                            self.adopt(client, t, &mut dirty);
+                        }
+                        self.toxics_changed(t, &mut dirty);
+                    }
                     TIMER => self.timer.clear(),
                     Token(k) => {
                         let (slot, side) = ((k - FIRST) / 2, (k - FIRST) % 2);
@@ -541,65 +590,77 @@ impl Reactor {
     }
 
     /// Accept the waiting clients (up to [`ACCEPTS_PER_TURN`], the rest
-    /// after the open connections' turn) and start connecting their
-    /// upstream sides.
+    /// after the open connections' turn), each for the next loop in turn.
     fn accept(&mut self, t: Time, dirty: &mut Vec<usize>) {
         self.accept_at = None;
         for _ in 0..ACCEPTS_PER_TURN {
-            let client = match self.listener.accept() {
+            let Some(listener) = &self.listener else {
+                return;
+            };
+            let client = match listener.accept() {
                 Ok((c, _)) => c,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) => {
+                Err(e) if e.kind() == ErrorKind::ConnectionAborted => continue,
+                Err(_) => {
                     // Out of descriptors (EMFILE, ENFILE, ENOBUFS): the
                     // clients wait in the queue; try again shortly.
-                    if !matches!(e.kind(), ErrorKind::ConnectionAborted) {
-                        self.accept_at = Some(t + ACCEPT_RETRY);
-                        return;
-                    }
-                    continue;
+                    self.accept_at = Some(t + ACCEPT_RETRY);
+                    return;
                 }
             };
-            let _ = client.set_nodelay(true);
-            let mut left = self.upstream_addrs(t);
-            left.reverse();
-            let Some(server) = connect_next(&mut left) else {
-                // Upstream unreachable: the client's connection is closed.
-                continue;
-            };
-            let slot = self.free.pop().unwrap_or_else(|| {
-                self.conns.push(None);
-                self.conns.len() - 1
-            });
-            let mut c = Conn {
-                socks: [client, server],
-                readable: [false; 2],
-                writable: [false; 2],
-                connecting: Some(Connecting {
-                    left,
-                    deadline: t + CONNECT_TIMEOUT,
-                }),
-                seed: fresh_seed(),
-                dirs: Vec::new(),
-                timer: None,
-                queued: false,
-            };
-            let registry = self.poll.registry();
-            let both = Interest::READABLE | Interest::WRITABLE;
-            let ok = registry
-                .register(&mut c.socks[0], Token(FIRST + 2 * slot), both)
-                .and_then(|_| {
-                    registry.register(&mut c.socks[1], Token(FIRST + 2 * slot + 1), both)
-                });
-            if ok.is_err() {
-                self.free.push(slot);
-                continue;
+            let turn = self.turn % self.peers.len().max(1);
+            self.turn = self.turn.wrapping_add(1);
+            match self.peers.get(turn) {
+                Some((waker, inbox)) if turn > 0 => {
+                    if inbox.send(client).is_ok() {
+                        let _ = waker.wake();
+                    }
+                }
+                _ => self.adopt(client, t, dirty),
             }
-            self.conns[slot] = Some(c);
-            dirty.push(slot);
         }
         // More may be waiting: at once, after the others' turn.
         self.accept_at = Some(t);
+    }
+
+    /// Take a client on: start connecting its upstream side.
+    fn adopt(&mut self, client: TcpStream, t: Time, dirty: &mut Vec<usize>) {
+        let _ = client.set_nodelay(true);
+        let mut left = self.upstream_addrs(t);
+        left.reverse();
+        let Some(server) = connect_next(&mut left) else {
+            // Upstream unreachable: the client's connection is closed.
+            return;
+        };
+        let slot = self.free.pop().unwrap_or_else(|| {
+            self.conns.push(None);
+            self.conns.len() - 1
+        });
+        let mut c = Conn {
+            socks: [client, server],
+            readable: [false; 2],
+            writable: [false; 2],
+            connecting: Some(Connecting {
+                left,
+                deadline: t + CONNECT_TIMEOUT,
+            }),
+            seed: fresh_seed(),
+            dirs: Vec::new(),
+            timer: None,
+            queued: false,
+        };
+        let registry = self.poll.registry();
+        let both = Interest::READABLE | Interest::WRITABLE;
+        let ok = registry
+            .register(&mut c.socks[0], Token(FIRST + 2 * slot), both)
+            .and_then(|_| registry.register(&mut c.socks[1], Token(FIRST + 2 * slot + 1), both));
+        if ok.is_err() {
+            self.free.push(slot);
+            return;
+        }
+        self.conns[slot] = Some(c);
+        dirty.push(slot);
     }
 
     /// Drive connection `slot` at `t`, then set its timer or end it.

@@ -126,7 +126,7 @@ pub(crate) fn spawn(
     let thread = thread::Builder::new()
         .name("sluice-proxy-udp".into())
         .spawn(move || udp.run())?;
-    Ok(Handle::new(waker, stop, thread))
+    Ok(Handle::new(vec![waker], stop, vec![thread]))
 }
 
 struct Udp {
