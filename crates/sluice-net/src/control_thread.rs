@@ -17,10 +17,13 @@
 //! Every client is bounded:
 //!
 //! - a request is one line of at most [`Limits::max_request`] bytes (16
-//!   MiB: a big `tc -b` batch); a longer one is answered with an error and
-//!   the connection closed, having cost at most that much memory;
+//!   MiB: a big `tc -b` batch); reading stops one byte past it, the client
+//!   is told why, and what it still sends is read and thrown away until it
+//!   stops (closing a Unix socket with unread data would reset the
+//!   connection, and the client would lose the explanation);
 //! - all clients together buffer at most [`Limits::max_buffered`] bytes of
-//!   unfinished requests; the client whose bytes would go over is refused;
+//!   unfinished requests; the client whose bytes would go over is refused
+//!   the same way;
 //! - a request must be whole within [`Limits::request_time`] of the
 //!   connection, and an answer read within [`Limits::response_time`] of
 //!   being ready; a client that misses either is closed;
@@ -30,8 +33,8 @@
 //!   than it takes to accept them.
 //!
 //! The thread runs one job at a time and waits for its answer: the packet
-//! thread runs commands one at a time anyway, and so a command never waits
-//! behind a queue of others. It starts at the default scheduling policy
+//! thread runs commands one at a time anyway, so no queue of jobs builds up
+//! (the packet thread finds at most one per wake-up). It starts at the default scheduling policy
 //! (before the packet thread takes a real-time one), so reading and parsing
 //! a large request never takes the packet thread's CPU time.
 
