@@ -503,6 +503,9 @@ impl Session {
             replay_block(&mut net, &j.block, j.count, replay, clock, &p.journal)?;
         }
         net.now = now.unwrap_or(Time(0));
+        // Replayed listings marked actions used; that is history, not a
+        // change the command about to run makes.
+        let _ = net.actions.take_listing_changed();
         let s = Session {
             lock,
             paths: p,

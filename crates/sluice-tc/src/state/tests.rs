@@ -480,3 +480,25 @@ fn namespace_names_that_are_not_file_names_are_refused() {
         assert!(matches!(e, StateError::BadName(_)), "{bad}: {e}");
     }
 }
+
+/// Listing actions marks them used by a dump (`used_hw_stats`), a change
+/// that is logged; a second listing changes nothing and must not be logged
+/// again (the flag the replayed first listing raised is history).
+#[test]
+fn only_the_first_listing_of_an_action_is_logged() {
+    let dir = tmp();
+    let run = |cmd: &str| {
+        let mut s = open(dir.path(), at(0.0));
+        let (opts, rest) = crate::tc::parse_global(&words(cmd)).unwrap();
+        let o = crate::tc::run(&mut s.net, &opts, &rest);
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        if crate::tc::mutates(&rest) || s.net.actions.take_listing_changed() {
+            s.record(std::iter::once("tc".to_string()).chain(rest).collect())
+                .unwrap();
+        }
+        s.stats().journal_commands
+    };
+    assert_eq!(run("actions add action pass index 1"), 1);
+    assert_eq!(run("-s actions ls action gact"), 2);
+    assert_eq!(run("-s actions ls action gact"), 2);
+}
