@@ -402,7 +402,7 @@ pub fn write_log(dir: &Path, netns: &str, log: &[Vec<String>]) -> std::io::Resul
         replay(&mut net, &c.words);
     }
     let snap = Snapshot {
-        gen: old_gen + 1,
+        gen: old_gen.saturating_add(1),
         autohandle: net.autohandle,
         ifindex: net.next_ifindex(),
         count: commands.len(),
@@ -645,8 +645,16 @@ impl Session {
                 (autohandle, ifindex) = (net.autohandle, net.next_ifindex());
             }
         }
+        let gen = self
+            .snapshot
+            .gen
+            .checked_add(1)
+            .ok_or_else(|| StateError::Corrupt {
+                path: self.paths.snap.clone(),
+                detail: "its generation number is at its limit".into(),
+            })?;
         let snap = Snapshot {
-            gen: self.snapshot.gen + 1,
+            gen,
             autohandle,
             ifindex,
             count: commands.len(),

@@ -150,9 +150,13 @@ pub(crate) fn options() -> fs::OpenOptions {
     o
 }
 
-/// Open `path` for reading (no symlinks); `None` when it does not exist.
+/// Open `path` for reading (no symlinks; a FIFO planted in its place must
+/// not block the open); `None` when it does not exist.
 pub(crate) fn open_existing(path: &Path) -> Result<Option<fs::File>, StateError> {
-    match options().read(true).open(path) {
+    let mut o = fs::OpenOptions::new();
+    o.read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    match o.open(path) {
         Ok(f) => {
             let m = f.metadata().map_err(|e| StateError::io(path, e))?;
             if !m.is_file() {

@@ -502,3 +502,20 @@ fn only_the_first_listing_of_an_action_is_logged() {
     assert_eq!(run("-s actions ls action gact"), 2);
     assert_eq!(run("-s actions ls action gact"), 2);
 }
+
+/// A FIFO or a directory where a state file should be is an error, not a
+/// hang or a panic.
+#[test]
+fn a_state_file_that_is_not_a_regular_file_is_refused() {
+    let dir = tmp();
+    drop(open(dir.path(), at(0.0)));
+    let snap = ns(dir.path()).join("default.snap");
+    let c = std::ffi::CString::new(snap.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo with a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let e = Session::load(dir.path(), None, replay, None, Access::Read).unwrap_err();
+    assert!(e.to_string().contains("not a regular file"), "{e}");
+    fs::remove_file(&snap).unwrap();
+    fs::create_dir(&snap).unwrap();
+    assert!(Session::load(dir.path(), None, replay, None, Access::Read).is_err());
+}
