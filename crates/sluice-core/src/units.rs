@@ -192,6 +192,48 @@ pub fn parse_rate(s: &str) -> Result<u64, BadUnit> {
     Ok(((bps / 8.0) as i64) as u64)
 }
 
+/// The fastest wire sluice takes, in bits/s: the fastest link ethtool can
+/// report (`speed` is a u32 of Mbit/s, and `u32::MAX` means unknown).
+pub const MAX_LINK_RATE_BPS: u64 = (u32::MAX as u64 - 1) * 1_000_000;
+
+/// Why a wire's rate is refused ([`parse_link_rate`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum LinkRateError {
+    /// Not tc's rate syntax.
+    #[error("not a rate (e.g. 10mbit, 500kbit, 1gbit)")]
+    NotARate,
+    /// Below zero.
+    #[error("a rate cannot be negative")]
+    Negative,
+    /// Under 8 bit/s: tc carries rates in whole bytes per second.
+    #[error("it rounds to 0 bytes/s; the least rate is 8bit (1 byte/s)")]
+    RoundsToZero,
+    /// Above [`MAX_LINK_RATE_BPS`].
+    #[error("more than 4294967294mbit, the fastest link ethtool can report")]
+    TooFast,
+}
+
+/// The rate of a wire (a simulated link, a live link, replay's wire), in
+/// bits per second: tc's `get_rate64` syntax, carried as tc carries it, in
+/// whole bytes per second. For a wire 0 means "no limit", so a rate that
+/// rounds to 0 bytes/s is an error rather than an unlimited wire; so are
+/// negative, NaN and enormous ones. Every front end reads wire rates here.
+pub fn parse_link_rate(text: &str) -> Result<u64, LinkRateError> {
+    let t = text.trim();
+    let (v, _) = strtod(t).ok_or(LinkRateError::NotARate)?;
+    let bytes = parse_rate(t).map_err(|_| LinkRateError::NotARate)?;
+    if v < 0.0 {
+        return Err(LinkRateError::Negative);
+    }
+    if bytes == 0 {
+        return Err(LinkRateError::RoundsToZero);
+    }
+    match bytes.checked_mul(8) {
+        Some(bps) if v.is_finite() && bps <= MAX_LINK_RATE_BPS => Ok(bps),
+        _ => Err(LinkRateError::TooFast),
+    }
+}
+
 /// `get_rate` (32-bit): like [`parse_rate`] but refuses rates that overflow u32 bytes/s.
 pub fn parse_rate32(s: &str) -> Result<u32, BadUnit> {
     let (mut bps, rest) = strtod(s).ok_or(BadUnit)?;

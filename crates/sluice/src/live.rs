@@ -122,22 +122,18 @@ fn illegal(flag: &str, value: &str, why: &str) -> String {
     format!("illegal value for \"{flag}\": \"{value}\": {why}")
 }
 
-/// A wire rate in bits/s: tc's units, rounded down to whole bytes/s as tc
-/// does (`get_rate64`); one that rounds to 0 would be no rate, so it is
-/// refused rather than taken for an unlimited wire.
+/// A wire rate in bits/s ([`sluice_core::units::parse_link_rate`]): one
+/// that rounds to 0 is refused rather than taken for an unlimited wire.
 fn wire_rate(flag: &str, r: &str) -> Result<u64, String> {
-    let bytes = sluice_core::units::parse_rate(r)
-        .map_err(|_| illegal(flag, r, "a rate in tc's units: 10mbit, 500kbit, 1gbit"))?;
-    match bytes {
-        0 => Err(illegal(
+    use sluice_core::units::LinkRateError;
+    sluice_core::units::parse_link_rate(r).map_err(|e| match e {
+        LinkRateError::RoundsToZero => illegal(
             flag,
             r,
-            "under 8bit it rounds to 0 bytes/s; leave the flag out for an unlimited wire",
-        )),
-        // A negative rate wraps, an enormous one saturates: both land here.
-        b if b > u64::MAX / 8 => Err(illegal(flag, r, "out of range (0 to 2^64 bit/s)")),
-        b => Ok(b * 8),
-    }
+            &format!("{e}; leave the flag out for an unlimited wire"),
+        ),
+        e => illegal(flag, r, &e.to_string()),
+    })
 }
 
 /// A one-way delay in ns: tc's units; 0 is none.

@@ -36,7 +36,7 @@ use sluice_core::device::Device;
 use sluice_core::packet::{EthAddrs, Packet, ETH_P_IP, ETH_P_IPV6};
 use sluice_core::port::{Port, PortConfig, TxBuffer};
 use sluice_core::time::{Duration, Time};
-use sluice_core::units::{parse_rate, parse_size, parse_time_ns};
+use sluice_core::units::{parse_link_rate, parse_size, parse_time_ns};
 use sluice_tc::net::Net;
 use sluice_tc::{ip, tc};
 use std::fs::File;
@@ -265,14 +265,10 @@ fn fmt_bps(bps: u64) -> String {
 
 /// The wire from the command line.
 fn wire_config(a: &ReplayArgs) -> Result<PortConfig, Failure> {
-    let rate = parse_rate(&a.rate)
-        .ok()
-        .filter(|r| *r > 0)
-        .map(|r| r.saturating_mul(8))
-        .ok_or_else(|| Failure {
-            msg: format!("--rate {:?}: not a rate above 0 (e.g. 10mbit)", a.rate),
-            code: 2,
-        })?;
+    let rate = parse_link_rate(&a.rate).map_err(|e| Failure {
+        msg: format!("--rate {:?}: {e}", a.rate),
+        code: 2,
+    })?;
     let delay = parse_time_ns(&a.delay)
         .ok()
         .filter(|d| *d >= 0)

@@ -1585,29 +1585,29 @@ fn wire_flags_that_round_to_zero_go_negative_or_overflow_are_refused() {
     for (flags, why) in [
         (
             &["--rate", "7bit"][..],
-            "\"--rate\": \"7bit\": under 8bit it rounds to 0 bytes/s",
+            "\"--rate\": \"7bit\": it rounds to 0 bytes/s",
         ),
         (
             &["--rate", "0.5Bps"],
-            "\"--rate\": \"0.5Bps\": under 8bit it rounds to 0 bytes/s",
+            "\"--rate\": \"0.5Bps\": it rounds to 0 bytes/s",
         ),
         (
             &["--rate-ab", "0"],
-            "\"--rate-ab\": \"0\": under 8bit it rounds to 0 bytes/s",
+            "\"--rate-ab\": \"0\": it rounds to 0 bytes/s",
         ),
         (
             &["--rate", "10mbit", "--rate-ba", "1bit"],
-            "\"--rate-ba\": \"1bit\": under 8bit",
+            "\"--rate-ba\": \"1bit\": it rounds to 0",
         ),
-        (&["--rate=-8bit"], "\"--rate\": \"-8bit\": out of range"),
+        (&["--rate=-8bit"], "\"--rate\": \"-8bit\": a rate cannot be negative"),
         (
             &["--rate", "1e30bit"],
-            "\"--rate\": \"1e30bit\": out of range",
+            "\"--rate\": \"1e30bit\": more than 4294967294mbit",
         ),
-        (&["--rate", "inf"], "\"--rate\": \"inf\": out of range"),
+        (&["--rate", "inf"], "\"--rate\": \"inf\": more than"),
         (
             &["--rate", "10furlongs"],
-            "\"--rate\": \"10furlongs\": a rate in tc's units",
+            "\"--rate\": \"10furlongs\": not a rate",
         ),
         (
             &["--delay=-1ms"],
