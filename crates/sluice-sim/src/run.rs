@@ -717,7 +717,15 @@ fn add_workload(
         }
         "tcp" => {
             let count = cx
-                .int(w.count.as_ref(), "count", (1, limits::EPHEMERAL_PORTS))?
+                .int(w.count.as_ref(), "count", (1, limits::EPHEMERAL_PORTS))
+                .map_err(|e| match e.contains("at most") {
+                    true => format!(
+                        "{e}: each flow takes one of its host's ephemeral ports ({}-{})",
+                        limits::EPHEMERAL.0,
+                        limits::EPHEMERAL.1
+                    ),
+                    false => e,
+                })?
                 .unwrap_or(1);
             let stagger = cx
                 .time(w.stagger.as_ref(), "stagger", Duration::ZERO)?
