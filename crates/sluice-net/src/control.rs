@@ -216,7 +216,8 @@ pub fn status(plane: &Plane, io: &IoStats) -> String {
 
 /// Send a request to link `name`'s daemon.
 pub fn request(name: &str, req: &Request) -> Result<Response, String> {
-    let dir = sluice_tc::state::state_dir().join("links");
+    let dir = link::existing_links_dir()
+        .ok_or_else(|| format!("cannot reach link {name}: no private links directory"))?;
     let path = link::socket_path(&dir, name);
     let mut s = UnixStream::connect(&path)
         .map_err(|e| format!("cannot reach link {name} at {}: {e}", path.display()))?;
@@ -236,7 +237,7 @@ pub fn request(name: &str, req: &Request) -> Result<Response, String> {
 /// offline state directory); a link whose daemon died is an error.
 fn running(netns: Option<&str>) -> Option<Result<&str, Outcome>> {
     let name = netns?;
-    let dir = sluice_tc::state::state_dir().join("links");
+    let dir = link::existing_links_dir()?;
     let rec = link::read_record(&dir, name)?;
     if !link::alive(&rec) {
         return Some(Err(fail(format!(

@@ -158,13 +158,24 @@ pub enum LinkError {
     Io(#[from] std::io::Error),
 }
 
-/// The links directory (created owner-only).
+/// The links directory, `links/` in the private state directory: both made
+/// 0700 if need be and checked as the state store checks its own (a real
+/// directory of this user that no one else may enter), so no other user can
+/// plant a record or a socket that a link's commands would then trust.
 pub fn links_dir() -> std::io::Result<PathBuf> {
-    let dir = sluice_tc::state::state_dir().join("links");
-    fs::create_dir_all(&dir)?;
-    use std::os::unix::fs::PermissionsExt;
-    fs::set_permissions(&dir, fs::Permissions::from_mode(0o700))?;
+    let state = sluice_tc::state::private_state_dir().map_err(std::io::Error::other)?;
+    let dir = state.join("links");
+    sluice_tc::state::ensure_private_dir(&dir).map_err(std::io::Error::other)?;
     Ok(dir)
+}
+
+/// The links directory if it exists and passes that check (nothing is
+/// created): where `tc -n NAME` looks for a running link.
+pub fn existing_links_dir() -> Option<PathBuf> {
+    use sluice_tc::state::check_private_dir;
+    let state = sluice_tc::state::state_dir();
+    let dir = state.join("links");
+    (check_private_dir(&state).is_ok() && check_private_dir(&dir).is_ok()).then_some(dir)
 }
 
 /// Path of the record of link `name`.
