@@ -630,9 +630,13 @@ impl Session {
             path: self.paths.snap.clone(),
             detail,
         })?;
+        // The counters the snapshot records are those its commands give on
+        // replay (a command that failed in this run may have moved the
+        // live namespace's, as a failed add moves the kernel's).
+        let full = self.replay_fresh(&all, &self.paths.snap)?;
+        let (mut autohandle, mut ifindex) = (full.autohandle, full.next_ifindex());
         let drop = compact::superseded(&all);
         let mut commands = all;
-        let (mut autohandle, mut ifindex) = (self.net.autohandle, self.net.next_ifindex());
         if drop.iter().any(|d| *d) {
             let shorter: Vec<Command> = commands
                 .iter()
@@ -640,7 +644,7 @@ impl Session {
                 .filter(|(_, d)| !**d)
                 .map(|(c, _)| c.clone())
                 .collect();
-            if let Some(net) = self.proven_equal(&commands, &shorter) {
+            if let Some(net) = self.proven_equal(full, &shorter) {
                 commands = shorter;
                 (autohandle, ifindex) = (net.autohandle, net.next_ifindex());
             }
@@ -675,18 +679,24 @@ impl Session {
         Ok(())
     }
 
-    /// Replay `full` and `shorter` into fresh namespaces at this session's
-    /// times; the shorter one's namespace if both replay and their
-    /// fingerprints are equal.
-    fn proven_equal(&self, full: &[Command], shorter: &[Command]) -> Option<Net> {
-        let run = |cmds: &[Command]| {
-            let mut net = fresh_net();
-            replay_all(&mut net, cmds, self.replay, self.clock, &self.paths.snap).ok()?;
-            net.now = self.net.now;
-            Some(net)
-        };
-        let (mut a, mut b) = (run(full)?, run(shorter)?);
-        let (fa, fb) = (compact::fingerprint(&mut a), compact::fingerprint(&mut b));
+    /// `cmds` replayed into a fresh namespace at this session's times, left
+    /// at its `now`.
+    fn replay_fresh(&self, cmds: &[Command], path: &Path) -> Result<Net, StateError> {
+        let mut net = fresh_net();
+        replay_all(&mut net, cmds, self.replay, self.clock, path)?;
+        net.now = self.net.now;
+        let _ = net.actions.take_listing_changed();
+        Ok(net)
+    }
+
+    /// `shorter` replayed into a fresh namespace, if it replays and its
+    /// fingerprint equals that of `full` (the whole history, replayed).
+    fn proven_equal(&self, mut full: Net, shorter: &[Command]) -> Option<Net> {
+        let mut b = self.replay_fresh(shorter, &self.paths.snap).ok()?;
+        let (fa, fb) = (
+            compact::fingerprint(&mut full),
+            compact::fingerprint(&mut b),
+        );
         (fa == fb).then_some(b)
     }
 }
