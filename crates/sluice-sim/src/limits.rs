@@ -30,7 +30,7 @@
 //! TOML float such as `1e9` is refused where a count is expected.
 
 use sluice_core::time::Duration;
-use sluice_core::units::{parse_rate, parse_size, parse_time_ns, strtod};
+use sluice_core::units::{parse_link_rate, parse_size, parse_time_ns, strtod};
 
 /// Longest virtual time any time field may hold: iperf3's `MAX_TIME`
 /// (a day). Sums of such times stay far from the 584 years a nanosecond
@@ -50,9 +50,6 @@ pub const MAX_SOCKET_BUFFER: u64 = 512 << 20;
 /// Largest byte count of a transfer, page, object, request or of a page's
 /// objects together: 1 TiB.
 pub const MAX_TRANSFER: u64 = 1 << 40;
-/// Largest link or UDP rate, bits/s: the fastest link ethtool can report
-/// (`speed` is a u32 of Mbit/s, and u32::MAX means unknown).
-pub const MAX_RATE_BPS: u64 = (u32::MAX as u64 - 1) * 1_000_000;
 /// Transmit queues of a device: `rtnl_create_link` refuses more than 4096.
 pub const MAX_TXQUEUES: u64 = 4096;
 /// Largest framing overhead per packet: cake's `overhead` range ends at 256.
@@ -139,33 +136,12 @@ pub fn time(text: &str, what: &str, min: Duration, max: Duration) -> Result<Dura
     Ok(d)
 }
 
-/// A rate, in bits per second: tc's `get_rate64` syntax (`10mbit`, `1gbit`,
-/// `512kbps`; a bare number is bits/s), carried as tc carries it, in whole
-/// bytes per second. A rate that rounds to 0 bytes/s is refused: for the
-/// wire, 0 means "no limit".
+/// A rate, in bits per second, read as every front end reads a wire's rate
+/// ([`sluice_core::units::parse_link_rate`]: tc's syntax in whole bytes per
+/// second; one that rounds to 0, for the wire "no limit", is refused).
 pub fn rate(text: &str, what: &str) -> Result<u64, String> {
     let t = text.trim();
-    let not_a_rate = || format!("{what}: not a rate: {t:?} (e.g. \"10mbit\")");
-    let (v, _) = strtod(t).ok_or_else(not_a_rate)?;
-    let bytes = parse_rate(t).map_err(|_| not_a_rate())?;
-    if v.is_nan() {
-        return Err(not_a_rate());
-    }
-    if v < 0.0 {
-        return Err(format!("{what}: {t} is negative"));
-    }
-    if bytes == 0 {
-        return Err(format!(
-            "{what}: {t} rounds to 0 bytes/s; the least rate is 8bit (1 byte/s)"
-        ));
-    }
-    match bytes.checked_mul(8) {
-        Some(bps) if v.is_finite() && bps <= MAX_RATE_BPS => Ok(bps),
-        _ => Err(format!(
-            "{what}: {t} is more than {}mbit, the fastest link ethtool can report",
-            MAX_RATE_BPS / 1_000_000
-        )),
-    }
+    parse_link_rate(t).map_err(|e| format!("{what}: {t:?}: {e}"))
 }
 
 /// Bytes in `min..=max`: tc's sizes (`1500`, `64k`, `1m`, `10kbit`) plus
@@ -252,7 +228,10 @@ mod tests {
         // tc keeps bytes/s: 8 bit/s is one byte a second, 7 bit/s is none.
         assert_eq!(rate("8bit", "rate"), Ok(8));
         assert_eq!(rate("10mbit", "rate"), Ok(10_000_000));
-        assert_eq!(rate("4294967294mbit", "rate"), Ok(MAX_RATE_BPS));
+        assert_eq!(
+            rate("4294967294mbit", "rate"),
+            Ok(sluice_core::units::MAX_LINK_RATE_BPS)
+        );
         for bad in ["1bit", "7bit", "0", "0.5bit", "-1bit", "-1mbit"] {
             let e = rate(bad, "link a:eth0-b:eth0: rate").unwrap_err();
             assert!(e.starts_with("link a:eth0-b:eth0: rate: "), "{bad}: {e}");
