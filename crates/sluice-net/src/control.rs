@@ -3,15 +3,16 @@
 //!
 //! # How `-n` fits the state directory
 //!
-//! Offline, `sluice tc -n NAME` replays and appends to the log
-//! `$SLUICE_STATE_DIR/netns/NAME.log`. A running link is different: its
-//! qdiscs hold queued packets and live counters, which no log can replay,
-//! and two writers (a log and a daemon) would drift apart. So while link
+//! Offline, `sluice tc -n NAME` replays namespace NAME's snapshot and
+//! journal in the state directory and appends to the journal
+//! (sluice-tc's `state`). A running link is different: its qdiscs hold
+//! queued packets and live counters, which no journal can replay, and two
+//! writers (a journal and a daemon) would drift apart. So while link
 //! NAME runs, its daemon's in-memory namespace is the only truth: `-n NAME`
 //! is sent to the daemon, which runs it with sluice-tc's own `tc::run` (same
 //! parser, same errors, same printer, `-s` showing the live counters) and
 //! answers with the command's stdout, stderr and exit status. Nothing is
-//! written to the log; when the link goes down its policy goes with it, as a
+//! written to the journal; when the link goes down its policy goes with it, as a
 //! deleted network namespace's does. With no link of that name running,
 //! `-n NAME` is the ordinary offline namespace, untouched.
 //!

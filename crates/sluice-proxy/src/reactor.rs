@@ -319,9 +319,7 @@ struct Dir {
     signal: Option<Signal>,
     /// The signal was acted on: nothing more goes this way.
     over: bool,
-    /// Toxicity draws (see [`Dir::active`]) and their randomness.
-    drawn: HashMap<String, (Toxic, bool)>,
-    rng: Xoshiro256PlusPlus,
+    draws: Draws,
 }
 
 impl Dir {
@@ -335,53 +333,69 @@ impl Dir {
         toxics: &[Toxic],
         now: Time,
     ) -> Result<Dir, String> {
-        let seed = seed ^ stream as u64;
-        let mut drawn = HashMap::new();
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-        let on = active(stream, &mut drawn, &mut rng, toxics);
+        let mut draws = Draws::new(stream, seed);
+        let on = draws.active(toxics);
         Ok(Dir {
             stream,
-            pipe: Pipe::new(&on, from, to, seed, now)?,
+            pipe: Pipe::new(&on, from, to, draws.seed, now)?,
             open: true,
             out: Vec::new(),
             signal: None,
             over: false,
-            drawn,
-            rng,
+            draws,
         })
     }
 
-    /// The toxics of this direction that act on this connection (see [`active`]).
+    /// The toxics of this direction that act on this connection.
     fn active(&mut self, toxics: &[Toxic]) -> Vec<Toxic> {
-        active(self.stream, &mut self.drawn, &mut self.rng, toxics)
+        self.draws.active(toxics)
     }
 }
 
-/// The toxics of `stream` that act on a connection: each drawn once against
-/// its toxicity (again when it changes); `drawn` keeps the draws.
-pub(crate) fn active(
+/// Which toxics act on one direction of a connection (or a UDP session):
+/// each is drawn once against its toxicity, and again when it changes,
+/// from the direction's own generator.
+pub(crate) struct Draws {
     stream: Stream,
-    drawn: &mut HashMap<String, (Toxic, bool)>,
-    rng: &mut Xoshiro256PlusPlus,
-    toxics: &[Toxic],
-) -> Vec<Toxic> {
-    let mine: Vec<&Toxic> = toxics.iter().filter(|t| t.stream == stream).collect();
-    drawn.retain(|name, _| mine.iter().any(|t| &t.name == name));
-    let mut on = Vec::new();
-    for t in mine {
-        let acts = match drawn.get(&t.name) {
-            Some((seen, acts)) if seen == t => *acts,
-            _ => {
-                let acts = rng.gen::<f32>() < t.toxicity;
-                drawn.insert(t.name.clone(), (t.clone(), acts));
-                acts
-            }
-        };
-        if acts {
-            on.push(t.clone());
+    /// The direction's seed: the connection's, told apart by direction.
+    pub(crate) seed: u64,
+    drawn: HashMap<String, (Toxic, bool)>,
+    rng: Xoshiro256PlusPlus,
+}
+
+impl Draws {
+    /// The draws of direction `stream` of a connection seeded with `seed`.
+    pub(crate) fn new(stream: Stream, seed: u64) -> Draws {
+        let seed = seed ^ stream as u64;
+        Draws {
+            stream,
+            seed,
+            drawn: HashMap::new(),
+            rng: Xoshiro256PlusPlus::seed_from_u64(seed),
         }
     }
-    on
+
+    /// The toxics of this direction among `toxics` that act on it.
+    pub(crate) fn active(&mut self, toxics: &[Toxic]) -> Vec<Toxic> {
+        let mine: Vec<&Toxic> = toxics.iter().filter(|t| t.stream == self.stream).collect();
+        self.drawn
+            .retain(|name, _| mine.iter().any(|t| &t.name == name));
+        let mut on = Vec::new();
+        for t in mine {
+            let acts = match self.drawn.get(&t.name) {
+                Some((seen, acts)) if seen == t => *acts,
+                _ => {
+                    let acts = self.rng.gen::<f32>() < t.toxicity;
+                    self.drawn.insert(t.name.clone(), (t.clone(), acts));
+                    acts
+                }
+            };
+            if acts {
+                on.push(t.clone());
+            }
+        }
+        on
+    }
 }
 
 /// The upstream side of a connection while it connects.

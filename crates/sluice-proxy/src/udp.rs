@@ -18,12 +18,10 @@
 
 use crate::conn::{fresh_seed, now, Published};
 use crate::datagram::DatagramPipe;
-use crate::reactor::{active, raise_nofile, Handle, Timer};
+use crate::reactor::{raise_nofile, Draws, Handle, Timer};
 use crate::toxic::{Stream, Toxic};
 use mio::net::UdpSocket;
 use mio::{Events, Interest, Poll, Token, Waker};
-use rand::SeedableRng;
-use rand_xoshiro::Xoshiro256PlusPlus;
 use sluice_core::time::{Duration, Time};
 use std::collections::{BTreeSet, HashMap};
 use std::io::{self, ErrorKind};
@@ -53,8 +51,7 @@ const FIRST: usize = 3;
 struct Dir {
     stream: Stream,
     pipe: DatagramPipe,
-    drawn: HashMap<String, (Toxic, bool)>,
-    rng: Xoshiro256PlusPlus,
+    draws: Draws,
 }
 
 impl Dir {
@@ -65,15 +62,12 @@ impl Dir {
         seed: u64,
         toxics: &[Toxic],
     ) -> Option<Dir> {
-        let seed = seed ^ stream as u64;
-        let mut drawn = HashMap::new();
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-        let on = active(stream, &mut drawn, &mut rng, toxics);
+        let mut draws = Draws::new(stream, seed);
+        let on = draws.active(toxics);
         Some(Dir {
             stream,
-            pipe: DatagramPipe::new(&on, from, to, seed).ok()?,
-            drawn,
-            rng,
+            pipe: DatagramPipe::new(&on, from, to, draws.seed).ok()?,
+            draws,
         })
     }
 }
@@ -228,7 +222,7 @@ impl Udp {
         for (slot, s) in self.sessions.iter_mut().enumerate() {
             let Some(s) = s else { continue };
             for d in &mut s.dirs {
-                let on = active(d.stream, &mut d.drawn, &mut d.rng, &self.toxics);
+                let on = d.draws.active(&self.toxics);
                 // (A change that cannot be built leaves the stages.)
                 let _ = d.pipe.set_toxics(&on, t);
             }

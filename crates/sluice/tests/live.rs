@@ -1285,7 +1285,7 @@ fn kill_9_during_a_udp_flood_then_down_or_list_leave_nothing_behind() {
     // A `sluice shell` (NAT rules, a TUN device in the host's namespace),
     // its daemon killed while the shell's namespace floods the host;
     // `link list` cleans up.
-    let state = tempfile::tempdir().expect("tempdir");
+    let state = private_dir();
     let mut shell = Command::new(EXE)
         .args(["shell", "--", "sleep", "60"])
         .env("SLUICE_STATE_DIR", state.path())
