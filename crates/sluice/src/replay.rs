@@ -191,11 +191,19 @@ fn run(a: &ReplayArgs) -> Result<(), Failure> {
 
 /// The output capture, written to a temporary file beside it and renamed
 /// over it only when the replay succeeds: a failed replay leaves an existing
-/// output as it was.
+/// output as it was. An output that is not a regular file (`/dev/stdout`, a
+/// FIFO) is written directly.
 struct Output {
-    tmp: tempfile::NamedTempFile,
     path: PathBuf,
-    mode: u32,
+    to: Target,
+}
+
+enum Target {
+    Temporary {
+        tmp: tempfile::NamedTempFile,
+        mode: u32,
+    },
+    Direct(File),
 }
 
 impl Output {
@@ -215,37 +223,49 @@ impl Output {
                 }
             }
         }
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
+        let to = match &existing {
+            Some(m) if !m.is_file() => Target::Direct(
+                File::options()
+                    .write(true)
+                    .open(path)
+                    .map_err(|e| e.to_string())?,
+            ),
+            _ => {
+                let dir = match path.parent() {
+                    Some(d) if !d.as_os_str().is_empty() => d,
+                    _ => Path::new("."),
+                };
+                let tmp = tempfile::Builder::new()
+                    .prefix(".sluice-replay-")
+                    .tempfile_in(dir)
+                    .map_err(|e| e.to_string())?;
+                // An existing output keeps its permissions; a new one gets
+                // the umask's, as File::create would give it.
+                let mode = existing.map_or_else(|| 0o666 & !umask(), |m| m.permissions().mode());
+                Target::Temporary { tmp, mode }
+            }
         };
-        let tmp = tempfile::Builder::new()
-            .prefix(".sluice-replay-")
-            .tempfile_in(dir)
-            .map_err(|e| e.to_string())?;
-        // An existing output keeps its permissions; a new one gets the
-        // umask's, as File::create would give it.
-        let mode = existing.map_or_else(|| 0o666 & !umask(), |m| m.permissions().mode());
         Ok(Output {
-            tmp,
             path: path.to_path_buf(),
-            mode,
+            to,
         })
     }
 
     fn file(&self) -> Result<File, Failure> {
-        self.tmp
-            .as_file()
-            .try_clone()
-            .or_else(|e| fail(1, format!("{}: {e}", self.path.display())))
+        match &self.to {
+            Target::Temporary { tmp, .. } => tmp.as_file().try_clone(),
+            Target::Direct(f) => f.try_clone(),
+        }
+        .or_else(|e| fail(1, format!("{}: {e}", self.path.display())))
     }
 
     fn commit(self) -> std::io::Result<()> {
         use std::os::unix::fs::PermissionsExt;
-        self.tmp
-            .as_file()
-            .set_permissions(std::fs::Permissions::from_mode(self.mode))?;
-        self.tmp.persist(&self.path).map_err(|e| e.error)?;
+        if let Target::Temporary { tmp, mode } = self.to {
+            tmp.as_file()
+                .set_permissions(std::fs::Permissions::from_mode(mode))?;
+            tmp.persist(&self.path).map_err(|e| e.error)?;
+        }
         Ok(())
     }
 }

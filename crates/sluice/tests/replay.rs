@@ -626,3 +626,53 @@ fn output_that_is_an_input_is_refused_and_nothing_is_written_on_failure() {
     names.sort();
     assert_eq!(names, ["alias.pcap", "cut.pcap", "in.pcap", "out.pcap"]);
 }
+
+/// An output that is not a regular file (a named pipe here; `/dev/stdout`
+/// alike) is written in place: renaming a temporary file over it would
+/// replace the pipe, and a reader would get nothing.
+#[test]
+fn an_output_that_is_a_pipe_is_written_in_place() {
+    use std::os::unix::fs::FileTypeExt;
+    let d = Dir::new("fifo");
+    write_pcap(&d.path("in.pcap"), &cbr(5, 1_000_000, 5001, 0));
+    let fifo = d.path("out.fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    // The reader opens without waiting for a writer and gives up after
+    // 20 s, so a replay that never writes the pipe fails rather than hangs.
+    let reader = {
+        use std::io::Read;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fifo)
+            .unwrap();
+        std::thread::spawn(move || {
+            let (mut got, mut buf) = (vec![], [0u8; 4096]);
+            let until = std::time::Instant::now() + Duration::from_secs(20);
+            while std::time::Instant::now() < until {
+                match f.read(&mut buf) {
+                    Ok(0) if !got.is_empty() => break,
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                    Err(e) => panic!("{e}"),
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            got
+        })
+    };
+    let r = replay(&[
+        "--rate",
+        "10mbit",
+        d.path("in.pcap").to_str().unwrap(),
+        fifo.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let bytes = reader.join().unwrap();
+    std::fs::write(d.path("got.pcap"), bytes).unwrap();
+    assert_eq!(read_pcap(&d.path("got.pcap")).len(), 5);
+    assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
+}
