@@ -423,7 +423,10 @@ struct Class {
     prio_activity: u8,
     pq_seq: u64,
     deficit: [i32; TC_HTB_MAXDEPTH],
-    inner: [PrioFeed; TC_HTB_NUMPRIO],
+    /// An inner class's feeds, one per priority; a leaf has none (the
+    /// kernel keeps a class's leaf and inner state in one union), which
+    /// keeps a tree of thousands of leaves small.
+    inner: Option<Box<[PrioFeed; TC_HTB_NUMPRIO]>>,
     leaf: Option<QdiscNode>,
     block: Block,
     // Counters.
@@ -434,6 +437,14 @@ struct Class {
     lends: u32,
     borrows: u32,
     giants: u32,
+}
+
+impl Class {
+    /// The feed of priority `prio` into this inner class.
+    #[inline(always)]
+    fn feed(&mut self, prio: usize) -> &mut PrioFeed {
+        &mut self.inner.get_or_insert_with(Default::default)[prio]
+    }
 }
 
 /// Where a packet goes (`htb_classify`'s answer).
@@ -812,7 +823,7 @@ impl Htb {
         let Some(p) = self.cl_mut(pid) else {
             return false;
         };
-        let feed = &mut p.inner[prio];
+        let feed = p.feed(prio);
         let fresh = feed.set.is_empty();
         feed.set.insert(minor(id));
         if fresh {
@@ -829,7 +840,7 @@ impl Htb {
         let Some(p) = self.cl_mut(pid) else {
             return false;
         };
-        let feed = &mut p.inner[prio];
+        let feed = p.feed(prio);
         if feed.ptr == Some(minor(id)) {
             feed.last_ptr_id = id;
             feed.ptr = None;
@@ -1120,7 +1131,7 @@ impl Htb {
         if ix == NO_SLOT {
             Some(&mut self.levels[level].rows[prio])
         } else {
-            self.cl_mut(ix).map(|c| &mut c.inner[prio])
+            self.cl_mut(ix).map(|c| c.feed(prio))
         }
     }
 
@@ -1178,7 +1189,7 @@ impl Htb {
             self.levels[0].rows[prio].advance();
         } else if let Some(pid) = self.cl(ix).and_then(|c| c.parent) {
             if let Some(p) = self.cl_mut(pid) {
-                p.inner[prio].advance();
+                p.feed(prio).advance();
             }
         }
     }
@@ -1337,7 +1348,7 @@ impl Htb {
             prio_activity: 0,
             pq_seq: NOT_WAITING,
             deficit: [0; TC_HTB_MAXDEPTH],
-            inner: Default::default(),
+            inner: None,
             leaf: Some(Self::default_leaf(classid, dev).hashed_invisible()),
             block: Block::default(),
             bytes: 0,
@@ -1391,7 +1402,7 @@ impl Htb {
         if let Some(c) = self.cl_mut(ix) {
             c.level = gp_level.unwrap_or(TC_HTB_MAXDEPTH).saturating_sub(1);
             // The kernel's leaf and inner state share memory, cleared here.
-            c.inner = Default::default();
+            c.inner = None;
             c.deficit = [0; TC_HTB_MAXDEPTH];
         }
     }
@@ -1405,7 +1416,7 @@ impl Htb {
         let now = self.now;
         if let Some(c) = self.cl_mut(ix) {
             c.level = 0;
-            c.inner = Default::default();
+            c.inner = None;
             c.deficit = [0; TC_HTB_MAXDEPTH];
             c.leaf = Some(Self::default_leaf(c.classid, dev));
             c.tokens = c.buffer_ns;
@@ -1590,7 +1601,7 @@ impl Qdisc for Htb {
     fn reset(&mut self) {
         for c in self.slots.iter_mut().flatten() {
             if c.level != 0 {
-                c.inner = Default::default();
+                c.inner = None;
             } else if let Some(l) = c.leaf.as_mut() {
                 l.reset();
             }
