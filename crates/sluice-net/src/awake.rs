@@ -67,7 +67,7 @@ impl std::str::FromStr for Mode {
 }
 
 impl Mode {
-    /// Whether this mode polls on this machine.
+    /// Whether this mode polls on the machine it runs on.
     pub fn wanted(self) -> bool {
         match self {
             Mode::On => true,

@@ -367,7 +367,7 @@ fn kernel_ratio(what: &str, rate_bps: f64, tree: &dyn Fn(&str) -> Vec<String>) -
 /// pair: if the kernel too falls short of 98 %, the machine could not carry
 /// the rate just then, and sluice passes if it is within a point of the
 /// kernel; if the kernel reaches 98 %, sluice must as well, in one of three
-/// attempts (sequential runs differ by a point or two on this machine).
+/// attempts (sequential runs differ by a point or two on a 2-core virtual machine).
 fn shapes_within_2_percent(what: &str, rate_bps: f64, tree: &dyn Fn(&str) -> Vec<String>) {
     let _g = heavy();
     let mut report = String::new();
@@ -587,8 +587,8 @@ fn probe(l: &Link, count: u16) -> Vec<f64> {
 /// unshaped link's measured just before. One echo in a hundred meeting a
 /// stall of the VM's host moves the p99 by milliseconds (seen here in
 /// phases when the whole machine ran jerkily), so a disturbed pair of runs
-/// is repeated, up to five times (a clean-clone CI run in session 11 met
-/// stalls of 4.9, 1.7 and 0.5 ms in three in a row, and passed alone right
+/// is repeated, up to five times (a clean-clone CI run once met stalls
+/// of 4.9, 1.7 and 0.5 ms in three in a row, and passed alone right
 /// after); netem that is really off by 0.2 ms fails all five.
 #[test]
 fn netem_delay_50ms_adds_50ms_within_0_2ms_at_the_99th_percentile() {
@@ -1079,7 +1079,7 @@ fn run_tc_script(l: &Link, script: &str) -> String {
 /// RTTs in ms of pings from side a to side b during an upload (bulk TCP
 /// a→b with the 128 KiB socket buffers of the seed's era and a loss-based
 /// congestion control, cubic, as Linux's default is and the seed's era's
-/// was; this machine's default, bbr, keeps the queue short by itself): the
+/// was; a default of bbr, as some distributions set, keeps the queue short by itself): the
 /// upload runs 12 s; 30 echoes go 200 ms apart from its fourth second on,
 /// when the upload has filled whatever queue it can.
 fn rtts_during_upload(l: &Link) -> Vec<f64> {
@@ -1599,7 +1599,10 @@ fn wire_flags_that_round_to_zero_go_negative_or_overflow_are_refused() {
             &["--rate", "10mbit", "--rate-ba", "1bit"],
             "\"--rate-ba\": \"1bit\": it rounds to 0",
         ),
-        (&["--rate=-8bit"], "\"--rate\": \"-8bit\": a rate cannot be negative"),
+        (
+            &["--rate=-8bit"],
+            "\"--rate\": \"-8bit\": a rate cannot be negative",
+        ),
         (
             &["--rate", "1e30bit"],
             "\"--rate\": \"1e30bit\": more than 4294967294mbit",

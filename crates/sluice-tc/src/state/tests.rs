@@ -42,7 +42,7 @@ fn ns(dir: &Path) -> PathBuf {
 /// The kernel prints an action's ages in whole seconds once a clock tick
 /// (10 ms) has passed since it was installed: `tc actions add` at T0 and
 /// `tc -s actions ls` 2.5 s later in another invocation print
-/// `installed 2 sec used 2 sec` (as tc 6.1 printed on this machine for a
+/// `installed 2 sec used 2 sec` (as tc 6.1 printed on Linux 6.18 for a
 /// mirred action 2.3 s old), and nothing right after installing it.
 #[test]
 fn each_command_replays_at_the_time_it_ran() {
