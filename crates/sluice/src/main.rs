@@ -13,6 +13,7 @@ mod bench_proxy;
 mod live;
 mod proxy;
 mod replay;
+mod shims;
 mod sim;
 use std::process::ExitCode;
 
@@ -340,6 +341,18 @@ fn run_iptables(argv: &[String], sluice_n: bool) -> Outcome {
     keep(s, "iptables", argv.to_vec(), changed, o)
 }
 
+/// Whether `args` read as a tc command line: tc's global options, then one
+/// of its objects spelled out (so `sluice -s qdisc show` is tc's too).
+fn is_tc_command(args: &[String]) -> bool {
+    matches!(
+        tc::parse_global(args),
+        Ok((_, words)) if matches!(
+            words.first().map(String::as_str),
+            Some("qdisc" | "class" | "filter" | "chain" | "action" | "actions" | "monitor")
+        )
+    )
+}
+
 const USAGE: &str = "usage: sluice { tc | ip | iptables | sim } ARGS...
   sluice sim NAME|FILE  run a network scenario in virtual time (--list, --help)
   sluice replay ...     run a capture through a tc script's qdiscs (--help)
@@ -347,6 +360,7 @@ const USAGE: &str = "usage: sluice { tc | ip | iptables | sim } ARGS...
   sluice link up|down|list ...  namespaces joined through qdiscs, live (--help)
   sluice shell [...] [-- CMD]   a command behind a shaped link, NAT to the host (--help)
   sluice proxy [...]    a TCP proxy through qdiscs, Toxiproxy's REST API (--help)
+  sluice shims DIR      put tc, ip and iptables scripts running sluice in DIR
   sluice tc ...   the tc command language (iproute2 6.x syntax and output)
   sluice ip ...   the ip link subset that creates and configures devices
   sluice iptables [-n NAME] ...  iptables (mangle and filter tables; -h for
@@ -355,7 +369,8 @@ const USAGE: &str = "usage: sluice { tc | ip | iptables | sim } ARGS...
 While link NAME runs, `sluice tc|iptables|ip -n NAME ...` act on it live: its
 packets cross OUTPUT then POSTROUTING (-o a0 or -o b0) before the egress qdisc,
 and `ip -n NAME link show` lists a0 and b0.
-Invoked through a link named tc, ip or iptables, sluice behaves as that tool.
+Invoked through a link named tc, ip or iptables, sluice behaves as that tool;
+`sluice qdisc|class|filter|action ...` is `sluice tc ...`.
 State lives in $SLUICE_STATE_DIR (default: $XDG_RUNTIME_DIR/sluice, else
 /tmp/sluice-UID), a directory private to the user (mode 0700).
 ";
@@ -404,6 +419,10 @@ fn main() -> ExitCode {
             Some("link") => return ExitCode::from(live::link_main(&argv[2..]) as u8),
             Some("shell") => return ExitCode::from(live::shell_main(&argv[2..]) as u8),
             Some("proxy") => return ExitCode::from(proxy::main(&argv[2..]) as u8),
+            Some("shims") => return ExitCode::from(shims::main(&argv[2..]) as u8),
+            // `sluice qdisc ...` is `sluice tc qdisc ...`: a tool that
+            // resolves a `tc` link to this binary calls it so (shims.rs).
+            _ if is_tc_command(&argv[1..]) => run_tc(&argv[1..]),
             _ => Outcome {
                 stderr: USAGE.into(),
                 code: if argv.len() > 1 { 255 } else { 0 },
