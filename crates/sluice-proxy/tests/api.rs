@@ -4,6 +4,9 @@
 //! Timing checks are physical bounds (a toxic never lets bytes through
 //! sooner than it should), with generous upper bounds for a busy machine.
 
+mod common;
+
+use common::{connect, echo, proxy};
 use serde_json::Value;
 use sluice_proxy::api::Api;
 use std::io::{ErrorKind, Read, Write};
@@ -15,47 +18,9 @@ fn json(body: &str) -> Value {
     serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
 }
 
-/// An echo server; returns its address.
-fn echo() -> String {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap().to_string();
-    thread::spawn(move || {
-        for c in l.incoming().flatten() {
-            thread::spawn(move || {
-                let mut c = c;
-                let mut buf = [0u8; 65536];
-                while let Ok(n) = c.read(&mut buf) {
-                    if n == 0 || c.write_all(&buf[..n]).is_err() {
-                        break;
-                    }
-                }
-            });
-        }
-    });
-    addr
-}
-
-/// A proxy named `name` to `upstream`; returns its listen address.
-fn proxy(api: &Api, name: &str, upstream: &str) -> String {
-    let r = api.route(
-        "POST",
-        "/proxies",
-        &format!(r#"{{"name":"{name}","listen":"127.0.0.1:0","upstream":"{upstream}"}}"#),
-    );
-    assert_eq!(r.status, 201, "{}", r.body);
-    json(&r.body)["listen"].as_str().unwrap().to_string()
-}
-
 fn add_toxic(api: &Api, proxy: &str, body: &str) {
     let r = api.route("POST", &format!("/proxies/{proxy}/toxics"), body);
     assert_eq!(r.status, 200, "{}", r.body);
-}
-
-fn connect(addr: &str) -> TcpStream {
-    let s = TcpStream::connect(addr).unwrap();
-    s.set_nodelay(true).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    s
 }
 
 /// Send `n` bytes and read them back; returns the time it took.

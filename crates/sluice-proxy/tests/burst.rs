@@ -5,6 +5,9 @@
 //! This file holds one test, so that the process's thread count is the
 //! proxy's and this test's own.
 
+mod common;
+
+use common::threads;
 use mio::net::{TcpListener, TcpStream as MioStream};
 use mio::{Events, Interest, Poll, Token};
 use serde_json::Value;
@@ -18,16 +21,6 @@ use std::time::Duration;
 
 const CONNS: usize = 500;
 const BYTES: usize = 4096;
-
-/// The process's thread count (`Threads:` in /proc/self/status).
-fn threads() -> usize {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Threads:"))
-        .and_then(|v| v.trim().parse().ok())
-        .expect("Threads in /proc/self/status")
-}
 
 /// An echo server on one thread, listening with the system's backlog;
 /// returns its address.

@@ -1,51 +1,15 @@
 //! The data path of a TCP proxy through real sockets on the loopback:
 //! corruption, half-close, flow control, an unreachable upstream.
 
-use serde_json::Value;
+mod common;
+
+use common::{connect, echo, proxy};
+
 use sluice_proxy::api::Api;
 use std::io::{ErrorKind, Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
+use std::net::{Shutdown, TcpListener};
 use std::thread;
 use std::time::Duration;
-
-/// An echo server (a thread per connection); returns its address.
-fn echo() -> String {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap().to_string();
-    thread::spawn(move || {
-        for mut c in l.incoming().flatten() {
-            thread::spawn(move || {
-                let mut buf = [0u8; 65536];
-                while let Ok(n) = c.read(&mut buf) {
-                    if n == 0 || c.write_all(&buf[..n]).is_err() {
-                        break;
-                    }
-                }
-                // The client's end: end ours too.
-                let _ = c.shutdown(Shutdown::Write);
-            });
-        }
-    });
-    addr
-}
-
-/// A proxy named `name` to `upstream`; returns its listen address.
-fn proxy(api: &Api, name: &str, upstream: &str) -> String {
-    let r = api.route(
-        "POST",
-        "/proxies",
-        &format!(r#"{{"name":"{name}","listen":"127.0.0.1:0","upstream":"{upstream}"}}"#),
-    );
-    assert_eq!(r.status, 201, "{}", r.body);
-    let v: Value = serde_json::from_str(&r.body).unwrap();
-    v["listen"].as_str().unwrap().to_string()
-}
-
-fn connect(addr: &str) -> TcpStream {
-    let s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    s
-}
 
 fn data(n: usize) -> Vec<u8> {
     (0..n).map(|i| (i * 7 + i / 251) as u8).collect()

@@ -6,6 +6,9 @@
 //! This file holds one test, so that the process's thread count is the
 //! proxy's and this test's own.
 
+mod common;
+
+use common::threads;
 use serde_json::Value;
 use sluice_proxy::api::Api;
 use std::net::UdpSocket;
@@ -13,16 +16,6 @@ use std::thread;
 use std::time::Duration;
 
 const CLIENTS: usize = 200;
-
-/// The process's thread count (`Threads:` in /proc/self/status).
-fn threads() -> usize {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Threads:"))
-        .and_then(|v| v.trim().parse().ok())
-        .expect("Threads in /proc/self/status")
-}
 
 #[test]
 fn two_hundred_udp_sessions_on_one_thread_and_corruption_is_loss() {

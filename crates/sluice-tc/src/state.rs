@@ -401,13 +401,7 @@ pub fn write_log(dir: &Path, netns: &str, log: &[Vec<String>]) -> std::io::Resul
     for c in &commands {
         replay(&mut net, &c.words);
     }
-    let snap = Snapshot {
-        gen: old_gen.saturating_add(1),
-        autohandle: net.autohandle,
-        ifindex: net.next_ifindex(),
-        count: commands.len(),
-        block: record::encode_block(&commands),
-    };
+    let snap = Snapshot::of(old_gen.saturating_add(1), &net, &commands);
     write_atomic(&p.snap, record::encode_snapshot(&snap).as_bytes())?;
     remove_if_exists(&p.journal)?;
     remove_if_exists(&p.log)?;
@@ -470,13 +464,7 @@ impl Session {
                 Some(b) => {
                     let cmds = decode_old_log(&p.log, &b, now.unwrap_or(Time(0)).0)?;
                     replay_all(&mut net, &cmds, replay, clock, &p.log)?;
-                    let s = Snapshot {
-                        gen: 1,
-                        autohandle: net.autohandle,
-                        ifindex: net.next_ifindex(),
-                        count: cmds.len(),
-                        block: record::encode_block(&cmds),
-                    };
+                    let s = Snapshot::of(1, &net, &cmds);
                     migrate = Some(s.clone());
                     s
                 }

@@ -187,6 +187,20 @@ pub struct Snapshot {
     pub block: String,
 }
 
+impl Snapshot {
+    /// Generation `gen` of `commands`, with the counters `net` holds after
+    /// replaying them.
+    pub(crate) fn of(gen: u64, net: &crate::net::Net, commands: &[Command]) -> Snapshot {
+        Snapshot {
+            gen,
+            autohandle: net.autohandle,
+            ifindex: net.next_ifindex(),
+            count: commands.len(),
+            block: encode_block(commands),
+        }
+    }
+}
+
 /// Encode a snapshot file.
 pub(crate) fn encode_snapshot(s: &Snapshot) -> String {
     let block = &s.block;
