@@ -48,6 +48,7 @@ use crate::toxic::{Kind, Toxic};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use sluice_core::device::DevKind;
+use sluice_core::gso::{fold, sum};
 use sluice_core::packet::{Packet, ETH_P_IP};
 use sluice_core::qdisc::{Cx, Dequeue, DevInfo};
 use sluice_core::time::{Duration, Time};
@@ -387,26 +388,6 @@ pub(crate) fn drain_due(
     }
 }
 
-/// The Internet checksum's running sum (RFC 1071) of `bytes` added to `sum`.
-fn sum16(bytes: &[u8], mut sum: u64) -> u64 {
-    let mut words = bytes.chunks_exact(2);
-    for w in &mut words {
-        sum += u16::from_be_bytes([w[0], w[1]]) as u64;
-    }
-    if let [last] = words.remainder() {
-        sum += (*last as u64) << 8;
-    }
-    sum
-}
-
-/// The running sum folded to 16 bits.
-fn fold(mut sum: u64) -> u16 {
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    sum as u16
-}
-
 /// Where the checksum of the transport header of `protocol` lies, from
 /// the start of that header (TCP, UDP; none for others).
 fn l4_checksum_at(protocol: u8) -> Option<usize> {
@@ -425,7 +406,7 @@ fn l4_sum(data: &[u8]) -> u64 {
     pseudo[..8].copy_from_slice(&data[12..20]);
     pseudo[9] = data[9];
     pseudo[10..].copy_from_slice(&(l4.len() as u16).to_be_bytes());
-    sum16(l4, sum16(&pseudo, 0))
+    sum(l4, sum(&pseudo, 0))
 }
 
 /// Give a synthesized IPv4 packet (TCP or UDP) the lengths and checksums
@@ -437,7 +418,7 @@ pub(crate) fn seal(data: &mut [u8]) {
     let total = data.len() as u16;
     data[2..4].copy_from_slice(&total.to_be_bytes());
     data[10..12].fill(0);
-    let ip = !fold(sum16(&data[..20], 0));
+    let ip = !fold(sum(&data[..20], 0));
     data[10..12].copy_from_slice(&ip.to_be_bytes());
     let Some(at) = l4_checksum_at(data[9]).map(|a| 20 + a) else {
         return;
@@ -459,7 +440,7 @@ pub(crate) fn seal(data: &mut [u8]) {
 
 /// Do a sealed packet's checksums still hold (a receiver would take it)?
 pub(crate) fn intact(data: &[u8]) -> bool {
-    if data.len() < 20 || data.len() > 65535 || fold(sum16(&data[..20], 0)) != 0xffff {
+    if data.len() < 20 || data.len() > 65535 || fold(sum(&data[..20], 0)) != 0xffff {
         return false;
     }
     match l4_checksum_at(data[9]) {
@@ -1134,7 +1115,7 @@ pub(crate) mod tests {
         // The checksums a receiver computes: the IPv4 header's sums to
         // 0xffff with its own field (RFC 791), the TCP one likewise over the
         // pseudo-header and segment (RFC 793).
-        assert_eq!(fold(sum16(&seg[..20], 0)), 0xffff);
+        assert_eq!(fold(sum(&seg[..20], 0)), 0xffff);
         assert_eq!(u16::from_be_bytes([seg[2], seg[3]]) as usize, HEADER + MSS);
         for byte in [0, 9, 13, 21, 36, 40, 700, HEADER + MSS - 1] {
             for bit in 0..8 {
