@@ -15,6 +15,7 @@
 //! - [`netfilter`]: iptables mangle/filter tables and the connection table (marks for fw, CLASSIFY).
 //! - [`device`]: a device's qdisc tree and the kernel's rules for changing it.
 //! - [`port`]: a device drained into a transmit ring, a wire of some rate, a delay.
+//! - [`trace`], [`schedule`]: wires that change over time (Mahimahi traces, delay traces, schedules).
 //! - [`error`]: refusals shaped like the kernel's netlink answers.
 //!
 //! Nothing here reads a clock, touches a file or socket, or uses a global RNG:
@@ -33,7 +34,9 @@ pub mod packet;
 pub mod port;
 pub mod qdisc;
 pub mod rate;
+pub mod schedule;
 pub mod stab;
 pub mod stats;
 pub mod time;
+pub mod trace;
 pub mod units;

@@ -27,8 +27,10 @@
 use crate::device::Device;
 use crate::packet::Packet;
 use crate::qdisc::{Cx, Dequeue};
+use crate::schedule::{Schedule, ScheduleCursor};
 use crate::stats::DropReason;
 use crate::time::{Duration, Time};
+use crate::trace::{DelayTrace, Trace, TracePlayer, OPPORTUNITY_BYTES};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use std::collections::VecDeque;
@@ -100,16 +102,87 @@ pub struct PortStats {
     pub wire_losses: u64,
 }
 
+/// A change to a running wire ([`Port::change`]): each field set replaces
+/// what the wire had, at the moment the change is made.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WireChange {
+    /// A fixed rate, bits/s; 0 is an outage: nothing is carried (packets
+    /// wait in the qdisc and the ring) until a later rate. Ends a trace.
+    pub rate_bps: Option<u64>,
+    /// Capacity from a delivery-opportunity trace started now; `true`:
+    /// played once (Mahimahi's `--once`), else repeated.
+    pub trace: Option<(Trace, bool)>,
+    /// A fixed one-way delay. Ends a delay trace.
+    pub delay: Option<Duration>,
+    /// Per-packet delays from a trace started now.
+    pub delay_trace: Option<DelayTrace>,
+    /// Probability of losing a packet on the wire.
+    pub loss: Option<f64>,
+    /// The transmit ring's size (a ring over the new size drains).
+    pub buffer: Option<TxBuffer>,
+    /// Carrier: a wire that is down loses what crosses it.
+    pub up: Option<bool>,
+    /// Follow a schedule of changes from now (replacing any schedule).
+    pub schedule: Option<Schedule>,
+}
+
+/// The packet being serialized.
+#[derive(Debug)]
+struct OnWire {
+    pkt: Packet,
+    /// When its last bit leaves ([`Time::NEVER`] in an outage, and on a
+    /// trace, whose opportunities decide).
+    done: Time,
+    left: Left,
+}
+
+/// What is left of the packet on the wire.
+#[derive(Debug, Clone, Copy)]
+enum Left {
+    /// At a fixed rate: bit·ns (bits × 10⁹) as of `mark`.
+    Work { work: u128, mark: Time },
+    /// On a trace: bytes.
+    Bytes(u128),
+}
+
+/// What carries the wire's bits.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Carrier {
+    /// A fixed rate, bits/s (0: unlimited).
+    Rate(u64),
+    /// Nothing: an outage.
+    Outage,
+    /// A trace's opportunities.
+    Trace,
+}
+
 /// One direction of a link, from a device's qdiscs to the far end.
 #[derive(Debug)]
 pub struct Port {
     cfg: PortConfig,
+    /// The fixed rate is 0: an outage, not an unlimited wire.
+    outage: bool,
+    /// Carrier.
+    up: bool,
+    /// Capacity from a trace instead of `cfg.rate_bps`.
+    trace: Option<TracePlayer>,
+    /// Per-packet delays instead of `cfg.delay`, from a start time.
+    delay_trace: Option<(DelayTrace, Time)>,
+    schedule: Option<ScheduleCursor>,
     ring: VecDeque<Packet>,
     ring_bytes: u64,
     /// Wire packets in the ring: a GSO packet counts its segments.
     ring_segs: u64,
-    on_wire: Option<(Packet, Time)>,
+    on_wire: Option<OnWire>,
     qdisc_wake: Option<Time>,
+    /// The qdisc may hold packets (a trace's opportunities dequeue them).
+    busy: bool,
+    /// Departures made while a packet was handed in, given out by the next [`Port::advance`].
+    pending: Vec<(Time, Packet)>,
+    /// When the last packet reaches the far end: a wire is first in, first out.
+    last_arrival: Time,
+    /// The latest time the port was called at.
+    clock: Time,
     rng: Xoshiro256PlusPlus,
     /// Counters.
     pub stats: PortStats,
@@ -120,19 +193,39 @@ impl Port {
     pub fn new(cfg: PortConfig) -> Self {
         Port {
             cfg,
+            outage: false,
+            up: true,
+            trace: None,
+            delay_trace: None,
+            schedule: None,
             ring: VecDeque::new(),
             ring_bytes: 0,
             ring_segs: 0,
             on_wire: None,
             qdisc_wake: None,
+            busy: false,
+            pending: Vec::new(),
+            last_arrival: Time::ZERO,
+            clock: Time::ZERO,
             rng: Xoshiro256PlusPlus::seed_from_u64(cfg.seed),
             stats: PortStats::default(),
         }
     }
 
-    /// The configuration.
+    /// The configuration as it is now (a change or schedule updates it;
+    /// while a trace plays, `rate_bps` is the fixed rate it replaced).
     pub fn config(&self) -> &PortConfig {
         &self.cfg
+    }
+
+    /// The trace giving the wire's capacity, if one does.
+    pub fn trace(&self) -> Option<&Trace> {
+        self.trace.as_ref().map(TracePlayer::trace)
+    }
+
+    /// Is the wire in an outage (a rate of 0) or down?
+    pub fn carries_nothing(&self) -> bool {
+        self.outage || !self.up
     }
 
     /// Packets in the ring and on the wire (not yet delivered by serialization).
@@ -141,33 +234,60 @@ impl Port {
     }
 
     fn ring_has_room(&self, len: u32) -> bool {
+        // On a trace a ring of 0 is no ring: opportunities dequeue from the
+        // qdisc, as Mahimahi's link takes from its queue.
+        let least = if self.trace.is_some() { 0 } else { 1 };
         match self.cfg.buffer {
-            TxBuffer::Packets(n) => self.ring_segs < n.max(1) as u64,
+            TxBuffer::Packets(n) => self.ring_segs < n.max(least) as u64,
             TxBuffer::Bytes(b) => self.ring.is_empty() || self.ring_bytes + len as u64 <= b,
         }
     }
 
-    /// The wire time of a packet: a GSO packet's `len` is its segments'
-    /// lengths summed, and each segment pays the framing `overhead` (and
-    /// the 4 bytes of a VLAN tag carried beside it, which the device
-    /// writes into the frame).
-    fn serialization(&self, pkt: &Packet) -> Duration {
-        if self.cfg.rate_bps == 0 {
-            return Duration::ZERO;
-        }
+    /// The wire work of a packet in bit·ns: a GSO packet's `len` is its
+    /// segments' lengths summed, and each segment pays the framing
+    /// `overhead` (and the 4 bytes of a VLAN tag carried beside it, which
+    /// the device writes into the frame).
+    fn work(&self, pkt: &Packet) -> u128 {
         let per_segment = self.cfg.overhead as u64 + if pkt.vlan.is_some() { 4 } else { 0 };
         let bits = (pkt.len as u64 + per_segment * pkt.segs() as u64) * 8;
-        Duration((bits as u128 * 1_000_000_000 / self.cfg.rate_bps as u128) as u64)
+        bits as u128 * 1_000_000_000
+    }
+
+    /// How long `work` bit·ns takes at the current fixed rate.
+    fn wire_time(&self, work: u128) -> Option<Duration> {
+        match (self.outage, self.cfg.rate_bps) {
+            (true, _) => None,
+            (false, 0) => Some(Duration::ZERO),
+            (false, r) => Some(Duration((work / r as u128).min(u64::MAX as u128 / 2) as u64)),
+        }
+    }
+
+    /// The wire time of a packet at the current fixed rate.
+    fn serialization(&self, pkt: &Packet) -> Duration {
+        self.wire_time(self.work(pkt)).unwrap_or(Duration::ZERO)
     }
 
     /// Hand a packet to the device for transmission at `now` (`dev_queue_xmit`).
     pub fn send(&mut self, dev: &mut Device, pkt: Packet, now: Time) -> Result<(), DropReason> {
+        let now = self.tick(now);
+        // A trace spends what is due before the packet joins the queue
+        // (Mahimahi's `rationalize` before `enqueue`).
+        if self.trace.is_some() {
+            let mut out = std::mem::take(&mut self.pending);
+            self.run_due(dev, now, &mut out);
+            self.pending = out;
+            if !self.has_backlog() {
+                if let Some(p) = &mut self.trace {
+                    p.skip_through(now);
+                }
+            }
+        }
         let mut cx = Cx::new(now);
         // clsact's egress filters come first (`sch_handle_egress`).
         let mut pkt = dev.egress_hook(pkt, now)?;
         pkt.tstamp = now;
         if dev.root.kind() == "noqueue" {
-            if !self.ring_has_room(pkt.len) {
+            if !self.ring_has_room(pkt.len) && !(self.trace.is_some() && self.ring.is_empty()) {
                 self.stats.ring_drops += 1;
                 return Err(DropReason::QueueFull);
             }
@@ -176,9 +296,103 @@ impl Port {
             let r = dev.root.enqueue_root(pkt, &mut cx);
             self.stats.qdisc_shed += cx.drops.len() as u64;
             r?;
+            self.busy = true;
         }
         self.pump(dev, now);
         Ok(())
+    }
+
+    /// Change the wire at `now` ([`WireChange`]).
+    pub fn change(&mut self, dev: &mut Device, now: Time, change: WireChange) {
+        let now = self.tick(now);
+        let mut out = std::mem::take(&mut self.pending);
+        self.run_due(dev, now, &mut out);
+        self.pending = out;
+        self.apply(now, change);
+        self.pump(dev, now);
+    }
+
+    fn apply(&mut self, now: Time, c: WireChange) {
+        if let Some(s) = c.schedule {
+            self.schedule = Some(ScheduleCursor::new(s, now));
+        }
+        let before = self.carrier();
+        if let Some(r) = c.rate_bps {
+            self.outage = r == 0;
+            self.cfg.rate_bps = r;
+            self.trace = None;
+        }
+        if let Some((t, once)) = c.trace {
+            self.outage = false;
+            self.trace = Some(TracePlayer::new(t, now, once));
+        }
+        self.carry_on(now, before);
+        if let Some(d) = c.delay {
+            self.cfg.delay = d;
+            self.delay_trace = None;
+        }
+        if let Some(d) = c.delay_trace {
+            self.delay_trace = Some((d, now));
+        }
+        if let Some(l) = c.loss {
+            self.cfg.loss = l;
+        }
+        if let Some(b) = c.buffer {
+            self.cfg.buffer = b;
+        }
+        if let Some(u) = c.up {
+            self.up = u;
+        }
+    }
+
+    fn carrier(&self) -> Carrier {
+        match (&self.trace, self.outage) {
+            (Some(_), _) => Carrier::Trace,
+            (None, true) => Carrier::Outage,
+            (None, false) => Carrier::Rate(self.cfg.rate_bps),
+        }
+    }
+
+    /// The carrier changed at `now` from `before`: what is left of the
+    /// packet on the wire goes on at the new rate (or waits out an outage,
+    /// or is carried by the trace's opportunities from now).
+    fn carry_on(&mut self, now: Time, before: Carrier) {
+        let after = self.carrier();
+        if before == after && after != Carrier::Trace {
+            return;
+        }
+        let Some(mut w) = self.on_wire.take() else {
+            return;
+        };
+        const BIT_NS: u128 = 8 * 1_000_000_000;
+        let bitns = match (w.left, before) {
+            (Left::Bytes(b), _) => b * BIT_NS,
+            (Left::Work { work, mark }, Carrier::Rate(r)) if r > 0 => {
+                work.saturating_sub(now.saturating_since(mark).0 as u128 * r as u128)
+            }
+            (Left::Work { work, .. }, Carrier::Outage) => work,
+            (Left::Work { .. }, _) => 0, // an unlimited wire: done already
+        };
+        if after == Carrier::Trace {
+            w.left = Left::Bytes(bitns.div_ceil(BIT_NS));
+            w.done = Time::NEVER;
+        } else {
+            w.left = Left::Work {
+                work: bitns,
+                mark: now,
+            };
+            w.done = self.wire_time(bitns).map_or(Time::NEVER, |d| now + d);
+        }
+        self.on_wire = Some(w);
+    }
+
+    fn tick(&mut self, now: Time) -> Time {
+        self.clock = self.clock.max(now);
+        self.clock
+    }
+
+    fn has_backlog(&self) -> bool {
+        self.on_wire.is_some() || !self.ring.is_empty() || self.busy
     }
 
     fn push_ring(&mut self, pkt: Packet) {
@@ -194,61 +408,216 @@ impl Port {
         Some(pkt)
     }
 
+    /// Put a packet at the ring's head back (the rest of a cut-up GSO packet).
+    fn push_ring_front(&mut self, pkt: Packet) {
+        self.ring_bytes += pkt.len as u64;
+        self.ring_segs += pkt.segs() as u64;
+        self.ring.push_front(pkt);
+    }
+
     /// The ring's head, to go on the wire: a GSO packet longer on the wire
-    /// than [`WIRE_CHUNK`] is cut into pieces of at most that long (whole
-    /// segments), the rest going back to the ring's head.
+    /// than [`WIRE_CHUNK`] (or any GSO packet, on a trace, whose
+    /// opportunities count each segment) is cut into pieces of whole
+    /// segments, the rest going back to the ring's head.
     fn next_for_wire(&mut self) -> Option<Packet> {
         let pkt = self.pop_ring()?;
         let Some(g) = pkt.gso else {
             return Some(pkt);
         };
-        let wire = self.serialization(&pkt);
-        if self.cfg.rate_bps == 0 || wire <= WIRE_CHUNK {
+        let per_piece = if self.trace.is_some() {
+            1
+        } else {
+            let wire = self.serialization(&pkt);
+            if wire <= WIRE_CHUNK {
+                return Some(pkt);
+            }
+            let per_seg = wire.0 / g.segs.max(1) as u64;
+            (WIRE_CHUNK.0 / per_seg.max(1)).clamp(1, u16::MAX as u64) as u16
+        };
+        if g.segs <= 1 {
             return Some(pkt);
         }
-        let per_seg = wire.0 / g.segs.max(1) as u64;
-        let per_piece = (WIRE_CHUNK.0 / per_seg.max(1)).clamp(1, u16::MAX as u64) as u16;
         let Ok(mut pieces) = crate::gso::split(&pkt, per_piece) else {
             return Some(pkt);
         };
         let first = pieces.remove(0);
         for p in pieces.into_iter().rev() {
-            self.ring_bytes += p.len as u64;
-            self.ring_segs += p.segs() as u64;
-            self.ring.push_front(p);
+            self.push_ring_front(p);
         }
         Some(first)
     }
 
     /// When the port next needs [`Port::advance`]: a packet finishing on the
-    /// wire, or a throttled qdisc becoming ready.
+    /// wire, a trace's opportunity while packets wait, a throttled qdisc
+    /// becoming ready, a scheduled change.
     pub fn next_event(&self) -> Option<Time> {
-        let wire = self.on_wire.as_ref().map(|(_, t)| *t);
-        match (wire, self.qdisc_wake) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let wire = if self.trace.is_some() {
+            self.has_backlog()
+                .then(|| self.trace.as_ref().and_then(TracePlayer::next_opportunity))
+                .flatten()
+        } else {
+            self.on_wire
+                .as_ref()
+                .map(|w| w.done)
+                .filter(|&t| t != Time::NEVER)
+        };
+        [
+            wire,
+            self.qdisc_wake,
+            self.schedule.as_ref().and_then(ScheduleCursor::next_time),
+            self.pending.iter().map(|(t, _)| *t).min(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Process what is due at `now`, appending `(arrival time, packet)` for
     /// packets that will reach the far end.
     pub fn advance(&mut self, dev: &mut Device, now: Time, delivered: &mut Vec<(Time, Packet)>) {
-        if let Some((_, done)) = &self.on_wire {
-            if *done <= now {
-                let (pkt, done) = self.on_wire.take().expect("checked");
-                self.stats.tx_packets += pkt.segs() as u64;
-                self.stats.tx_bytes += pkt.len as u64;
-                if self.cfg.loss > 0.0 && self.rng.gen::<f64>() < self.cfg.loss {
-                    self.stats.wire_losses += 1;
-                } else {
-                    delivered.push((done + self.cfg.delay, pkt));
-                }
-            }
-        }
+        let now = self.tick(now);
+        delivered.append(&mut self.pending);
+        self.run_due(dev, now, delivered);
         if self.qdisc_wake.is_some_and(|t| t <= now) {
             self.qdisc_wake = None;
         }
         self.pump(dev, now);
+    }
+
+    /// Everything due at or before `now`, in order of time: scheduled
+    /// changes (first, at a tie), packets finishing on the wire, a trace's
+    /// opportunities.
+    fn run_due(&mut self, dev: &mut Device, now: Time, delivered: &mut Vec<(Time, Packet)>) {
+        loop {
+            let change = self.schedule.as_ref().and_then(ScheduleCursor::next_time);
+            let wire = if self.trace.is_some() {
+                self.has_backlog()
+                    .then(|| self.trace.as_ref().and_then(TracePlayer::next_opportunity))
+                    .flatten()
+            } else {
+                self.on_wire.as_ref().map(|w| w.done)
+            };
+            match (change.filter(|&t| t <= now), wire.filter(|&t| t <= now)) {
+                (Some(c), w) if w.is_none_or(|w| c <= w) => {
+                    let ch = self
+                        .schedule
+                        .as_mut()
+                        .and_then(|s| s.pop_due(c))
+                        .expect("due");
+                    self.apply(c, ch);
+                    self.pump(dev, c);
+                }
+                (_, Some(t)) if self.trace.is_some() => self.opportunity(dev, t, delivered),
+                (_, Some(t)) => {
+                    let w = self.on_wire.take().expect("a packet on the wire");
+                    self.depart(w.pkt, t, delivered);
+                    self.pump(dev, t);
+                }
+                _ => return,
+            }
+        }
+    }
+
+    /// Spend one delivery opportunity at `t` (Mahimahi's `rationalize`).
+    fn opportunity(&mut self, dev: &mut Device, t: Time, delivered: &mut Vec<(Time, Packet)>) {
+        if let Some(p) = &mut self.trace {
+            p.advance();
+        }
+        let mut budget = OPPORTUNITY_BYTES as u128;
+        while budget > 0 {
+            if self.on_wire.is_none() {
+                let Some(pkt) = self.take_for_opportunity(dev, t) else {
+                    break;
+                };
+                // Mahimahi counts what it reads from its TUN: the IP packet
+                // and the 4-byte packet information in front of it.
+                let left = Left::Bytes(pkt.network_len() as u128 + 4);
+                self.on_wire = Some(OnWire {
+                    pkt,
+                    done: Time::NEVER,
+                    left,
+                });
+            }
+            let w = self.on_wire.as_mut().expect("just set");
+            // A packet that began at a fixed rate counts bytes from its
+            // first opportunity on (see `carry_on`).
+            let Left::Bytes(left) = &mut w.left else {
+                w.left = Left::Bytes(0);
+                continue;
+            };
+            let used = budget.min(*left);
+            *left -= used;
+            budget -= used;
+            if *left == 0 {
+                let w = self.on_wire.take().expect("checked");
+                self.depart(w.pkt, t, delivered);
+            }
+        }
+        self.pump(dev, t);
+    }
+
+    /// The next packet for a trace's opportunity: the ring's head, or
+    /// straight from the qdisc.
+    fn take_for_opportunity(&mut self, dev: &mut Device, t: Time) -> Option<Packet> {
+        if let Some(p) = self.next_for_wire() {
+            return Some(p);
+        }
+        if !self.busy {
+            return None;
+        }
+        let mut cx = Cx::new(t);
+        let got = dev.root.dequeue(&mut cx);
+        self.stats.qdisc_shed += cx.drops.len() as u64;
+        match got {
+            Dequeue::Packet(mut p) => {
+                p.restore_len();
+                self.push_ring(p);
+                self.next_for_wire()
+            }
+            Dequeue::Wait(_) => None,
+            Dequeue::Empty => {
+                self.busy = false;
+                None
+            }
+        }
+    }
+
+    /// A packet's last bit left at `t`: it arrives after the delay, never
+    /// before the one ahead of it (unless a delay trace may reorder), or
+    /// is lost.
+    fn depart(&mut self, pkt: Packet, t: Time, delivered: &mut Vec<(Time, Packet)>) {
+        self.stats.tx_packets += pkt.segs() as u64;
+        self.stats.tx_bytes += pkt.len as u64;
+        if !self.up || (self.cfg.loss > 0.0 && self.rng.gen::<f64>() < self.cfg.loss) {
+            self.stats.wire_losses += 1;
+            return;
+        }
+        let (delay, fifo) = match &self.delay_trace {
+            Some((d, start)) => (d.delay_at(t.saturating_since(*start)), !d.reorder),
+            None => (self.cfg.delay, true),
+        };
+        let mut at = t + delay;
+        if fifo {
+            at = at.max(self.last_arrival);
+        }
+        self.last_arrival = self.last_arrival.max(at);
+        delivered.push((at, pkt));
+    }
+
+    /// Start the ring's head on an idle wire (at a fixed rate).
+    fn start_wire(&mut self, now: Time) {
+        if self.on_wire.is_some() || self.trace.is_some() {
+            return;
+        }
+        if let Some(pkt) = self.next_for_wire() {
+            let work = self.work(&pkt);
+            let done = self.wire_time(work).map_or(Time::NEVER, |d| now + d);
+            self.on_wire = Some(OnWire {
+                pkt,
+                done,
+                left: Left::Work { work, mark: now },
+            });
+        }
     }
 
     /// `qdisc_run`: fill the ring from the qdisc while it has room, and start
@@ -256,12 +625,7 @@ impl Port {
     fn pump(&mut self, dev: &mut Device, now: Time) {
         let mut cx = Cx::new(now);
         loop {
-            if self.on_wire.is_none() {
-                if let Some(pkt) = self.next_for_wire() {
-                    let done = now + self.serialization(&pkt);
-                    self.on_wire = Some((pkt, done));
-                }
-            }
+            self.start_wire(now);
             // The ring's head moved to the wire: is there room for one more?
             if !self.ring_has_room(0) {
                 break;
@@ -278,17 +642,13 @@ impl Port {
                 }
                 Dequeue::Empty => {
                     self.qdisc_wake = None;
+                    self.busy = false;
                     break;
                 }
             }
         }
         self.stats.qdisc_shed += cx.drops.len() as u64;
-        if self.on_wire.is_none() {
-            if let Some(pkt) = self.next_for_wire() {
-                let done = now + self.serialization(&pkt);
-                self.on_wire = Some((pkt, done));
-            }
-        }
+        self.start_wire(now);
     }
 }
 
@@ -461,5 +821,255 @@ mod tests {
         // One goes straight onto the wire, two wait in the ring, the rest are lost.
         assert_eq!(sent, vec![true, true, true, false, false]);
         assert_eq!(port.stats.ring_drops, 2);
+    }
+
+    /// An IPv4 packet of `ip_len` bytes (its header says so), `id`.
+    fn ip(id: u64, ip_len: u16) -> Packet {
+        let mut data = vec![0x45, 0, 0, 0];
+        data[2..4].copy_from_slice(&ip_len.to_be_bytes());
+        data.resize(20, 0);
+        let mut p = Packet::new(data, ip_len as u32, crate::packet::ETH_P_IP);
+        p.id = id;
+        p
+    }
+
+    const MS: u64 = 1_000_000;
+
+    fn traced(trace: &str, once: bool, ring: u32) -> (Port, Device) {
+        let mut dev = device_with_pfifo(1000);
+        let mut port = Port::new(PortConfig {
+            rate_bps: 0,
+            buffer: TxBuffer::Packets(ring),
+            ..Default::default()
+        });
+        let change = WireChange {
+            trace: Some((Trace::parse(trace).unwrap(), once)),
+            ..Default::default()
+        };
+        port.change(&mut dev, Time(0), change);
+        (port, dev)
+    }
+
+    fn departures(out: &[(Time, Packet)]) -> Vec<(u64, u64)> {
+        out.iter().map(|(t, p)| (p.id, t.0 / MS)).collect()
+    }
+
+    #[test]
+    fn a_full_size_packet_takes_one_opportunity_and_the_trace_repeats() {
+        // Opportunities at 1, 1, 3 ms, then 4, 4, 6 ms, then 7, 7 ms...
+        let (mut port, mut dev) = traced("1\n1\n3\n", false, 0);
+        for i in 0..8 {
+            port.send(&mut dev, ip(i, 1500), Time(0)).unwrap();
+        }
+        let out = run(&mut port, &mut dev, Time(100 * MS));
+        assert_eq!(
+            departures(&out),
+            [
+                (0, 1),
+                (1, 1),
+                (2, 3),
+                (3, 4),
+                (4, 4),
+                (5, 6),
+                (6, 7),
+                (7, 7)
+            ]
+        );
+        assert_eq!(port.next_event(), None, "an idle link asks for nothing");
+    }
+
+    #[test]
+    fn small_packets_share_an_opportunity_and_a_partly_sent_one_goes_on() {
+        // 500-byte IP packets count 504 bytes: two fit in 1504 with 496 to
+        // spare, which the third uses; its last 8 bytes take the next
+        // opportunity, with the fourth (504) and fifth (504).
+        let (mut port, mut dev) = traced("1\n", false, 0);
+        for i in 0..6 {
+            port.send(&mut dev, ip(i, 500), Time(0)).unwrap();
+        }
+        let out = run(&mut port, &mut dev, Time(100 * MS));
+        assert_eq!(
+            departures(&out),
+            [(0, 1), (1, 1), (2, 2), (3, 2), (4, 2), (5, 3)]
+        );
+    }
+
+    #[test]
+    fn unused_bytes_are_lost_and_a_late_packet_misses_the_opportunity_at_its_time() {
+        let (mut port, mut dev) = traced("2\n4\n", false, 0);
+        port.send(&mut dev, ip(0, 100), Time(MS)).unwrap();
+        // At 2 ms packet 0 leaves; the rest of that opportunity is wasted.
+        // Packet 1 arrives exactly at 4 ms: Mahimahi has spent the
+        // opportunity at 4 before it enqueues, so 1 leaves at 6.
+        let mut out = run(&mut port, &mut dev, Time(3 * MS));
+        port.send(&mut dev, ip(1, 100), Time(4 * MS)).unwrap();
+        out.extend(run(&mut port, &mut dev, Time(100 * MS)));
+        assert_eq!(departures(&out), [(0, 2), (1, 6)]);
+    }
+
+    #[test]
+    fn a_trace_played_once_stops_for_good() {
+        let (mut port, mut dev) = traced("1\n2\n", true, 0);
+        for i in 0..4 {
+            port.send(&mut dev, ip(i, 1500), Time(0)).unwrap();
+        }
+        let out = run(&mut port, &mut dev, Time(1000 * MS));
+        assert_eq!(departures(&out), [(0, 1), (1, 2)]);
+        assert_eq!(dev.root.stats().qlen, 2, "the rest wait for ever");
+        assert_eq!(port.next_event(), None);
+    }
+
+    #[test]
+    fn a_long_idle_spell_skips_opportunities_without_visiting_them() {
+        let (mut port, mut dev) = traced(&"1\n".repeat(84), false, 0);
+        port.send(&mut dev, ip(0, 1500), Time(3_600_000 * MS + MS / 2))
+            .unwrap();
+        let out = run(&mut port, &mut dev, Time(3_600_002 * MS));
+        assert_eq!(departures(&out), [(0, 3_600_001)]);
+    }
+
+    #[test]
+    fn a_scheduled_step_changes_the_rate_mid_packet_and_an_outage_holds_it() {
+        // 1500 bytes at 12 Mbit/s take 1 ms. At 0.5 ms the rate halves: the
+        // other half takes 1 ms more (done at 1.5 ms). The next packet
+        // starts at 1.5 ms; an outage from 2 ms to 5 ms stops it after a
+        // quarter, and the rest (1.5 ms at 6 Mbit/s) ends at 6.5 ms.
+        let mut dev = device_with_pfifo(100);
+        let mut port = Port::new(PortConfig {
+            rate_bps: 12_000_000,
+            ..Default::default()
+        });
+        let s = Schedule::parse("0.5ms,6mbit,,\n2ms,0,,\n5ms,6mbit,,\n").unwrap();
+        port.change(
+            &mut dev,
+            Time(0),
+            WireChange {
+                schedule: Some(s),
+                ..Default::default()
+            },
+        );
+        for i in 0..2 {
+            port.send(&mut dev, ip(i, 1500), Time(0)).unwrap();
+        }
+        let out = run(&mut port, &mut dev, Time(100 * MS));
+        let t: Vec<u64> = out.iter().map(|(t, _)| t.0 / 1000).collect();
+        assert_eq!(t, [1500, 6500]);
+    }
+
+    #[test]
+    fn a_ramp_raises_the_rate_step_by_step() {
+        // 1 Mbit/s rising to 11 Mbit/s over 10 ms: 1 ms at each rate from
+        // 2 to 10 Mbit/s carries 250..1250 bytes; 1250-byte packets sent
+        // back to back finish ever sooner after one another.
+        let mut dev = device_with_pfifo(100);
+        let mut port = Port::new(PortConfig {
+            rate_bps: 1_000_000,
+            ..Default::default()
+        });
+        let s = Schedule::parse("0s,1mbit,,\n10ms,11mbit,,,ramp\n").unwrap();
+        port.change(
+            &mut dev,
+            Time(0),
+            WireChange {
+                schedule: Some(s),
+                ..Default::default()
+            },
+        );
+        for i in 0..4 {
+            port.send(&mut dev, ip(i, 1250), Time(0)).unwrap();
+        }
+        let out = run(&mut port, &mut dev, Time(100 * MS));
+        let gaps: Vec<u64> = out
+            .windows(2)
+            .map(|w| (w[1].0 .0 - w[0].0 .0) / 1000)
+            .collect();
+        assert!(gaps.windows(2).all(|g| g[1] < g[0]), "{gaps:?}");
+        // Bits carried by each finish equal the integral of the rate.
+        let bits_by = |t_us: u64| -> f64 {
+            (0..t_us)
+                .map(|u| (1.0 + (u / 1000) as f64 * 1.0).min(11.0))
+                .sum::<f64>()
+        };
+        for (k, (t, _)) in out.iter().enumerate() {
+            let want = (k as f64 + 1.0) * 10_000.0;
+            let got = bits_by(t.0 / 1000);
+            assert!(
+                (got - want).abs() <= 11.0,
+                "packet {k}: {got} bits by {t:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_delay_trace_never_reorders_unless_asked() {
+        for reorder in [false, true] {
+            let mut dev = device_with_pfifo(100);
+            let mut port = Port::new(PortConfig {
+                rate_bps: 12_000_000,
+                ..Default::default()
+            });
+            let mut d = DelayTrace::parse("50\n10\n", Duration::from_millis(1)).unwrap();
+            d.reorder = reorder;
+            port.change(
+                &mut dev,
+                Time(0),
+                WireChange {
+                    delay_trace: Some(d),
+                    ..Default::default()
+                },
+            );
+            for i in 0..2 {
+                port.send(&mut dev, ip(i, 1500), Time(0)).unwrap();
+            }
+            // Packet 0 leaves at 1 ms (delay 10 ms: step 1), packet 1 at
+            // 2 ms (delay 50 ms: step 2 wraps to the first line).
+            let out = run(&mut port, &mut dev, Time(100 * MS));
+            assert_eq!(departures(&out), [(0, 11), (1, 52)]);
+            // Now a slow one ahead of a fast one.
+            let mut port2 = Port::new(PortConfig {
+                rate_bps: 12_000_000,
+                ..Default::default()
+            });
+            let mut d = DelayTrace::parse("0\n50\n10\n", Duration::from_millis(1)).unwrap();
+            d.reorder = reorder;
+            port2.change(
+                &mut dev,
+                Time(0),
+                WireChange {
+                    delay_trace: Some(d),
+                    ..Default::default()
+                },
+            );
+            for i in 0..2 {
+                port2.send(&mut dev, ip(i, 1500), Time(0)).unwrap();
+            }
+            let out = run(&mut port2, &mut dev, Time(100 * MS));
+            let want: &[(u64, u64)] = if reorder {
+                &[(0, 51), (1, 12)]
+            } else {
+                &[(0, 51), (1, 51)]
+            };
+            assert_eq!(departures(&out), want, "reorder {reorder}");
+        }
+    }
+
+    #[test]
+    fn a_link_set_down_loses_what_crosses_it() {
+        let mut dev = device_with_pfifo(100);
+        let mut port = Port::new(PortConfig {
+            rate_bps: 12_000_000,
+            ..Default::default()
+        });
+        port.change(
+            &mut dev,
+            Time(0),
+            WireChange {
+                up: Some(false),
+                ..Default::default()
+            },
+        );
+        port.send(&mut dev, ip(0, 1500), Time(0)).unwrap();
+        assert!(run(&mut port, &mut dev, Time(100 * MS)).is_empty());
+        assert_eq!(port.stats.wire_losses, 1);
     }
 }
