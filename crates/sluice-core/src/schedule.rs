@@ -295,7 +295,7 @@ impl ScheduleCursor {
         if self.next == self.schedule.steps.len() {
             if let Some(p) = self.schedule.period {
                 self.next = 0;
-                self.start = self.start + p;
+                self.start += p;
             }
         }
         Some(change)
