@@ -39,4 +39,5 @@ pub mod stab;
 pub mod stats;
 pub mod time;
 pub mod trace;
+pub mod trace_model;
 pub mod units;
