@@ -29,6 +29,9 @@ use sluice_core::error::{Errno, TcError};
 use sluice_core::handle::Handle;
 use sluice_core::time::Time;
 
+/// The classifier kinds sluice has (`tc filter add ... KIND`).
+pub const KINDS: [&str; 6] = f::KINDS;
+
 const USAGE: &str = "Usage: tc filter [ add | del | change | replace | show ] [ dev STRING ]
        tc filter [ add | del | change | replace | show ] [ block BLOCK_INDEX ]
        tc filter get dev STRING parent CLASSID protocol PROTO handle FILTERID pref PRIO FILTER_TYPE

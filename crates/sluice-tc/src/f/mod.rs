@@ -39,6 +39,9 @@ pub(crate) struct FPrintCx {
     pub protocol: u16,
 }
 
+/// The classifiers sluice has.
+pub const KINDS: [&str; 6] = ["u32", "fw", "matchall", "flower", "flow", "basic"];
+
 /// Classifiers compiled into iproute2 6.1 that sluice does not have.
 const FOREIGN: [&str; 5] = ["bpf", "cgroup", "route", "rsvp", "tcindex"];
 
