@@ -393,6 +393,7 @@ pub const KINDS: &[&str] = &[
     "hhf",
     "cbs",
     "mq",
+    "multiq",
     "mqprio",
     "taprio",
     "etf",
