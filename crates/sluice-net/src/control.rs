@@ -73,6 +73,14 @@ pub enum Request {
     },
     /// The link's own counters (TUN I/O, wires, delay lines).
     Status,
+    /// `sluice link set`: change the a→b wire, the b→a wire or both at
+    /// once (`Port::change` when the packet thread takes the request).
+    Wire {
+        /// What to set on the a→b wire.
+        ab: Option<crate::wire::WireSettings>,
+        /// What to set on the b→a wire.
+        ba: Option<crate::wire::WireSettings>,
+    },
 }
 
 /// A control answer: what the command printed and its exit status.
@@ -167,6 +175,37 @@ pub fn handle(req: Request, plane: &mut Plane, io: &IoStats, now: Time) -> Respo
             stdout: status(plane, io),
             ..Default::default()
         },
+        Request::Wire { ab, ba } => set_wire(plane, now, [ab, ba]),
+    }
+}
+
+/// Apply `link set` to the wires asked for, all or nothing; the answer's
+/// stdout says when, on the link's monotonic clock (`applied at NS`).
+fn set_wire(
+    plane: &mut Plane,
+    now: Time,
+    wires: [Option<crate::wire::WireSettings>; 2],
+) -> Response {
+    let mut changes = vec![];
+    for (dir, settings) in Dir::BOTH.into_iter().zip(wires) {
+        let Some(settings) = settings else { continue };
+        match settings.change() {
+            Ok(c) => changes.push((dir, c)),
+            Err(e) => {
+                return Response {
+                    stderr: format!("sluice link set: {e}\n"),
+                    code: 1,
+                    ..Default::default()
+                }
+            }
+        }
+    }
+    for (dir, change) in changes {
+        plane.change(dir, now, change);
+    }
+    Response {
+        stdout: format!("applied at {}\n", now.0),
+        ..Default::default()
     }
 }
 

@@ -18,6 +18,7 @@ use crate::control;
 use crate::control_thread::{Inbox, Limits};
 use crate::io::{deliver, read_batch, Buffers, IoStats};
 use crate::link::{self, LinkSpec, Record, Side};
+use crate::mmlog::MmLog;
 use crate::plane::{Dir, Plane};
 use crate::tun::Tun;
 use nix::poll::PollTimeout;
@@ -53,10 +54,40 @@ pub struct Running {
     /// A rootless link's network namespaces of sides a and b, held open
     /// (nothing else names them); empty for a root link.
     pub netns: Vec<File>,
+    /// Mahimahi logs: the direction and its open file.
+    pub logs: Vec<(Dir, MmLog)>,
 }
 
-/// `sluice link __daemon SPEC-JSON`: run a link; the exit status of the process.
+impl Running {
+    /// Write the logged directions' events up to `now`.
+    fn write_logs(&mut self, now: Time) {
+        for (dir, log) in &mut self.logs {
+            let events = self.plane.take_log(*dir, now);
+            log.write(&events);
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let now = clock::now();
+        self.write_logs(now);
+        for (_, log) in &mut self.logs {
+            log.flush();
+        }
+    }
+}
+
+/// `sluice link __daemon SPEC-JSON`: run a link; the exit status of the
+/// process. A description `-` is read from standard input.
 pub fn main(json: &str) -> i32 {
+    let read;
+    let json = if json == "-" {
+        read = std::io::read_to_string(std::io::stdin()).unwrap_or_default();
+        read.as_str()
+    } else {
+        json
+    };
     let spec: LinkSpec = match serde_json::from_str(json) {
         Ok(s) => s,
         Err(e) => {
@@ -91,7 +122,7 @@ pub fn main(json: &str) -> i32 {
     };
     let pid = std::process::id() as i32;
     let rec = Record {
-        spec: spec.clone(),
+        spec: spec.for_record(),
         pid,
         starttime: link::proc_starttime(pid).unwrap_or(0),
         netns_fds: None,
@@ -196,6 +227,24 @@ pub fn setup(spec: &LinkSpec, dir: &Path) -> Result<Running, String> {
             return Err(format!("tc {}: {}", words.join(" "), o.stderr.trim()));
         }
     }
+    let mut logs = vec![];
+    for l in &spec.logs {
+        let dir = if l.ab { Dir::AB } else { Dir::BA };
+        plane.start_log(dir);
+        logs.push((dir, l));
+    }
+    // The wires' traces and schedules start now, with the logs.
+    let now = crate::clock::now();
+    plane.net.now = now;
+    for (dir, start) in [(Dir::AB, &spec.ab_start), (Dir::BA, &spec.ba_start)] {
+        if !start.is_empty() {
+            plane.change(dir, now, start.change()?);
+        }
+    }
+    let logs = logs
+        .into_iter()
+        .map(|(dir, l)| MmLog::open(l, now).map(|log| (dir, log)))
+        .collect::<Result<Vec<_>, _>>()?;
     // The thread starts here, after the namespaces (a user namespace is
     // entered single-threaded) and before the packet thread takes a
     // real-time priority (which a new thread would inherit).
@@ -211,6 +260,7 @@ pub fn setup(spec: &LinkSpec, dir: &Path) -> Result<Running, String> {
         io: IoStats::default(),
         bufs: Buffers::default(),
         netns,
+        logs,
     })
 }
 
@@ -355,6 +405,9 @@ pub fn run_loop(
                 TOK_CONTROL => r.control.serve(&mut r.plane, &r.io, now),
                 _ => {}
             }
+        }
+        if !r.logs.is_empty() {
+            r.write_logs(now);
         }
         if let Some(k) = keep {
             k.touch(now.0, r.plane.next_wake().map(|t| t.0));

@@ -21,6 +21,9 @@
 //! - [`control_thread`]: the thread that reads the control socket's
 //!   requests (bounded in size, time and number) off the packet path.
 //! - [`rootless`]: links made without root, inside a user namespace.
+//! - [`wire`]: traces, schedules and settings a wire starts with or is
+//!   changed to (`sluice link up --trace-ab`, `sluice link set`).
+//! - [`mmlog`]: Mahimahi's link log, written from a direction's events.
 //! - [`shell`]: `sluice shell`: a command in a namespace behind a link, NAT to the host.
 //! - [`traffic`]: bulk TCP and UDP floods between namespaces, and a kernel veth pair (`sluice bench live`).
 //!
@@ -34,9 +37,11 @@ pub mod control_thread;
 pub mod daemon;
 pub mod io;
 pub mod link;
+pub mod mmlog;
 pub mod plane;
 pub mod rootless;
 pub mod shell;
 pub mod traffic;
 pub mod tun;
 pub mod vnet;
+pub mod wire;

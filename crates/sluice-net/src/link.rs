@@ -118,6 +118,27 @@ pub struct LinkSpec {
     /// ([`crate::rootless`]); the namespaces are not named in `/run/netns`.
     #[serde(default)]
     pub rootless: bool,
+    /// What the a→b wire starts with beyond `ab` (a trace, a schedule, a
+    /// delay trace; [`crate::wire`]), applied with `Port::change` at start.
+    #[serde(default)]
+    pub ab_start: crate::wire::WireSettings,
+    /// The same for the b→a wire.
+    #[serde(default)]
+    pub ba_start: crate::wire::WireSettings,
+    /// Mahimahi logs of the wires ([`crate::mmlog`]).
+    #[serde(default)]
+    pub logs: Vec<crate::mmlog::LogSpec>,
+}
+
+impl LinkSpec {
+    /// The description without the files' texts, as the link's record keeps it.
+    pub fn for_record(&self) -> LinkSpec {
+        LinkSpec {
+            ab_start: self.ab_start.without_texts(),
+            ba_start: self.ba_start.without_texts(),
+            ..self.clone()
+        }
+    }
 }
 
 /// A running (or crashed) link as its record says.
@@ -390,9 +411,10 @@ fn spawn_daemon(exe: &Path, dir: &Path, spec: &LinkSpec, tied: bool) -> Result<(
     let log = fs::File::create(log_path(dir, &spec.name))?;
     let json = serde_json::to_string(spec).map_err(|e| LinkError::Invalid(e.to_string()))?;
     let mut cmd = Command::new(exe);
-    cmd.args(["link", "__daemon", &json])
+    // On its standard input: a trace's text can be far longer than an argument may be.
+    cmd.args(["link", "__daemon", "-"])
         .env("SLUICE_STATE_DIR", sluice_tc::state::state_dir())
-        .stdin(Stdio::null())
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(log);
     // A new session: the terminal's ^C and hang-up do not reach the daemon.
@@ -407,6 +429,11 @@ fn spawn_daemon(exe: &Path, dir: &Path, spec: &LinkSpec, tied: bool) -> Result<(
         });
     }
     let mut child = cmd.spawn()?;
+    if let Some(mut input) = child.stdin.take() {
+        use std::io::Write;
+        // A daemon that died early is reported below, from its log.
+        let _ = input.write_all(json.as_bytes());
+    }
     let out = child.stdout.take().expect("piped");
     let mut line = String::new();
     let _ = BufReader::new(out).read_line(&mut line);
@@ -562,13 +589,15 @@ pub fn describe(rec: &Record) -> String {
         s
     };
     format!(
-        "{} pid {}{}: {} <-> {}; a->b{}; b->a{}",
+        "{} pid {}{}: {} <-> {}; a->b{}{}; b->a{}{}",
         rec.spec.name,
         rec.pid,
         if rec.spec.rootless { " (rootless)" } else { "" },
         side(&rec.spec.a),
         side(&rec.spec.b),
         wire(&rec.spec.ab),
-        wire(&rec.spec.ba)
+        rec.spec.ab_start.describe(),
+        wire(&rec.spec.ba),
+        rec.spec.ba_start.describe()
     )
 }

@@ -47,13 +47,15 @@
 //! holds at most rate × delay; the cap only matters for an unlimited rate
 //! with a long delay, and drops counted as `delay_line_drops`).
 
+use crate::mmlog::{logged_sizes, LogEvent};
 use sluice_core::device::{DevKind, Device};
 use sluice_core::netfilter::{Hook, Ifaces, Verdict};
 use sluice_core::packet::{is_mpls_type, Packet, ETH_P_IP, ETH_P_IPV6};
-use sluice_core::port::{Port, PortConfig};
+use sluice_core::port::{Port, PortConfig, WireChange};
 use sluice_core::qdisc::DevInfo;
 use sluice_core::stats::DropReason;
 use sluice_core::time::Time;
+use sluice_core::trace::TracePlayer;
 use sluice_tc::net::Net;
 use std::collections::VecDeque;
 
@@ -201,6 +203,10 @@ struct Direction {
     in_flight_bytes: u64,
     scratch: Vec<(Time, Packet)>,
     stats: DirStats,
+    /// Events for a Mahimahi log ([`crate::mmlog`]), when one is asked for.
+    log: Option<Vec<LogEvent>>,
+    /// The wire's trace played beside the port, to log its opportunities.
+    opportunities: Option<TracePlayer>,
 }
 
 /// The devices (index into `Net::devices`) of the two sides.
@@ -210,6 +216,17 @@ const DEV_B: usize = 2;
 impl Direction {
     /// Move what left the wire's far end into the delay line (bounded).
     fn take_departures(&mut self) {
+        if let Some(log) = &mut self.log {
+            // Mahimahi's departure is when the link let the packet go,
+            // before any propagation delay.
+            let delay = self.port.config().delay;
+            for (at, pkt) in &self.scratch {
+                let left = Time(at.0.saturating_sub(delay.0));
+                for size in logged_sizes(pkt) {
+                    log.push(LogEvent::Departure(left, size, pkt.tstamp));
+                }
+            }
+        }
         for (at, pkt) in self.scratch.drain(..) {
             if self.in_flight_bytes + pkt.len as u64 > DELAY_LINE_MAX_BYTES {
                 self.stats.delay_line_drops += 1;
@@ -322,6 +339,8 @@ impl Plane {
             in_flight_bytes: 0,
             scratch: Vec::new(),
             stats: DirStats::default(),
+            log: None,
+            opportunities: None,
         };
         Plane {
             net,
@@ -357,6 +376,9 @@ impl Plane {
             }
         };
         self.dirs[d].stats.rx_gso += pkt.gso.is_some() as u64;
+        if let Some(log) = &mut self.dirs[d].log {
+            log.extend(logged_sizes(&pkt).map(|s| LogEvent::Arrival(now, s)));
+        }
         pkt.id = self.next_id;
         self.next_id += 1;
         if self.netfilter_active && self.local_out(dir, &mut pkt, now) == Verdict::Drop {
@@ -373,12 +395,17 @@ impl Plane {
         if let Some(dir) = dir_out_of(dev) {
             let (egress, _) = sides(&mut self.net.devices, dir);
             let st = &mut self.dirs[dir as usize];
+            let sizes: Option<Vec<u32>> = st.log.as_ref().map(|_| logged_sizes(&pkt).collect());
             if st
                 .port
                 .send(egress, pkt, now)
                 .is_err_and(|e| e != DropReason::Stolen)
             {
                 st.stats.qdisc_drops += 1;
+                if let (Some(log), Some(sizes)) = (&mut st.log, sizes) {
+                    let bytes = sizes.iter().map(|&s| s as u64).sum();
+                    log.push(LogEvent::Drop(now, sizes.len() as u32, bytes));
+                }
             }
         } else if self.net.devices[dev].kind == DevKind::Ifb {
             let ifindex = self.net.devices[dev].ifindex;
@@ -508,6 +535,12 @@ impl Plane {
         let d = dir as usize;
         let (egress, _) = sides(&mut self.net.devices, dir);
         let st = &mut self.dirs[d];
+        if let (Some(p), Some(log)) = (&mut st.opportunities, &mut st.log) {
+            while let Some(t) = p.next_opportunity().filter(|&t| t <= now) {
+                log.push(LogEvent::Opportunity(t));
+                p.advance();
+            }
+        }
         // The port: wire completions and throttled qdiscs, each at the time
         // it was due (not when the loop woke), so a late wake-up does not
         // slow the wire down. Callers poll before they input packets read at
@@ -610,6 +643,42 @@ impl Plane {
                 self.advance_ifb(i, dev, now);
             }
         }
+    }
+
+    /// Change the wire of `dir` at `now` ([`Port::change`]); a new trace is
+    /// also followed for the direction's log.
+    pub fn change(&mut self, dir: Dir, now: Time, change: WireChange) {
+        let d = dir as usize;
+        let logged_trace = change.trace.clone();
+        let (egress, _) = sides(&mut self.net.devices, dir);
+        let st = &mut self.dirs[d];
+        st.port.change(egress, now, change);
+        st.take_departures();
+        if let Some((trace, once)) = logged_trace {
+            st.opportunities = Some(TracePlayer::new(trace, now, once));
+        }
+        if st.port.trace().is_none() {
+            st.opportunities = None;
+        }
+    }
+
+    /// Record the events of `dir` for a Mahimahi log ([`Plane::take_log`]).
+    pub fn start_log(&mut self, dir: Dir) {
+        let st = &mut self.dirs[dir as usize];
+        st.log.get_or_insert_with(Vec::new);
+    }
+
+    /// The events of `dir` recorded since the last call, up to `now` (the
+    /// trace's opportunities included).
+    pub fn take_log(&mut self, dir: Dir, now: Time) -> Vec<LogEvent> {
+        let st = &mut self.dirs[dir as usize];
+        if let (Some(p), Some(log)) = (&mut st.opportunities, &mut st.log) {
+            while let Some(t) = p.next_opportunity().filter(|&t| t <= now) {
+                log.push(LogEvent::Opportunity(t));
+                p.advance();
+            }
+        }
+        st.log.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
     /// Do live packets cross the netfilter hooks (a rule or a DROP policy exists)?

@@ -29,6 +29,17 @@ pub struct ShellOpts {
     pub command: Vec<String>,
     /// `--keep-awake`.
     pub keep_awake: crate::awake::Mode,
+    /// What the uplink starts with beyond `up` (a trace: `--uplink-trace`).
+    pub up_start: crate::wire::WireSettings,
+    /// What the downlink starts with beyond `down`.
+    pub down_start: crate::wire::WireSettings,
+    /// Mahimahi logs of the wires (uplink: `ab`).
+    pub logs: Vec<crate::mmlog::LogSpec>,
+    /// Variables set for the command (`MAHIMAHI_BASE`, the prompt's);
+    /// `{BASE}` in a value is the host end's address.
+    pub env: Vec<(String, String)>,
+    /// Say nothing of the link on stderr (the mm-* commands, as Mahimahi).
+    pub quiet: bool,
 }
 
 /// Masquerade `subnet` out of every interface but `host_if`, and forward its traffic.
@@ -118,6 +129,9 @@ pub fn spec(name: &str, o: &ShellOpts) -> LinkSpec {
         subnet: None,
         keep_awake: o.keep_awake,
         rootless: false,
+        ab_start: o.up_start.clone(),
+        ba_start: o.down_start.clone(),
+        logs: o.logs.clone(),
     }
 }
 
@@ -141,10 +155,13 @@ pub fn run(exe: &Path, o: &ShellOpts) -> i32 {
         }
     };
     let ns = rec.spec.a.netns.clone().unwrap_or_default();
-    eprintln!(
-        "sluice shell: link {name} ({}); change it live with `sluice tc -n {name} ...` (dev a0: uplink, dev b0: downlink)",
-        link::describe(&rec)
-    );
+    if !o.quiet {
+        eprintln!(
+            "sluice shell: link {name} ({}); change it live with `sluice tc -n {name} ...` (dev a0: uplink, dev b0: downlink)",
+            link::describe(&rec)
+        );
+    }
+    let base = rec.spec.b.addr.split('/').next().unwrap_or_default();
     let mut cmd = Command::new("ip");
     cmd.args(["netns", "exec", &ns]);
     if o.command.is_empty() {
@@ -153,6 +170,9 @@ pub fn run(exe: &Path, o: &ShellOpts) -> i32 {
         cmd.args(&o.command);
     }
     cmd.env("SLUICE_LINK", &name);
+    for (k, v) in &o.env {
+        cmd.env(k, v.replace("{BASE}", base));
+    }
     // The terminal's ^C is for the command; we wait and clean up.
     // SAFETY: ignoring signals installs no handler code.
     unsafe {

@@ -164,6 +164,9 @@ impl BenchLink {
             subnet: None,
             keep_awake: Default::default(),
             rootless: false,
+            ab_start: Default::default(),
+            ba_start: Default::default(),
+            logs: vec![],
         };
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
         // Tied: the daemon goes (and cleans up) if this process is killed.
