@@ -20,7 +20,8 @@
 use crate::pipe::{
     drain_due, intact, ipv4_ports, offer, qdisc_device, qdisc_spec, rechain, seal, stage_seed,
 };
-use crate::toxic::{Kind, Toxic};
+use crate::toxic::{Kind, Toxic, Varying};
+use crate::wire::WireStage;
 use sluice_core::packet::{Packet, ETH_P_IP};
 use sluice_core::qdisc::{Cx, Dequeue};
 use sluice_core::time::Time;
@@ -37,6 +38,9 @@ enum Body {
         wake: Option<Time>,
         wire: bool,
     },
+    /// A wire that changes over time (`crate::wire`); what its queue
+    /// refuses is lost.
+    Wire(Box<WireStage>),
     /// Nothing passes.
     Drop,
     /// Datagrams pass while `left` bytes remain.
@@ -51,8 +55,14 @@ struct Stage {
 }
 
 impl Stage {
-    fn new(toxic: &Toxic, seed: u64) -> Result<Stage, String> {
+    fn new(toxic: &Toxic, seed: u64, now: Time) -> Result<Stage, String> {
         let body = match (&toxic.kind, qdisc_spec(&toxic.kind)) {
+            (k, None) if k.varying().is_some_and(Varying::any) => {
+                match WireStage::new(k, now, seed)? {
+                    Some(w) => Body::Wire(Box::new(w)),
+                    None => Body::Pass,
+                }
+            }
             (k, Some(spec)) => Body::Qdisc {
                 net: Box::new(qdisc_device(&spec, seed)?),
                 wake: None,
@@ -73,6 +83,9 @@ impl Stage {
     /// Everything a qdisc stage holds, dequeued as if time had run on.
     fn drain(&mut self) -> Vec<Packet> {
         let mut out = Vec::new();
+        if let Body::Wire(w) = &mut self.body {
+            return w.drain();
+        }
         if let Body::Qdisc { net, .. } = &mut self.body {
             let Some(dev) = net.devices.last_mut() else {
                 return out;
@@ -114,6 +127,7 @@ impl DatagramPipe {
         from: SocketAddr,
         to: SocketAddr,
         seed: u64,
+        now: Time,
     ) -> Result<Self, String> {
         let mut p = DatagramPipe {
             stages: Vec::new(),
@@ -121,7 +135,7 @@ impl DatagramPipe {
             seed,
             ready: Vec::new(),
         };
-        p.set_toxics(toxics, Time(0))?;
+        p.set_toxics(toxics, now)?;
         Ok(p)
     }
 
@@ -133,7 +147,7 @@ impl DatagramPipe {
             &mut self.stages,
             toxics,
             |s| &s.toxic,
-            |i, t| Stage::new(t, stage_seed(seed, i)),
+            |i, t| Stage::new(t, stage_seed(seed, i), now),
         )?;
         for (i, mut s) in old {
             for p in s.drain() {
@@ -171,6 +185,10 @@ impl DatagramPipe {
                 // Refused: lost, as on a network.
                 offer(net, wake, pkt, now);
             }
+            Body::Wire(w) => {
+                // Refused: lost, as on a network.
+                let _ = w.send(pkt, payload, now);
+            }
             Body::Drop => {}
             Body::Limit { left } => {
                 if payload as u64 <= *left {
@@ -188,6 +206,9 @@ impl DatagramPipe {
     pub fn poll(&mut self, now: Time, out: &mut Vec<Vec<u8>>) {
         for i in 0..self.stages.len() {
             let mut leaving = Vec::new();
+            if let Body::Wire(w) = &mut self.stages[i].body {
+                w.poll(now, &mut leaving);
+            }
             if let Body::Qdisc { net, wake, wire } = &mut self.stages[i].body {
                 if let Some(dev) = net.devices.last_mut() {
                     drain_due(dev, wake, now, &mut leaving);
@@ -211,8 +232,9 @@ impl DatagramPipe {
         }
         self.stages
             .iter()
-            .filter_map(|s| match s.body {
-                Body::Qdisc { wake, .. } => wake,
+            .filter_map(|s| match &s.body {
+                Body::Qdisc { wake, .. } => *wake,
+                Body::Wire(w) => w.next_wake(),
                 _ => None,
             })
             .min()
@@ -231,7 +253,7 @@ mod tests {
             "10.0.0.1:5000".parse().unwrap(),
             "10.0.0.2:53".parse().unwrap(),
         );
-        DatagramPipe::new(toxics, a, b, 3).unwrap()
+        DatagramPipe::new(toxics, a, b, 3, Time(0)).unwrap()
     }
 
     /// Push `n` datagrams of 100 bytes (byte i = datagram i), 1 ms apart,
@@ -256,10 +278,7 @@ mod tests {
 
     #[test]
     fn datagrams_keep_their_boundaries_and_latency_delays_each() {
-        let mut p = pipe(&[toxic(Kind::Latency {
-            latency: 20,
-            jitter: 0,
-        })]);
+        let mut p = pipe(&[toxic(Kind::latency(20, 0))]);
         let got = run(&mut p, 10, 100 * MS);
         assert_eq!(got.len(), 10);
         for (i, (t, d)) in got.iter().enumerate() {
@@ -275,10 +294,7 @@ mod tests {
         })]);
         let got = run(&mut p, 200, 300 * MS);
         assert!((50..150).contains(&got.len()), "{}", got.len());
-        let mut p = pipe(&[toxic(Kind::Latency {
-            latency: 50,
-            jitter: 40,
-        })]);
+        let mut p = pipe(&[toxic(Kind::latency(50, 40))]);
         let got = run(&mut p, 100, 300 * MS);
         assert_eq!(got.len(), 100);
         assert!(
@@ -308,10 +324,7 @@ mod tests {
         let mut p = pipe(&[toxic(Kind::Timeout { timeout: 0 })]);
         assert!(run(&mut p, 10, 20 * MS).is_empty());
         // A latency toxic removed while it holds datagrams hands them on at once.
-        let lat = toxic(Kind::Latency {
-            latency: 1000,
-            jitter: 0,
-        });
+        let lat = toxic(Kind::latency(1000, 0));
         let mut p = pipe(&[lat]);
         p.push(&[1; 10], Time(0));
         p.set_toxics(&[], Time(5 * MS)).unwrap();

@@ -7,6 +7,8 @@
 //! - [`toxic`]: the toxics and their JSON form.
 //! - [`pipe`]: one direction of a connection without I/O (segments through
 //!   the toxics' stages, back in stream order).
+//! - [`wire`]: the stage of a `bandwidth` or `latency` toxic that changes
+//!   over time (a Mahimahi trace, a schedule, a delay trace).
 //! - [`datagram`]: one direction of a UDP session without I/O (datagrams
 //!   through the toxics' qdisc stages, lost and reordered as they are).
 //! - [`conn`]: the proxies as the API holds them: started, stopped, told
@@ -23,3 +25,4 @@ pub mod pipe;
 pub mod reactor;
 pub mod toxic;
 pub mod udp;
+pub mod wire;

@@ -44,7 +44,8 @@
 //!
 //! Time and randomness come in: `now` with every call, a seed at creation.
 
-use crate::toxic::{Kind, Toxic};
+use crate::toxic::{Kind, Toxic, Varying};
+use crate::wire::WireStage;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use sluice_core::device::DevKind;
@@ -85,12 +86,16 @@ fn payload_len(p: &Packet) -> u32 {
 /// The qdisc spec a toxic builds, if it is a qdisc stage.
 pub(crate) fn qdisc_spec(kind: &Kind) -> Option<String> {
     match kind {
-        Kind::Latency { latency, jitter } => {
+        // Changing over time: a stage of its own (`crate::wire`).
+        Kind::Latency { wire, .. } | Kind::Bandwidth { wire, .. } if wire.any() => None,
+        Kind::Latency {
+            latency, jitter, ..
+        } => {
             // netem takes no negative delay; Toxiproxy's never waits less than nothing.
             let (l, j) = ((*latency).max(0), (*jitter).max(0));
             Some(format!("netem delay {l}ms {j}ms limit 1000000"))
         }
-        Kind::Bandwidth { rate } if *rate > 0 => {
+        Kind::Bandwidth { rate, .. } if *rate > 0 => {
             // A bucket of one full segment, so the rate holds from the first
             // byte, as Toxiproxy's sleeps do; a queue the window never fills.
             Some(format!(
@@ -226,6 +231,8 @@ enum Body {
     LimitData { left: u64, closed: bool },
     /// Everything goes through; the close waits `delay`.
     SlowClose { delay: Duration },
+    /// A wire that changes over time (`crate::wire`).
+    Wire(Box<WireStage>),
     /// Everything goes through (a bandwidth of 0: no limit).
     Pass,
 }
@@ -242,6 +249,10 @@ impl Stage {
     fn new(toxic: &Toxic, now: Time, seed: u64, at_start: bool) -> Result<Stage, String> {
         let ms = |v: i64| Duration(v.max(0) as u64 * 1_000_000);
         let body = match &toxic.kind {
+            k if k.varying().is_some_and(Varying::any) => match WireStage::new(k, now, seed)? {
+                Some(w) => Body::Wire(Box::new(w)),
+                None => Body::Pass,
+            },
             k @ (Kind::Latency { .. } | Kind::Bandwidth { .. } | Kind::Tc { .. }) => {
                 match qdisc_spec(k) {
                     Some(spec) => Body::Qdisc {
@@ -701,6 +712,12 @@ impl Pipe {
                     self.enter(i + 1, p, now);
                 }
             }
+            Body::Wire(w) => match w.send(pkt, plen, now) {
+                Ok(()) => {
+                    stage.inside.insert(off, plen);
+                }
+                Err(_) => self.retry.push((now + RTO, i, off, plen)),
+            },
             Body::SlowClose { .. } | Body::Pass => self.enter(i + 1, pkt, now),
         }
     }
@@ -790,6 +807,12 @@ impl Pipe {
                         return Some(if *rst { Signal::Reset } else { Signal::Close });
                     }
                 }
+                Body::Wire(w) => {
+                    w.poll(now, &mut leaving);
+                    for (_, p) in &leaving {
+                        stage.inside.remove(&p.id);
+                    }
+                }
                 Body::LimitData { .. } | Body::SlowClose { .. } | Body::Pass => {}
             }
             for (t, p) in leaving {
@@ -830,7 +853,7 @@ impl Pipe {
     fn nothing_inside(&self) -> bool {
         self.retry.is_empty()
             && self.stages.iter().all(|s| match &s.body {
-                Body::Qdisc { .. } => s.inside.is_empty(),
+                Body::Qdisc { .. } | Body::Wire(_) => s.inside.is_empty(),
                 Body::Slicer { queue, .. } => queue.is_empty(),
                 _ => true,
             })
@@ -883,6 +906,11 @@ impl Pipe {
                     close_at: Some(c), ..
                 } => at(*c),
                 Body::ResetPeer { at: Some(r), .. } => at(*r),
+                Body::Wire(w) => {
+                    if let Some(t) = w.next_wake() {
+                        at(t)
+                    }
+                }
                 _ => {}
             }
         }
@@ -999,10 +1027,7 @@ pub(crate) mod tests {
 
     #[test]
     fn latency_delays_every_byte_and_jitter_never_reorders() {
-        let t = toxic(Kind::Latency {
-            latency: 50,
-            jitter: 40,
-        });
+        let t = toxic(Kind::latency(50, 40));
         let mut p = pipe(&[t]);
         // 100 chunks of 100 bytes, 1 ms apart.
         let pushes: Vec<(u64, Vec<u8>)> = (0..100)
@@ -1034,7 +1059,7 @@ pub(crate) mod tests {
     fn bandwidth_holds_the_stream_to_its_rate() {
         // 100 KB/s: 200 000 bytes take 2 s, less the bucket the stream
         // finds full at the start (one full segment: MSS + header bytes).
-        let t = toxic(Kind::Bandwidth { rate: 100 });
+        let t = toxic(Kind::bandwidth(100));
         let mut p = pipe(&[t]);
         let r = run(&mut p, vec![(0, data(200_000))], true, 10_000 * MS);
         assert_eq!(r.bytes(), data(200_000));
@@ -1059,7 +1084,7 @@ pub(crate) mod tests {
     fn a_late_pump_still_gets_the_full_rate() {
         // 1000 KB/s, polled only every 10 ms (a busy machine's late wake-ups):
         // each poll lets go what was due by then, not one bucket's worth.
-        let mut p = pipe(&[toxic(Kind::Bandwidth { rate: 1000 })]);
+        let mut p = pipe(&[toxic(Kind::bandwidth(1000))]);
         p.push(&data(200_000), Time(0));
         let mut out = Vec::new();
         for k in 1..=10 {
@@ -1201,7 +1226,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_full_window_stops_reading_until_bytes_leave() {
-        let t = toxic(Kind::Bandwidth { rate: 1000 });
+        let t = toxic(Kind::bandwidth(1000));
         let mut p = pipe(&[t]);
         p.push(&data(WINDOW as usize), Time(0));
         assert!(!p.has_room());
@@ -1213,10 +1238,7 @@ pub(crate) mod tests {
 
     #[test]
     fn toxics_changed_midway_keep_the_stream_whole_and_in_order() {
-        let lat = toxic(Kind::Latency {
-            latency: 100,
-            jitter: 0,
-        });
+        let lat = toxic(Kind::latency(100, 0));
         let mut p = pipe(std::slice::from_ref(&lat));
         p.push(&data(50_000), Time(0));
         let mut out = Vec::new();
@@ -1260,10 +1282,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_change_that_cannot_be_built_leaves_the_stages_as_they_were() {
-        let lat = toxic(Kind::Latency {
-            latency: 100,
-            jitter: 0,
-        });
+        let lat = toxic(Kind::latency(100, 0));
         let mut p = pipe(std::slice::from_ref(&lat));
         p.push(&data(1000), Time(0));
         let bad = toxic(Kind::Tc {

@@ -13,8 +13,20 @@
 //! language accepts (sluice's own type), and the types that act on the
 //! byte stream or the connection (`slicer`, `limit_data`, `timeout`,
 //! `reset_peer`, `slow_close`) are stages of their own.
+//!
+//! sluice's own attributes make `bandwidth` and `latency` change over time
+//! ([`Varying`]): `bandwidth` takes a Mahimahi delivery-opportunity
+//! `trace` (with `trace_once`) or a `schedule` whose rate column it
+//! follows; `latency` a `schedule` whose delay column it follows or a
+//! `delay_trace` (with `delay_trace_step`). Such a toxic is a stage of its
+//! own ([`crate::wire`]): sluice-core's [`Port`](sluice_core::port::Port)
+//! with the wire the attributes describe.
 
 use serde_json::{Map, Value};
+use sluice_core::schedule::Schedule;
+use sluice_core::time::Duration;
+use sluice_core::trace::{DelayTrace, Trace};
+use std::sync::Arc;
 
 /// The largest `latency` and `jitter`, in ms. A latency toxic is a netem
 /// qdisc, whose delay `tc` takes as a count of 64 ns psched ticks in 32
@@ -33,6 +45,166 @@ pub const MAX_US: i64 = i64::MAX / 1_000;
 /// The largest `bandwidth` rate in KB/s: bit/s in an i64 (9.2 Ebit/s), the
 /// tbf rate it becomes.
 pub const MAX_RATE: i64 = i64::MAX / 8_000;
+
+/// The longest `delay_trace_step`, in ms: a year, as a trace's timestamps.
+pub const MAX_STEP_MS: i64 = sluice_core::trace::MAX_TRACE_MS as i64;
+
+/// A text attribute with what it parsed into; two are equal when their
+/// texts are (so an unchanged toxic keeps its stages).
+#[derive(Clone, Debug)]
+pub struct Parsed<T> {
+    /// The attribute as the client sent it.
+    pub text: Arc<str>,
+    /// What it describes.
+    pub value: T,
+}
+
+impl<T> PartialEq for Parsed<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.text == other.text
+    }
+}
+
+/// sluice's own attributes of `bandwidth` and `latency`: a wire that
+/// changes over time. Every one unset (the default) is Toxiproxy's toxic.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Varying {
+    /// `bandwidth`: the stream's capacity from a Mahimahi trace (its text).
+    pub trace: Option<Parsed<Trace>>,
+    /// `bandwidth`: play the trace once, then carry nothing (Mahimahi's `--once`).
+    pub trace_once: bool,
+    /// `bandwidth` (rate column) or `latency` (delay column): a schedule's CSV text.
+    pub schedule: Option<Parsed<Schedule>>,
+    /// `latency`: per-packet delays from a delay trace (its text).
+    pub delay_trace: Option<Parsed<DelayTrace>>,
+    /// `latency`: how long each line of the delay trace holds, ms.
+    pub delay_trace_step: i64,
+}
+
+impl Default for Varying {
+    fn default() -> Self {
+        Varying {
+            trace: None,
+            trace_once: false,
+            schedule: None,
+            delay_trace: None,
+            delay_trace_step: 1,
+        }
+    }
+}
+
+impl Varying {
+    /// Does the toxic change over time (a stage of [`crate::wire`])?
+    pub fn any(&self) -> bool {
+        self.trace.is_some() || self.schedule.is_some() || self.delay_trace.is_some()
+    }
+
+    /// The attributes set, after Toxiproxy's own (nothing when none is:
+    /// a Toxiproxy toxic's JSON stays Toxiproxy's).
+    fn attributes(&self, out: &mut Vec<(&'static str, Value)>) {
+        if let Some(t) = &self.trace {
+            out.push(("trace", t.text.to_string().into()));
+            out.push(("trace_once", self.trace_once.into()));
+        }
+        if let Some(s) = &self.schedule {
+            out.push(("schedule", s.text.to_string().into()));
+        }
+        if let Some(d) = &self.delay_trace {
+            out.push(("delay_trace", d.text.to_string().into()));
+            out.push(("delay_trace_step", self.delay_trace_step.into()));
+        }
+    }
+
+    /// The attributes `type_name` takes from `attrs` (a bandwidth toxic's
+    /// `trace`, `trace_once`, `schedule`; a latency toxic's `schedule`,
+    /// `delay_trace`, `delay_trace_step`), each parsed, errors naming the
+    /// attribute and the line.
+    fn parse(type_name: &str, attrs: &Map<String, Value>) -> Result<Varying, String> {
+        let text = |name: &str| -> Result<Option<Arc<str>>, String> {
+            match attrs.get(name) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(s)) => Ok(Some(s.as_str().into())),
+                Some(v) => Err(format!("json: cannot unmarshal {v} into attribute {name}")),
+            }
+        };
+        let bad =
+            |name: &str, e: &dyn std::fmt::Display| format!("{type_name}: attribute {name}: {e}");
+        let mut v = Varying::default();
+        if attrs.get("trace_file").is_some_and(|f| !f.is_null()) {
+            return Err(format!(
+                "{type_name}: attribute trace_file is not taken (the API would read any file \
+                 the proxy can); send the trace's text as attribute trace"
+            ));
+        }
+        if let Some(s) = text("schedule")? {
+            let value = Schedule::parse(&s).map_err(|e| bad("schedule", &e))?;
+            let column = if type_name == "bandwidth" {
+                "rate"
+            } else {
+                "delay"
+            };
+            let sets = value.steps().iter().any(|(_, c)| match column {
+                "rate" => c.rate_bps.is_some(),
+                _ => c.delay.is_some(),
+            });
+            if !sets {
+                return Err(format!(
+                    "{type_name}: attribute schedule: no row sets a {column} \
+                     (a {type_name} toxic follows the {column} column)"
+                ));
+            }
+            v.schedule = Some(Parsed { text: s, value });
+        }
+        if type_name == "bandwidth" {
+            if let Some(t) = text("trace")? {
+                let value = Trace::parse(&t).map_err(|e| bad("trace", &e))?;
+                v.trace = Some(Parsed { text: t, value });
+            }
+            v.trace_once = match attrs.get("trace_once") {
+                None | Some(Value::Null) => false,
+                Some(Value::Bool(b)) => *b,
+                Some(x) => {
+                    return Err(format!(
+                        "json: cannot unmarshal {x} into attribute trace_once"
+                    ))
+                }
+            };
+            if v.trace.is_some() && v.schedule.is_some() {
+                return Err(
+                    "bandwidth: attributes trace and schedule exclude each other \
+                     (a schedule's rate would end the trace)"
+                        .into(),
+                );
+            }
+        } else {
+            v.delay_trace_step = match attrs.get("delay_trace_step") {
+                None | Some(Value::Null) => 1,
+                Some(x) => x.as_i64().ok_or_else(|| {
+                    format!("json: cannot unmarshal {x} into attribute delay_trace_step")
+                })?,
+            };
+            if !(1..=MAX_STEP_MS).contains(&v.delay_trace_step) {
+                return Err(format!(
+                    "latency: attribute delay_trace_step is {} ms, from 1 to {MAX_STEP_MS} ms",
+                    v.delay_trace_step
+                ));
+            }
+            if let Some(t) = text("delay_trace")? {
+                let step = Duration::from_millis(v.delay_trace_step as u64);
+                let value = DelayTrace::parse(&t, step).map_err(|e| bad("delay_trace", &e))?;
+                v.delay_trace = Some(Parsed { text: t, value });
+            }
+            if v.delay_trace.is_some() && v.schedule.is_some() {
+                return Err(
+                    "latency: attributes delay_trace and schedule exclude each other \
+                     (a schedule's delay would end the delay trace)"
+                        .into(),
+                );
+            }
+        }
+        Ok(v)
+    }
+}
 
 /// A toxicity from JSON: a float32, as Toxiproxy's field is (a number
 /// beyond its range is refused, as Go's decoder does, rather than becoming
@@ -81,10 +253,16 @@ impl Stream {
 /// `rate` is in KB/s (1000 bytes).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Kind {
-    /// Delay every chunk by `latency` ± `jitter` ms.
-    Latency { latency: i64, jitter: i64 },
-    /// At most `rate` KB/s (0: no limit).
-    Bandwidth { rate: i64 },
+    /// Delay every chunk by `latency` ± `jitter` ms (the delay a
+    /// `schedule` or `delay_trace` in `wire` gives instead, once it does).
+    Latency {
+        latency: i64,
+        jitter: i64,
+        wire: Box<Varying>,
+    },
+    /// At most `rate` KB/s (0: no limit), or what `wire`'s trace or
+    /// schedule carries.
+    Bandwidth { rate: i64, wire: Box<Varying> },
     /// Hold the close back for `delay` ms.
     SlowClose { delay: i64 },
     /// Let no data through; close the connection after `timeout` ms (0: never).
@@ -124,10 +302,20 @@ impl Kind {
     /// The attributes, in the order Toxiproxy's structs declare them.
     pub fn attributes(&self) -> Vec<(&'static str, Value)> {
         match self {
-            Kind::Latency { latency, jitter } => {
-                vec![("latency", (*latency).into()), ("jitter", (*jitter).into())]
+            Kind::Latency {
+                latency,
+                jitter,
+                wire,
+            } => {
+                let mut v = vec![("latency", (*latency).into()), ("jitter", (*jitter).into())];
+                wire.attributes(&mut v);
+                v
             }
-            Kind::Bandwidth { rate } => vec![("rate", (*rate).into())],
+            Kind::Bandwidth { rate, wire } => {
+                let mut v = vec![("rate", (*rate).into())];
+                wire.attributes(&mut v);
+                v
+            }
             Kind::SlowClose { delay } => vec![("delay", (*delay).into())],
             Kind::Timeout { timeout } | Kind::ResetPeer { timeout } => {
                 vec![("timeout", (*timeout).into())]
@@ -166,11 +354,13 @@ impl Kind {
     /// negative rate as no limit, as in Toxiproxy).
     fn range(&self) -> Vec<(&'static str, i64, i64, &'static str)> {
         match self {
-            Kind::Latency { latency, jitter } => vec![
+            Kind::Latency {
+                latency, jitter, ..
+            } => vec![
                 ("latency", *latency, NETEM_MAX_MS, "ms"),
                 ("jitter", *jitter, NETEM_MAX_MS, "ms"),
             ],
-            Kind::Bandwidth { rate } => vec![("rate", *rate, MAX_RATE, "KB/s")],
+            Kind::Bandwidth { rate, .. } => vec![("rate", *rate, MAX_RATE, "KB/s")],
             Kind::SlowClose { delay } => vec![("delay", *delay, MAX_MS, "ms")],
             Kind::Timeout { timeout } | Kind::ResetPeer { timeout } => {
                 vec![("timeout", *timeout, MAX_MS, "ms")]
@@ -210,6 +400,31 @@ impl Kind {
         }
     }
 
+    /// A latency toxic as Toxiproxy has it.
+    pub fn latency(latency: i64, jitter: i64) -> Kind {
+        Kind::Latency {
+            latency,
+            jitter,
+            wire: Box::default(),
+        }
+    }
+
+    /// A bandwidth toxic as Toxiproxy has it.
+    pub fn bandwidth(rate: i64) -> Kind {
+        Kind::Bandwidth {
+            rate,
+            wire: Box::default(),
+        }
+    }
+
+    /// sluice's own time-varying attributes, if the type has them.
+    pub fn varying(&self) -> Option<&Varying> {
+        match self {
+            Kind::Latency { wire, .. } | Kind::Bandwidth { wire, .. } => Some(wire),
+            _ => None,
+        }
+    }
+
     /// A type from its name and attributes; missing attributes take their
     /// zero value (an empty spec for `tc`), unknown ones are ignored.
     pub fn parse(type_name: &str, attrs: &Map<String, Value>) -> Result<Kind, String> {
@@ -225,8 +440,12 @@ impl Kind {
             "latency" => Kind::Latency {
                 latency: int("latency")?,
                 jitter: int("jitter")?,
+                wire: Box::new(Varying::parse(type_name, attrs)?),
             },
-            "bandwidth" => Kind::Bandwidth { rate: int("rate")? },
+            "bandwidth" => Kind::Bandwidth {
+                rate: int("rate")?,
+                wire: Box::new(Varying::parse(type_name, attrs)?),
+            },
             "slow_close" => Kind::SlowClose {
                 delay: int("delay")?,
             },

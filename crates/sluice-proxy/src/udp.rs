@@ -61,12 +61,13 @@ impl Dir {
         to: SocketAddr,
         seed: u64,
         toxics: &[Toxic],
+        now: Time,
     ) -> Option<Dir> {
         let mut draws = Draws::new(stream, seed);
         let on = draws.active(toxics);
         Some(Dir {
             stream,
-            pipe: DatagramPipe::new(&on, from, to, draws.seed).ok()?,
+            pipe: DatagramPipe::new(&on, from, to, draws.seed, now).ok()?,
             draws,
         })
     }
@@ -298,8 +299,8 @@ impl Udp {
         up.connect(server).ok()?;
         let seed = fresh_seed();
         let dirs = [
-            Dir::new(Stream::Upstream, client, server, seed, &self.toxics)?,
-            Dir::new(Stream::Downstream, server, client, seed, &self.toxics)?,
+            Dir::new(Stream::Upstream, client, server, seed, &self.toxics, t)?,
+            Dir::new(Stream::Downstream, server, client, seed, &self.toxics, t)?,
         ];
         let slot = self.free.pop().unwrap_or_else(|| {
             self.sessions.push(None);
