@@ -4,6 +4,7 @@
 use clap::{Args, Parser, Subcommand};
 use sluice_net::link::{self, LinkSpec, Side, Wire};
 use sluice_net::shell::{self, ShellOpts};
+use sluice_net::wire::{read_bounded, Buffer, WireSettings};
 
 #[derive(Parser)]
 #[command(
@@ -40,6 +41,9 @@ enum LinkCmd {
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
+    /// Change a running link's wires at once: rate, delay, loss, buffer,
+    /// carrier, a trace, a schedule or a delay trace.
+    Set(SetArgs),
     /// The link's own counters (TUN I/O, malformed packets, wires), as JSON.
     Status {
         /// The link.
@@ -112,6 +116,159 @@ struct UpArgs {
     /// A tc command for the link before it carries traffic, e.g. 'qdisc add dev a0 root netem delay 50ms' (repeatable).
     #[arg(long = "tc")]
     tc: Vec<String>,
+    #[command(flatten)]
+    files: FileArgs,
+}
+
+/// Wires that follow files: traces, schedules, delay traces.
+#[derive(Args, Default)]
+struct FileArgs {
+    /// A Mahimahi delivery-opportunity trace (integer ms per line, 1504 bytes each) giving the a->b capacity.
+    #[arg(long)]
+    trace_ab: Option<String>,
+    /// A trace for the b->a capacity.
+    #[arg(long)]
+    trace_ba: Option<String>,
+    /// Play the traces once, then carry nothing (Mahimahi's --once); default: repeat.
+    #[arg(long)]
+    once: bool,
+    /// A schedule (CSV rows at,rate,delay,loss[,ramp]; last row AT,loop) for the a->b wire.
+    #[arg(long)]
+    schedule_ab: Option<String>,
+    /// A schedule for the b->a wire.
+    #[arg(long)]
+    schedule_ba: Option<String>,
+    /// A per-packet delay trace (ms per line) for the a->b wire.
+    #[arg(long)]
+    delay_trace_ab: Option<String>,
+    /// A per-packet delay trace for the b->a wire.
+    #[arg(long)]
+    delay_trace_ba: Option<String>,
+    /// How long each line of a delay trace holds (tc time units; default 1ms).
+    #[arg(long)]
+    delay_trace_step: Option<String>,
+}
+
+impl FileArgs {
+    /// The files of the a->b and b->a wires, read and checked (errors name
+    /// the file and line); a wire on a trace gets no transmit ring unless
+    /// `ring_given` (its opportunities take packets from the qdisc, as
+    /// Mahimahi's link takes them from its queue).
+    fn starts(&self, ring_given: [bool; 2]) -> Result<[WireSettings; 2], String> {
+        let step = match &self.delay_trace_step {
+            Some(s) => match wire_delay("--delay-trace-step", s)? {
+                0 => return Err(illegal("--delay-trace-step", s, "must be more than 0")),
+                ns => Some(ns),
+            },
+            None => None,
+        };
+        let read = |f: &Option<String>| f.as_deref().map(read_bounded).transpose();
+        let mut out = [WireSettings::default(), WireSettings::default()];
+        let per_dir = [
+            (&self.trace_ab, &self.schedule_ab, &self.delay_trace_ab),
+            (&self.trace_ba, &self.schedule_ba, &self.delay_trace_ba),
+        ];
+        for (i, (trace, schedule, delay_trace)) in per_dir.into_iter().enumerate() {
+            let w = &mut out[i];
+            w.trace = read(trace)?;
+            w.once = self.once && w.trace.is_some();
+            w.schedule = read(schedule)?;
+            w.delay_trace = read(delay_trace)?;
+            w.delay_trace_step_ns = step.filter(|_| w.delay_trace.is_some());
+            if w.trace.is_some() && !ring_given[i] {
+                w.buffer = Some(Buffer::Packets(0));
+            }
+            w.change()?;
+        }
+        Ok(out)
+    }
+}
+
+#[derive(Args)]
+struct SetArgs {
+    /// The link.
+    name: String,
+    /// Which wires --rate, --delay, --loss, --buffer, --up and --down change.
+    #[arg(long, default_value = "both", value_parser = ["ab", "ba", "both"])]
+    dir: String,
+    /// A fixed rate (tc units; 0 is an outage); ends a trace.
+    #[arg(long)]
+    rate: Option<String>,
+    /// A fixed one-way delay (tc units); ends a delay trace.
+    #[arg(long)]
+    delay: Option<String>,
+    /// Random loss on the wire, percent.
+    #[arg(long)]
+    loss: Option<String>,
+    /// The transmit buffer: N packets (100p) or bytes (64000b).
+    #[arg(long)]
+    buffer: Option<String>,
+    /// Carrier up.
+    #[arg(long, conflicts_with = "down")]
+    up: bool,
+    /// Carrier down: the wire loses what crosses it.
+    #[arg(long)]
+    down: bool,
+    #[command(flatten)]
+    files: FileArgs,
+}
+
+impl SetArgs {
+    /// The settings of the a->b and b->a wires (`None`: left alone).
+    fn wires(&self) -> Result<[Option<WireSettings>; 2], String> {
+        let mut common = WireSettings::default();
+        if let Some(r) = &self.rate {
+            common.rate_bps = Some(if r == "0" { 0 } else { wire_rate("--rate", r)? });
+        }
+        if let Some(d) = &self.delay {
+            common.delay_ns = Some(wire_delay("--delay", d)?);
+        }
+        if let Some(l) = &self.loss {
+            common.loss = Some(wire_loss("--loss", l)?);
+        }
+        if let Some(b) = &self.buffer {
+            let mut w = Wire::default();
+            wire_buffer("--buffer", b, &mut w)?;
+            common.buffer = Some(match (w.buffer_packets, w.buffer_bytes) {
+                (Some(p), _) => Buffer::Packets(p),
+                (None, b) => Buffer::Bytes(b.unwrap_or(1)),
+            });
+        }
+        common.up = (self.up || self.down).then_some(self.up);
+        let given = common.buffer.is_some();
+        let files = self.files.starts([given, given])?;
+        let mut out = [None, None];
+        for (i, mut f) in files.into_iter().enumerate() {
+            let wanted = self.dir == "both" || self.dir == ["ab", "ba"][i];
+            if wanted {
+                f = merge(common.clone(), f);
+            }
+            if !f.is_empty() {
+                out[i] = Some(f);
+            }
+        }
+        if out.iter().all(Option::is_none) {
+            return Err(
+                "nothing to set: give --rate, --delay, --loss, --buffer, --up, --down, \
+                        --trace-ab/ba, --schedule-ab/ba or --delay-trace-ab/ba"
+                    .into(),
+            );
+        }
+        Ok(out)
+    }
+}
+
+/// `files`' settings over `common`'s (a trace's ring of 0 over none given).
+fn merge(common: WireSettings, files: WireSettings) -> WireSettings {
+    WireSettings {
+        buffer: common.buffer.or(files.buffer),
+        trace: files.trace,
+        once: files.once,
+        schedule: files.schedule,
+        delay_trace: files.delay_trace,
+        delay_trace_step_ns: files.delay_trace_step_ns,
+        ..common
+    }
 }
 
 /// A flag's value: its name (`--rate-ab`) and the text given, if any.
@@ -265,6 +422,18 @@ pub fn link_main(args: &[String]) -> i32 {
                     return 2;
                 }
             };
+            let w = &a.wire;
+            let ring = [
+                w.buffer.is_some() || w.buffer_ab.is_some(),
+                w.buffer.is_some() || w.buffer_ba.is_some(),
+            ];
+            let [ab_start, ba_start] = match a.files.starts(ring) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("sluice link: {e}");
+                    return 2;
+                }
+            };
             let spec = LinkSpec {
                 a: Side {
                     netns: Some(format!("{}-a", a.name)),
@@ -288,6 +457,9 @@ pub fn link_main(args: &[String]) -> i32 {
                 keep_awake: a.wire.keep_awake,
                 // Without root, the link lives in a user namespace (sluice-net's rootless.rs).
                 rootless: !sluice_net::rootless::privileged(),
+                ab_start,
+                ba_start,
+                logs: vec![],
             };
             match link::up(&exe(), spec) {
                 Ok(rec) => {
@@ -332,6 +504,7 @@ pub fn link_main(args: &[String]) -> i32 {
                 1
             }
         },
+        LinkCmd::Set(a) => link_set(&a),
         LinkCmd::Status { name } => {
             match sluice_net::control::request(&name, &sluice_net::control::Request::Status) {
                 Ok(r) => {
@@ -344,6 +517,31 @@ pub fn link_main(args: &[String]) -> i32 {
                     1
                 }
             }
+        }
+    }
+}
+
+/// `sluice link set NAME ...`: one control request; nothing printed.
+fn link_set(a: &SetArgs) -> i32 {
+    let [ab, ba] = match a.wires() {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("sluice link set: {e}");
+            return 2;
+        }
+    };
+    if let Err(e) = link::check_name(&a.name) {
+        eprintln!("sluice link set: {e}");
+        return 2;
+    }
+    match sluice_net::control::request(&a.name, &sluice_net::control::Request::Wire { ab, ba }) {
+        Ok(r) => {
+            eprint!("{}", r.stderr);
+            r.code
+        }
+        Err(e) => {
+            eprintln!("sluice link set: {e}");
+            1
         }
     }
 }
@@ -365,6 +563,15 @@ struct ShellCli {
     script: Option<String>,
     #[command(flatten)]
     wire: WireArgs,
+    /// A Mahimahi trace for the uplink's capacity (from the command outward).
+    #[arg(long)]
+    uplink_trace: Option<String>,
+    /// A Mahimahi trace for the downlink's capacity (towards the command).
+    #[arg(long)]
+    downlink_trace: Option<String>,
+    /// Play the traces once, then carry nothing; default: repeat.
+    #[arg(long)]
+    once: bool,
     /// The command (default: $SHELL).
     #[arg(last = true)]
     command: Vec<String>,
@@ -413,12 +620,33 @@ pub fn shell_main(args: &[String]) -> i32 {
             }
         }
     }
+    let files = FileArgs {
+        trace_ab: cli.uplink_trace.clone(),
+        trace_ba: cli.downlink_trace.clone(),
+        once: cli.once,
+        ..Default::default()
+    };
+    let w = &cli.wire;
+    let ring = [
+        w.buffer.is_some() || w.buffer_ab.is_some(),
+        w.buffer.is_some() || w.buffer_ba.is_some(),
+    ];
+    let [up_start, down_start] = match files.starts(ring) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("sluice shell: {e}");
+            return 2;
+        }
+    };
     let opts = ShellOpts {
         tc,
         up,
         down,
         command: cli.command,
         keep_awake: cli.wire.keep_awake,
+        up_start,
+        down_start,
+        ..Default::default()
     };
     shell::run(&exe(), &opts)
 }

@@ -11,6 +11,7 @@ mod bench;
 mod bench_live;
 mod bench_proxy;
 mod live;
+mod mm;
 mod proxy;
 mod replay;
 mod shims;
@@ -359,6 +360,8 @@ const USAGE: &str = "usage: sluice { tc | ip | iptables | sim } ARGS...
   sluice bench [...]    measure qdisc and simulator speed (live: the live data plane's)
   sluice link up|down|list ...  namespaces joined through qdiscs, live (--help)
   sluice shell [...] [-- CMD]   a command behind a shaped link, NAT to the host (--help)
+  sluice mm-link UP DOWN [...] [CMD], mm-delay MS [CMD], mm-loss uplink|downlink RATE [CMD]
+                        Mahimahi's shells on the live plane (docs/mahimahi.md)
   sluice proxy [...]    a TCP proxy through qdiscs, Toxiproxy's REST API (--help)
   sluice shims DIR      put tc, ip and iptables scripts running sluice in DIR
   sluice tc ...   the tc command language (iproute2 6.x syntax and output)
@@ -369,7 +372,8 @@ const USAGE: &str = "usage: sluice { tc | ip | iptables | sim } ARGS...
 While link NAME runs, `sluice tc|iptables|ip -n NAME ...` act on it live: its
 packets cross OUTPUT then POSTROUTING (-o a0 or -o b0) before the egress qdisc,
 and `ip -n NAME link show` lists a0 and b0.
-Invoked through a link named tc, ip or iptables, sluice behaves as that tool;
+Invoked through a link named tc, ip, iptables, mm-link, mm-delay or mm-loss,
+sluice behaves as that tool;
 `sluice qdisc|class|filter|action ...` is `sluice tc ...`.
 State lives in $SLUICE_STATE_DIR (default: $XDG_RUNTIME_DIR/sluice, else
 /tmp/sluice-UID), a directory private to the user (mode 0700).
@@ -399,6 +403,17 @@ fn main() -> ExitCode {
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
         }
     }
+    // Through a link named mm-link: Mahimahi's tool (but the link daemon
+    // it starts re-executes this same path as `link __daemon`).
+    if let Some(tool) = ["mm-link", "mm-delay", "mm-loss"]
+        .into_iter()
+        .find(|t| prog == *t)
+    {
+        if argv.get(1..3) == Some(&["link".to_string(), "__daemon".to_string()][..]) {
+            return ExitCode::from(live::link_main(&argv[2..]) as u8);
+        }
+        return ExitCode::from(mm::main(tool, &argv[1..]) as u8);
+    }
     let o = match prog.as_str() {
         "tc" => run_tc(&argv[1..]),
         "ip" => run_ip(&argv[1..]),
@@ -418,6 +433,9 @@ fn main() -> ExitCode {
             Some("replay") => return ExitCode::from(replay::main(&argv[2..]) as u8),
             Some("link") => return ExitCode::from(live::link_main(&argv[2..]) as u8),
             Some("shell") => return ExitCode::from(live::shell_main(&argv[2..]) as u8),
+            Some(tool @ ("mm-link" | "mm-delay" | "mm-loss")) => {
+                return ExitCode::from(mm::main(tool, &argv[2..]) as u8)
+            }
             Some("proxy") => return ExitCode::from(proxy::main(&argv[2..]) as u8),
             Some("shims") => return ExitCode::from(shims::main(&argv[2..]) as u8),
             // `sluice qdisc ...` is `sluice tc qdisc ...`: a tool that
