@@ -21,6 +21,17 @@
 //! Linux cooked (SLL, SLL2) captures. Captures may be pcap or pcapng; the
 //! output is a nanosecond pcap with the input's link type.
 //!
+//! The wire may change over time: `--trace` gives its capacity from a
+//! Mahimahi delivery-opportunity trace instead of `--rate` (each
+//! opportunity 1504 bytes, a packet costing its IP length + 4, as
+//! Mahimahi's `mm-link` counts; the transmit ring is then none unless
+//! `--buffer` is given, the opportunities taking packets from the qdisc),
+//! `--schedule` steps its rate, delay and loss, `--delay-trace` gives each
+//! packet's delay. They start with the capture's first packet, and their
+//! files are read whole, at most 64 MiB, errors naming file, line and
+//! reason (sluice-net's `wire::read_bounded` and `WireSettings`, as
+//! `sluice link up` reads them).
+//!
 //! Virtual time starts at 1 s at the first packet's timestamp (qdiscs never
 //! see a time 0 or epoch-sized numbers); timestamps that go backwards, as a
 //! multi-queue capture's can, are taken as the latest time seen so far.
@@ -34,9 +45,10 @@ use pcap_file::pcapng::{Block, PcapNgReader};
 use pcap_file::{DataLink, Endianness, PcapError, TsResolution};
 use sluice_core::device::Device;
 use sluice_core::packet::{EthAddrs, Packet, ETH_P_IP, ETH_P_IPV6};
-use sluice_core::port::{Port, PortConfig, TxBuffer};
+use sluice_core::port::{Port, PortConfig, TxBuffer, WireChange};
 use sluice_core::time::{Duration, Time};
 use sluice_core::units::{parse_link_rate, parse_size, parse_time_ns};
+use sluice_net::wire::{read_bounded, WireSettings};
 use sluice_tc::net::Net;
 use sluice_tc::{ip, tc};
 use std::fs::File;
@@ -55,8 +67,16 @@ arrival time at the far end of the wire, as a nanosecond pcap. Then the
 final `tc -s qdisc show dev eth0` and `tc -s class show dev eth0` are printed,
 with a summary line: packets in, out and dropped.
 
-Example:
-  sluice replay --tc shape.tc --rate 10mbit --delay 5ms in.pcap out.pcap";
+A wire that changes over time: --trace FILE (a Mahimahi trace: integer ms per
+line, each line one opportunity of 1504 bytes, the trace repeating shifted by
+its last timestamp unless --once) replaces --rate; --schedule FILE (CSV rows
+at,rate,delay,loss[,ramp], a last row AT,loop) changes the wire at its times;
+--delay-trace FILE (one delay in ms per line, each for --delay-trace-step,
+default 1ms) gives each packet's delay. All start with the first packet.
+
+Examples:
+  sluice replay --tc shape.tc --rate 10mbit --delay 5ms in.pcap out.pcap
+  sluice replay --tc shape.tc --trace Verizon-LTE-short.down --delay 20ms in.pcap out.pcap";
 
 /// `sluice replay` options.
 #[derive(Parser, Debug)]
@@ -70,14 +90,29 @@ struct ReplayArgs {
     #[arg(long = "tc", value_name = "SCRIPT")]
     script: Option<PathBuf>,
     /// Wire rate, as tc writes rates (10mbit, 1gbit, 125kbps).
-    #[arg(long, value_name = "RATE")]
-    rate: String,
+    #[arg(long, value_name = "RATE", required_unless_present = "trace")]
+    rate: Option<String>,
+    /// The wire's capacity from a Mahimahi delivery-opportunity trace (integer ms per line, 1504 bytes each) instead of --rate.
+    #[arg(long, value_name = "FILE", conflicts_with = "rate")]
+    trace: Option<String>,
+    /// Play the trace once, then carry nothing (Mahimahi's --once); default: repeat.
+    #[arg(long, requires = "trace")]
+    once: bool,
+    /// A schedule of the wire's rate, delay and loss (CSV rows at,rate,delay,loss[,ramp]; last row AT,loop).
+    #[arg(long, value_name = "FILE")]
+    schedule: Option<String>,
+    /// Each packet's one-way delay from a delay trace (ms per line) instead of --delay.
+    #[arg(long, value_name = "FILE", conflicts_with = "delay")]
+    delay_trace: Option<String>,
+    /// How long each line of the delay trace holds (tc time units; default 1ms).
+    #[arg(long, value_name = "TIME", requires = "delay_trace")]
+    delay_trace_step: Option<String>,
     /// One-way propagation delay (5ms, 100us, 0).
-    #[arg(long, value_name = "TIME", default_value = "0")]
-    delay: String,
-    /// Transmit buffer after the qdisc (NIC ring): N or Np packets, or a size in bytes (64kb).
-    #[arg(long, value_name = "N", default_value = "1")]
-    buffer: String,
+    #[arg(long, value_name = "TIME")]
+    delay: Option<String>,
+    /// Transmit buffer after the qdisc (NIC ring): N or Np packets, or a size in bytes (64kb); default 1, none on a trace.
+    #[arg(long, value_name = "N")]
+    buffer: Option<String>,
     /// eth0's txqueuelen (the default limit of fifos).
     #[arg(long, value_name = "N", default_value_t = 1000)]
     txqueuelen: u32,
@@ -121,6 +156,7 @@ pub fn main(args: &[String]) -> i32 {
 
 fn run(a: &ReplayArgs) -> Result<(), Failure> {
     let wire = wire_config(a)?;
+    let change = wire_change(a)?;
     let mut net = build_net(a.txqueuelen)?;
     if let Some(path) = &a.script {
         let text = std::fs::read_to_string(path)
@@ -150,8 +186,17 @@ fn run(a: &ReplayArgs) -> Result<(), Failure> {
         .iter()
         .position(|d| d.info.name == "eth0")
         .expect("eth0 was created");
+    let mut port = Port::new(wire);
+    if let Some(change) = change {
+        // The files' wire starts with the capture's first packet.
+        port.change(&mut net.devices[dev], START, change);
+    }
+    let on_wire = match (&a.trace, port.trace()) {
+        (Some(f), Some(t)) => format!("trace {f} ({} mean)", fmt_bps(t.mean_bps() as u64)),
+        _ => fmt_bps(wire.rate_bps),
+    };
     let mut r = Replayer {
-        port: Port::new(wire),
+        port,
         writer,
         frames: vec![],
         frames_base: 0,
@@ -183,7 +228,7 @@ fn run(a: &ReplayArgs) -> Result<(), Failure> {
         c.in_packets - c.out_packets,
         c.in_bytes,
         c.out_bytes,
-        fmt_bps(wire.rate_bps),
+        on_wire,
         c.last_departure.0.saturating_sub(START.0) as f64 / 1e9,
     );
     Ok(())
@@ -283,25 +328,30 @@ fn fmt_bps(bps: u64) -> String {
     sluice_core::units::fmt_rate(bps / 8)
 }
 
-/// The wire from the command line.
+/// The wire from the command line (on a trace: no fixed rate).
 fn wire_config(a: &ReplayArgs) -> Result<PortConfig, Failure> {
-    let rate = parse_link_rate(&a.rate).map_err(|e| Failure {
-        msg: format!("--rate {:?}: {e}", a.rate),
-        code: 2,
-    })?;
-    let delay = parse_time_ns(&a.delay)
+    let usage = |msg: String| Failure { msg, code: 2 };
+    let rate = match &a.rate {
+        Some(r) => parse_link_rate(r).map_err(|e| usage(format!("--rate {r:?}: {e}")))?,
+        None => 0,
+    };
+    let delay_text = a.delay.as_deref().unwrap_or("0");
+    let delay = parse_time_ns(delay_text)
         .ok()
         .filter(|d| *d >= 0)
-        .ok_or_else(|| Failure {
-            msg: format!("--delay {:?}: not a time (e.g. 5ms)", a.delay),
-            code: 2,
-        })?;
-    let buffer = parse_buffer(&a.buffer).ok_or_else(|| Failure {
-        msg: format!(
-            "--buffer {:?}: expected N or Np packets, or a size such as 64kb",
-            a.buffer
-        ),
-        code: 2,
+        .ok_or_else(|| usage(format!("--delay {delay_text:?}: not a time (e.g. 5ms)")))?;
+    // On a trace the opportunities take packets from the qdisc (no ring),
+    // as Mahimahi's link takes them from its queue.
+    let default_buffer = if a.trace.is_some() { "0" } else { "1" };
+    let buffer_text = a.buffer.as_deref().unwrap_or(default_buffer);
+    let buffer = match buffer_text {
+        "0" if a.buffer.is_none() => Some(TxBuffer::Packets(0)),
+        b => parse_buffer(b),
+    }
+    .ok_or_else(|| {
+        usage(format!(
+            "--buffer {buffer_text:?}: expected N or Np packets, or a size such as 64kb"
+        ))
     })?;
     Ok(PortConfig {
         rate_bps: rate,
@@ -309,6 +359,42 @@ fn wire_config(a: &ReplayArgs) -> Result<PortConfig, Failure> {
         buffer,
         ..Default::default()
     })
+}
+
+/// The change the wire starts with from `--trace`, `--schedule` and
+/// `--delay-trace`: their files read (bounded) and parsed, an error naming
+/// the file, the line and the reason.
+fn wire_change(a: &ReplayArgs) -> Result<Option<WireChange>, Failure> {
+    let step = match &a.delay_trace_step {
+        None => None,
+        Some(s) => match parse_time_ns(s) {
+            Ok(ns) if ns > 0 => Some(ns as u64),
+            _ => {
+                return fail(
+                    2,
+                    format!("--delay-trace-step {s:?}: not a time more than 0 (e.g. 10ms)"),
+                )
+            }
+        },
+    };
+    let read = |f: &Option<String>| {
+        f.as_deref()
+            .map(read_bounded)
+            .transpose()
+            .or_else(|m| fail(1, m))
+    };
+    let settings = WireSettings {
+        trace: read(&a.trace)?,
+        once: a.once,
+        schedule: read(&a.schedule)?,
+        delay_trace: read(&a.delay_trace)?,
+        delay_trace_step_ns: step,
+        ..Default::default()
+    };
+    if settings.is_empty() {
+        return Ok(None);
+    }
+    settings.change().map(Some).or_else(|m| fail(1, m))
 }
 
 fn parse_buffer(s: &str) -> Option<TxBuffer> {
