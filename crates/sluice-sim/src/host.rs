@@ -321,6 +321,11 @@ pub struct Host {
     pub udp_rx: BTreeMap<(Ipv4Addr, u16, u16), RxFlow>,
     /// TCP payload delivered to applications, by (remote address, remote port, local port).
     pub tcp_rx: BTreeMap<(Ipv4Addr, u16, u16), RxFlow>,
+    /// Every TCP segment that arrived (IP length, retransmissions and
+    /// segments out of order included), by the same key, when asked for:
+    /// what crossed the wire, which a link's capacity bounds second by
+    /// second, as in-order delivery to the application is not.
+    pub tcp_arrivals: Option<BTreeMap<(Ipv4Addr, u16, u16), RxFlow>>,
     /// TCP connections.
     pub conns: Vec<Conn>,
     /// Listening ports and the configuration of connections accepted there.
@@ -351,6 +356,7 @@ impl Host {
             apps: vec![],
             udp_rx: BTreeMap::new(),
             tcp_rx: BTreeMap::new(),
+            tcp_arrivals: None,
             conns: vec![],
             listeners: BTreeMap::new(),
             web_servers: BTreeMap::new(),
@@ -590,6 +596,12 @@ impl Host {
         let Ok((_, seg)) = Segment::parse_ipv4(&pkt.data) else {
             return;
         };
+        if let Some(arrivals) = &mut self.tcp_arrivals {
+            arrivals
+                .entry((info.src, seg.src_port, seg.dst_port))
+                .or_default()
+                .record(now, info.total_len as u64);
+        }
         let c = match self.demux.get(&(info.src, seg.src_port, seg.dst_port)) {
             Some(&c) => c,
             None => {

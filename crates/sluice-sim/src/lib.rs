@@ -9,13 +9,18 @@
 //!   multiplexed connection, with or without TLS) and the server answering them.
 //! - [`limits`]: the type and range of every value of a scenario file, and
 //!   the packet budget of a run ([`run`] checks them before anything runs).
-//! - [`plot`]: SVG and PNG charts of a run's RTT, goodput and page loads over time.
+//! - [`plot`]: SVG and PNG charts of a run's RTT, goodput and page loads over
+//!   time, and of a time-varying link's capacity and queueing delay.
+//! - [`varying`]: links whose capacity or delay change (Mahimahi traces,
+//!   generated models, schedules, delay traces) and the capacity they offer.
+//! - [`events`]: a scenario's timed events (commands on a node, link changes).
 //!
 //! Nothing here reads a clock or a global RNG: every call takes `now`
 //! (virtual time from the engine), so a run is a pure function of its inputs.
 #![warn(missing_docs)]
 
 pub mod engine;
+pub mod events;
 pub mod host;
 pub mod ip;
 pub mod limits;
@@ -24,5 +29,6 @@ pub mod report;
 pub mod run;
 pub mod scenario;
 pub mod tcp;
+pub mod varying;
 pub mod web;
 pub mod world;

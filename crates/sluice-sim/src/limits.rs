@@ -23,7 +23,9 @@
 //!   Mbit/s), cake's largest framing overhead (256 bytes).
 //! - **Enormous but meaningful runs are estimated**: [`crate::run`] counts the
 //!   packets the workloads will send (see [`PACKETS_WARN`] and
-//!   [`PACKETS_MAX`]) and warns, or refuses, before running.
+//!   [`PACKETS_MAX`]) and warns, or refuses, before running. A path's rate
+//!   there is its slowest wire's: a trace counts at its mean rate, a
+//!   schedule at the rate it starts with.
 //!
 //! Numbers are read strictly: a whole number is decimal digits (or `0x` and
 //! hex digits), nothing else — no sign, no fraction, no exponent — so a
@@ -69,6 +71,11 @@ pub const MAX_LINKS: usize = 4096;
 /// Most workloads (ping identifiers are `0x100` + the workload's index, so
 /// they stay unique on every host).
 pub const MAX_WORKLOADS: usize = 4096;
+/// Most timed events of a scenario.
+pub const MAX_EVENTS: usize = 100_000;
+/// Largest trace, delay trace or schedule file read (64 MiB: a Mahimahi
+/// trace of a day at 50 Mbit/s is about that).
+pub const MAX_TRACE_FILE: u64 = 64 << 20;
 /// Packets the workloads may be estimated to send in one run before
 /// `sluice sim` warns on stderr: some tens of seconds of wall time at the
 /// 1.5 to 3 million packets a second the simulator moves over one hop

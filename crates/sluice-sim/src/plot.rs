@@ -9,7 +9,14 @@
 //! - `throughput`: every flow's goodput per 100 ms bin ([`crate::host::BIN`]),
 //!   the same bins the table's goodput is summed from;
 //! - `pageload`: every web workload's load times against the time each
-//!   load started.
+//!   load started;
+//! - `capacity-LINK_DIR`, for each link direction whose capacity or delay
+//!   changes over the run: its capacity per 100 ms (from its trace,
+//!   schedule and link events, as the far end receives it) beside the
+//!   goodput of every flow it is the narrowest such link for;
+//! - `queue-LINK_DIR`: the queueing delay at that link per 100 ms (the
+//!   mean time from entering the interface to leaving the wire of the
+//!   packets that left in the bin).
 //!
 //! A chart is only written when the run has something to put on it.
 //!
@@ -116,6 +123,42 @@ pub fn charts(scenario: &str, r: &RunResult) -> Vec<Chart> {
             dots: false,
             average: Some(10),
         });
+    }
+    for l in &r.links {
+        let link = file_stem(&l.name);
+        let mut series = vec![named(&format!("capacity {}", l.name), &l.capacity_series)];
+        series.extend(
+            r.flows
+                .iter()
+                .filter(|f| f.link.as_ref() == Some(&l.name))
+                .map(|f| named(&format!("{} {}", f.kind, f.name), &f.series)),
+        );
+        out.push(Chart {
+            stem: format!("{stem}-capacity-{link}"),
+            title: format!(
+                "{scenario} [{}]: {} capacity and goodput per 100 ms (bold: 1 s average)",
+                r.variant, l.name
+            ),
+            x_label: "time (s)".into(),
+            y_label: "Mbit/s".into(),
+            series,
+            dots: false,
+            average: Some(10),
+        });
+        if !l.queue_delay_series.is_empty() {
+            out.push(Chart {
+                stem: format!("{stem}-queue-{link}"),
+                title: format!(
+                    "{scenario} [{}]: queueing delay at {} per 100 ms (bold: 1 s average)",
+                    r.variant, l.name
+                ),
+                x_label: "time left (s)".into(),
+                y_label: "queueing delay (ms)".into(),
+                series: vec![named(&l.name, &l.queue_delay_series)],
+                dots: false,
+                average: Some(10),
+            });
+        }
     }
     if !r.webs.is_empty() {
         out.push(Chart {

@@ -93,6 +93,46 @@ pub struct FlowResult {
     pub loss_pct: Option<f64>,
     /// `(seconds, Mbit/s)` per bin, for plots.
     pub series: Vec<(f64, f64)>,
+    /// The time-varying link direction the flow crosses with the least
+    /// capacity (see [`LinkResult`]), if it crosses one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub link: Option<String>,
+    /// Its goodput as a percentage of that link's capacity over the same
+    /// window (the capacity as it reaches the receiver: shifted by the
+    /// propagation delay after the link).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity_pct: Option<f64>,
+    /// The most the flow's packets arriving at the receiver in any whole
+    /// second (IP bytes, retransmissions included: in-order delivery to
+    /// the application can burst when a hole is filled, arrivals cannot)
+    /// went over what the link could have carried to the receiver in that
+    /// second (allowing for the path's least and greatest delay after
+    /// it), in 1504-byte opportunities; below 0 when they never reached
+    /// the capacity.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub over_capacity_pkts: Option<f64>,
+}
+
+/// A link direction whose capacity or delay changes over the run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct LinkResult {
+    /// `LINK ab` or `LINK ba` (the link's `name`, or `A-B`).
+    pub name: String,
+    /// Mean capacity over the measured window (after `warmup`), Mbit/s.
+    pub capacity_mbps: f64,
+    /// Mean queueing delay of the packets that left in the measured
+    /// window (from entering the interface to leaving the wire), ms;
+    /// absent on a delay trace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queue_delay_ms: Option<f64>,
+    /// The largest of those, ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queue_delay_max_ms: Option<f64>,
+    /// `(seconds, Mbit/s)`: the capacity per bin, over the whole run.
+    pub capacity_series: Vec<(f64, f64)>,
+    /// `(seconds, ms)`: the mean queueing delay of the packets leaving in
+    /// each bin (bins where none left are left out).
+    pub queue_delay_series: Vec<(f64, f64)>,
 }
 
 impl FlowResult {
@@ -127,6 +167,9 @@ impl FlowResult {
             datagrams: None,
             loss_pct: None,
             series: series(bins, b1),
+            link: None,
+            capacity_pct: None,
+            over_capacity_pkts: None,
         }
     }
 }
@@ -206,6 +249,12 @@ pub struct RunResult {
     pub webs: Vec<WebResult>,
     /// Where packets were lost.
     pub losses: LossCounters,
+    /// Links whose capacity or delay change over the run.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<LinkResult>,
+    /// Timed events that failed (a command's error, with the event's time).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<String>,
     /// `tc -s` output of every device at the end, when asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tc_stats: Option<String>,
@@ -252,6 +301,9 @@ pub fn table(scenario: &str, runs: &[RunResult]) -> String {
             if let (Some((sent, _)), Some(loss)) = (f.datagrams, f.loss_pct) {
                 out.push_str(&format!(", {sent} datagrams, {loss:.1}% loss"));
             }
+            if let (Some(l), Some(pct)) = (&f.link, f.capacity_pct) {
+                out.push_str(&format!(", {pct:.1}% of {l}'s capacity"));
+            }
             out.push('\n');
         }
         if !r.flows.is_empty() {
@@ -259,6 +311,16 @@ pub fn table(scenario: &str, runs: &[RunResult]) -> String {
                 "  total goodput {:.3} Mbit/s\n",
                 r.total_goodput_mbps()
             ));
+        }
+        for l in &r.links {
+            out.push_str(&format!(
+                "  link {} capacity {:.3} Mbit/s",
+                l.name, l.capacity_mbps
+            ));
+            if let (Some(avg), Some(max)) = (l.queue_delay_ms, l.queue_delay_max_ms) {
+                out.push_str(&format!(", queueing delay avg/max = {avg:.1}/{max:.1} ms"));
+            }
+            out.push('\n');
         }
         for w in &r.webs {
             out.push_str(&format!(
@@ -302,7 +364,34 @@ pub fn table(scenario: &str, runs: &[RunResult]) -> String {
 /// `share.NAME`, `web.NAME.load_ms`
 /// (the mean; also `min_ms`, `max_ms`, `loads`) or `web.load_ms` (first web
 /// workload). A web workload without a finished load has no load times.
+///
+/// Time-varying links: `link.LINK.DIR.capacity_mbps` (also
+/// `queue_delay_ms`, `queue_delay_max_ms`; DIR is `ab` or `ba`), and
+/// `flow.NAME.capacity_pct` and `flow.NAME.over_capacity_pkts` (see
+/// [`FlowResult`]).
 pub fn metric(r: &RunResult, name: &str) -> Option<f64> {
+    if let Some(rest) = name.strip_prefix("link.") {
+        let (link, field) = rest.rsplit_once('.')?;
+        let (link, dir) = link.rsplit_once('.')?;
+        let l = r.links.iter().find(|l| l.name == format!("{link} {dir}"))?;
+        return match field {
+            "capacity_mbps" => Some(l.capacity_mbps),
+            "queue_delay_ms" => l.queue_delay_ms,
+            "queue_delay_max_ms" => l.queue_delay_max_ms,
+            _ => None,
+        };
+    }
+    if let Some((flow, field)) = name
+        .strip_prefix("flow.")
+        .and_then(|rest| rest.rsplit_once('.'))
+    {
+        let f = || r.flows.iter().find(|x| x.name == flow);
+        match field {
+            "capacity_pct" => return f()?.capacity_pct,
+            "over_capacity_pkts" => return f()?.over_capacity_pkts,
+            _ => {}
+        }
+    }
     let parts: Vec<&str> = name.split('.').collect();
     let ping_field = |p: &PingResult, f: &str| match f {
         "min_ms" => Some(p.min_ms),

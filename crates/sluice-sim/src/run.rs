@@ -2,17 +2,20 @@
 
 use crate::host::{App, PingApp, TcpApp, UdpApp};
 use crate::limits::{self, MAX_TIME};
-use crate::report::{FlowResult, PingResult, RunResult, WebResult};
+use crate::report::{FlowResult, LinkResult, PingResult, RunResult, WebResult};
 use crate::scenario::{substitute, value_text, LinkSpec, Scenario, WorkloadSpec};
 use crate::tcp::{CongestionAlgorithm, EcnMode, TcpConfig};
+use crate::varying::{self, Timeline};
 use crate::web::{WebApp, WebParams, REQUEST_BYTES};
-use crate::world::World;
-use sluice_core::port::{PortConfig, TxBuffer};
+use crate::world::{Event, World};
+use crate::{events, host::BIN};
+use sluice_core::port::{PortConfig, TxBuffer, WireChange};
 use sluice_core::time::{Duration, Time};
 use sluice_tc::net::Net;
 use sluice_tc::{ip, tc};
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
+use std::path::Path;
 
 /// A scenario made concrete for one variant.
 pub struct Built {
@@ -27,6 +30,72 @@ pub struct Built {
     /// What the user should know before the run starts (a long run's
     /// estimate); `sluice sim` prints them on stderr.
     pub warnings: Vec<String>,
+    /// The link directions whose capacity or delay change over the run.
+    pub links: Vec<LinkWatch>,
+}
+
+/// A link direction whose capacity or delay changes (a trace, a schedule,
+/// a delay trace, or link events): its capacity over the run, and the port
+/// whose queueing delay is recorded.
+pub struct LinkWatch {
+    /// `LINK ab` or `LINK ba`.
+    pub name: String,
+    /// The sending node and its interface.
+    pub at: (usize, usize),
+    /// The capacity it offers.
+    pub timeline: Timeline,
+    /// Its queueing delay is recorded (not on a delay trace, where a
+    /// packet's propagation delay is not known from outside).
+    pub watched: bool,
+}
+
+/// Start every link direction's trace, schedule and delay trace at time 0,
+/// and watch those whose wire changes over the run.
+fn watch_links(
+    world: &mut World,
+    sc: &Scenario,
+    ends: &[((usize, usize), (usize, usize))],
+    initial: Vec<(WireChange, WireChange)>,
+    timed: &[events::Timed],
+    duration: Time,
+) -> Result<Vec<LinkWatch>, String> {
+    let mut out = vec![];
+    for ((l, &(a, b)), (ia, ib)) in sc.links.iter().zip(ends).zip(initial) {
+        for (dir, (node, iface), init) in [("ab", a, ia), ("ba", b, ib)] {
+            let changes: Vec<(Time, WireChange)> = timed
+                .iter()
+                .filter_map(|t| match &t.action {
+                    events::Action::Wire {
+                        node: n,
+                        iface: i,
+                        change,
+                    } if (*n, *i) == (node, iface) => Some((t.at, change.clone())),
+                    _ => None,
+                })
+                .collect();
+            if init == WireChange::default() && changes.is_empty() {
+                continue;
+            }
+            let name = format!("{} {dir}", l.label());
+            let cfg = *world.nodes[node].ifaces[iface].port.config();
+            let timeline = Timeline::replay(cfg.rate_bps, cfg.delay, &init, &changes, duration)
+                .map_err(|e| format!("link {name}: {e}"))?;
+            let watched = init.delay_trace.is_none();
+            if init != WireChange::default() {
+                world.change_wire(node, iface, Time::ZERO, init);
+            }
+            if watched {
+                world.watch(node, iface);
+            }
+            out.push(LinkWatch {
+                name,
+                at: (node, iface),
+                timeline,
+                watched,
+            });
+        }
+    }
+    Ok(out)
 }
 
 /// Where a workload's results live.
@@ -137,8 +206,111 @@ pub fn build_with(
             limits::fmt_duration(Duration(duration.0))
         ));
     }
+    let wires = sc
+        .links
+        .iter()
+        .map(|l| port_configs(l, vars, sc.seed, sc.dir.as_deref()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let (nets, link_ends) = build_nets(sc, vars, runner)?;
+    let mut world = World::default();
+    for (name, addr, router, net) in nets {
+        world.add_node(&name, addr, router, net);
+    }
+    let mut ends = vec![];
+    let mut initial = vec![];
+    for ((wa, wb), ((ai, ad), (bi, bd))) in wires.into_iter().zip(link_ends) {
+        let (ia, ib) = world.connect((ai, &ad, wa.cfg), (bi, &bd, wb.cfg))?;
+        ends.push(((ai, ia), (bi, ib)));
+        initial.push((wa.initial, wb.initial));
+    }
+    world.compute_routes();
+    let node_index = |n: &str| sc.nodes.iter().position(|o| o.name == n);
+    let timed = events::build(&sc.events, &sc.links, &ends, &node_index, vars, duration)?;
+    if timed
+        .iter()
+        .any(|t| matches!(t.action, events::Action::Commands { .. }))
+    {
+        // The commands once on a copy of the network as it will be, so a
+        // command that fails is an error now, not in the middle of the run.
+        let (mut copy, _) = build_nets(sc, vars, runner)?;
+        for t in &timed {
+            if let events::Action::Commands { node, lines } = &t.action {
+                let (name, _, _, net) = &mut copy[*node];
+                net.now = t.at;
+                for (line, words) in lines {
+                    node_command(net, name, line, words).map_err(|e| format!("{}: {e}", t.what))?;
+                }
+            }
+        }
+    }
+    let watches = watch_links(&mut world, sc, &ends, initial, &timed, duration)?;
+    if !watches.is_empty() {
+        for n in &mut world.nodes {
+            n.host.tcp_arrivals = Some(BTreeMap::new());
+        }
+    }
+    world.timed = timed;
+    for (i, t) in world.timed.iter().enumerate() {
+        world.queue.schedule(t.at, Event::Timed(i));
+    }
+    let mut labels: Vec<(String, Measure)> = vec![];
+    let mut servers = Servers::new();
+    let mut packets: Vec<(String, u64)> = vec![];
+    for (wi, w) in sc.workloads.iter().enumerate() {
+        let label = w
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("{}{}", w.kind, wi));
+        let what = format!("workload {label}");
+        // `false`, `0`, `no`, `off` or empty leave it out; anything else
+        // but `true`, `1`, `yes`, `on` is a mistake.
+        if let Some(e) = &w.enabled {
+            let e = toml::Value::String(e.clone());
+            if !flag(Some(&e), &format!("{what}: enabled"), vars)? {
+                continue;
+            }
+        }
+        if labels.iter().any(|(l, _)| *l == label) {
+            return Err(format!("{what}: another workload has this name"));
+        }
+        let cx = Workload {
+            w,
+            wi,
+            what: &what,
+            vars,
+            duration,
+        };
+        let (measure, estimate) = add_workload(&mut world, &cx, &mut servers)?;
+        packets.push((label.clone(), estimate));
+        labels.push((label, measure));
+    }
+    let warnings = packet_budget(&packets)?;
+    world.start_apps();
+    Ok(Built {
+        world,
+        duration,
+        warmup,
+        labels,
+        warnings,
+        links: watches,
+    })
+}
+
+/// A node's namespace under construction: name, address, router, devices.
+type NodeNet = (String, Ipv4Addr, bool, Net);
+/// Each link's ends: (node, device name) of a and of b.
+type Ends = Vec<((usize, String), (usize, String))>;
+
+/// Every node's namespace with the devices its links name, its tc lines
+/// run and its script: the nodes of `sc` as they start the run.
+fn build_nets(
+    sc: &Scenario,
+    vars: &BTreeMap<String, String>,
+    runner: Option<&dyn ScriptRunner>,
+) -> Result<(Vec<NodeNet>, Ends), String> {
+    let sub = |s: &str| substitute(s, vars);
     // Every node gets a namespace with the devices its links name.
-    let mut nets: Vec<(String, Ipv4Addr, bool, Net)> = vec![];
+    let mut nets: Vec<NodeNet> = vec![];
     for n in &sc.nodes {
         let addr = node_addr(&sub(&n.addr)?, &format!("node {}: addr", n.name))?;
         if let Some(other) = nets.iter().find(|o| o.1 == addr) {
@@ -158,12 +330,6 @@ pub fn build_with(
     };
     let mut logs: Vec<Vec<Vec<String>>> = vec![vec![]; nets.len()];
     let mut link_ends = vec![];
-    // The wires first: their values are checked before any command runs.
-    let wires = sc
-        .links
-        .iter()
-        .map(|l| port_configs(l, vars, sc.seed))
-        .collect::<Result<Vec<_>, _>>()?;
     for l in &sc.links {
         let (an, ad) = split_end(&l.a)?;
         let (bn, bd) = split_end(&l.b)?;
@@ -236,34 +402,7 @@ pub fn build_with(
             let line = sub(line)?;
             let words: Vec<String> = line.split_whitespace().map(String::from).collect();
             let net = &mut nets[ni].3;
-            let o = match words.first().map(String::as_str) {
-                Some("tc") => match tc::parse_global(&words[1..]) {
-                    Ok((opts, rest)) => tc::run(net, &opts, &rest),
-                    Err(o) => o,
-                },
-                Some("ip") if ip::object(&words[1..]).is_some_and(|o| o != "link") => {
-                    return Err(format!(
-                        "node {}: `{line}`: a simulated node's address and routes come from \
-                         the scenario (its `addr` and the links), not from ip address/route",
-                        n.name
-                    ))
-                }
-                Some("ip") => ip::run(net, &words[1..]),
-                Some("iptables") => sluice_tc::iptables::run(net, &words[1..]),
-                _ => {
-                    return Err(format!(
-                        "node {}: not a tc/ip/iptables command: {line:?}",
-                        n.name
-                    ))
-                }
-            };
-            if o.code != 0 {
-                return Err(format!(
-                    "node {}: `{line}` failed: {}",
-                    n.name,
-                    o.stderr.trim()
-                ));
-            }
+            node_command(net, &n.name, &line, &words)?;
             logs[ni].push(words);
         }
         let Some(script) = n.script.as_ref().map(|s| sub(s)).transpose()? else {
@@ -277,54 +416,37 @@ pub fn build_with(
         })?;
         nets[ni].3 = runner.run_script(&n.name, &logs[ni], &script, sc.seed)?;
     }
-    let mut world = World::default();
-    for (name, addr, router, net) in nets {
-        world.add_node(&name, addr, router, net);
-    }
-    for ((ca, cb), ((ai, ad), (bi, bd))) in wires.into_iter().zip(link_ends) {
-        world.connect((ai, &ad, ca), (bi, &bd, cb))?;
-    }
-    world.compute_routes();
-    let mut labels: Vec<(String, Measure)> = vec![];
-    let mut servers = Servers::new();
-    let mut packets: Vec<(String, u64)> = vec![];
-    for (wi, w) in sc.workloads.iter().enumerate() {
-        let label = w
-            .name
-            .clone()
-            .unwrap_or_else(|| format!("{}{}", w.kind, wi));
-        let what = format!("workload {label}");
-        // `false`, `0`, `no`, `off` or empty leave it out; anything else
-        // but `true`, `1`, `yes`, `on` is a mistake.
-        if let Some(e) = &w.enabled {
-            let e = toml::Value::String(e.clone());
-            if !flag(Some(&e), &format!("{what}: enabled"), vars)? {
-                continue;
-            }
+    Ok((nets, link_ends))
+}
+
+/// Run one tc/ip/iptables command line on a node, as its `tc = [...]`
+/// lines and its events' commands run: an error names the node and line.
+pub fn node_command(net: &mut Net, node: &str, line: &str, words: &[String]) -> Result<(), String> {
+    let o = match words.first().map(String::as_str) {
+        Some("tc") => match tc::parse_global(&words[1..]) {
+            Ok((opts, rest)) => tc::run(net, &opts, &rest),
+            Err(o) => o,
+        },
+        Some("ip") if ip::object(&words[1..]).is_some_and(|o| o != "link") => {
+            return Err(format!(
+                "node {}: `{line}`: a simulated node's address and routes come from \
+                         the scenario (its `addr` and the links), not from ip address/route",
+                node
+            ))
         }
-        if labels.iter().any(|(l, _)| *l == label) {
-            return Err(format!("{what}: another workload has this name"));
+        Some("ip") => ip::run(net, &words[1..]),
+        Some("iptables") => sluice_tc::iptables::run(net, &words[1..]),
+        _ => {
+            return Err(format!(
+                "node {}: not a tc/ip/iptables command: {line:?}",
+                node
+            ))
         }
-        let cx = Workload {
-            w,
-            wi,
-            what: &what,
-            vars,
-            duration,
-        };
-        let (measure, estimate) = add_workload(&mut world, &cx, &mut servers)?;
-        packets.push((label.clone(), estimate));
-        labels.push((label, measure));
+    };
+    if o.code != 0 {
+        return Err(format!("node {node}: `{line}` failed: {}", o.stderr.trim()));
     }
-    let warnings = packet_budget(&packets)?;
-    world.start_apps();
-    Ok(Built {
-        world,
-        duration,
-        warmup,
-        labels,
-        warnings,
-    })
+    Ok(())
 }
 
 /// A link's name in messages: `link a:eth0-b:eth0`.
@@ -395,22 +517,94 @@ fn wall_time(packets: u64) -> String {
     }
 }
 
+/// One direction of a link as the scenario sets it up: the port's
+/// configuration and what it starts with at time 0 (a trace, a schedule,
+/// a delay trace), or nothing.
+struct WireSpec {
+    cfg: PortConfig,
+    initial: WireChange,
+}
+
+/// Both directions of a link.
 fn port_configs(
     l: &LinkSpec,
     vars: &BTreeMap<String, String>,
     seed: u64,
-) -> Result<(PortConfig, PortConfig), String> {
+    dir: Option<&Path>,
+) -> Result<(WireSpec, WireSpec), String> {
     let sub = |s: &String| substitute(s, vars);
     let what = link_name(l);
-    let rate = |r: Option<&String>, key: &str| -> Result<u64, String> {
-        let (r, key) = match r {
-            Some(r) => (r, key),
-            None => (
-                l.rate.as_ref().ok_or_else(|| format!("{what}: no rate"))?,
-                "rate",
-            ),
+    let once = flag(l.trace_once.as_ref(), &format!("{what}: trace_once"), vars)?;
+    let step = match &l.delay_trace_step {
+        Some(s) => time_in(
+            &sub(s)?,
+            &format!("{what}: delay_trace_step"),
+            Duration::from_nanos(1),
+        )?,
+        None => Duration::from_millis(1),
+    };
+    let varying = |d: &str| -> Result<WireChange, String> {
+        let (t, sched, dt) = match d {
+            "ab" => (&l.trace_ab, &l.schedule_ab, &l.delay_trace_ab),
+            _ => (&l.trace_ba, &l.schedule_ba, &l.delay_trace_ba),
         };
-        limits::rate(&sub(r)?, &format!("{what}: {key}"))
+        let key = |k: &str| format!("{what}: {k}_{d}");
+        Ok(WireChange {
+            trace: t
+                .as_ref()
+                .map(|t| varying::trace(t, &key("trace"), dir, vars).map(|t| (t, once)))
+                .transpose()?,
+            schedule: sched
+                .as_ref()
+                .map(|s| varying::schedule(&sub(s)?, &key("schedule"), dir))
+                .transpose()?,
+            delay_trace: dt
+                .as_ref()
+                .map(|f| varying::delay_trace(&sub(f)?, step, &key("delay_trace"), dir))
+                .transpose()?,
+            ..Default::default()
+        })
+    };
+    let (init_ab, init_ba) = (varying("ab")?, varying("ba")?);
+    if l.trace_once.is_some() && init_ab.trace.is_none() && init_ba.trace.is_none() {
+        return Err(format!(
+            "{what}: trace_once: the link has no trace_ab or trace_ba"
+        ));
+    }
+    if l.delay_trace_step.is_some()
+        && init_ab.delay_trace.is_none()
+        && init_ba.delay_trace.is_none()
+    {
+        return Err(format!(
+            "{what}: delay_trace_step: the link has no delay_trace_ab or delay_trace_ba"
+        ));
+    }
+    // A direction's rate: its own key, else `rate`; a trace instead of
+    // either; a schedule that sets one from 0s may stand for it.
+    let rate = |r: Option<&String>, key: &str, init: &WireChange| -> Result<u64, String> {
+        let d = &key[key.len() - 2..];
+        let given = r.map(|r| (r, key)).or(l.rate.as_ref().map(|r| (r, "rate")));
+        if let Some(t) = &init.trace {
+            if let Some((_, k)) = given {
+                return Err(format!(
+                    "{what}: trace_{d} and {k}: a direction's capacity is a trace or a rate, not both"
+                ));
+            }
+            return Ok(t.0.mean_bps().round().max(8.0) as u64);
+        }
+        if let Some((r, k)) = given {
+            return limits::rate(&sub(r)?, &format!("{what}: {k}"));
+        }
+        let first = init.schedule.as_ref().and_then(|s| s.steps().first());
+        match first {
+            Some((at, c)) if at.0 == 0 => c.rate_bps.filter(|r| *r > 0).ok_or_else(|| {
+                format!("{what}: schedule_{d}: its first row (0s) sets no rate and the link has no {key} or rate")
+            }),
+            Some(_) => Err(format!(
+                "{what}: schedule_{d}: it starts after 0s and the link has no {key} or rate for the time before"
+            )),
+            None => Err(format!("{what}: no rate (rate, {key}, trace_{d} or schedule_{d})")),
+        }
     };
     let delay = match &l.delay {
         Some(d) => time_in(&sub(d)?, &format!("{what}: delay"), Duration::ZERO)?,
@@ -423,30 +617,41 @@ fn port_configs(
         0,
         limits::MAX_OVERHEAD,
     )? as u32;
-    let mk = |r, b: Option<&String>, key: &str, s| -> Result<PortConfig, String> {
+    let mk = |r, b: Option<&String>, key: &str, s, init: WireChange| -> Result<WireSpec, String> {
         let key = if b.is_some() { key } else { "buffer" };
         let b = b.or(l.buffer.as_ref()).map(sub).transpose()?;
-        Ok(PortConfig {
-            rate_bps: r,
-            delay,
-            buffer: buffer(b.as_ref(), &format!("{what}: {key}"))?,
-            overhead,
-            loss,
-            seed: s,
+        let what = format!("{what}: {key}");
+        let buffer = match &b {
+            // On a trace, `0p` is no ring: opportunities take from the qdisc.
+            Some(b) if init.trace.is_some() => events::buffer(b, &what)?,
+            b => buffer(b.as_ref(), &what)?,
+        };
+        Ok(WireSpec {
+            cfg: PortConfig {
+                rate_bps: r,
+                delay,
+                buffer,
+                overhead,
+                loss,
+                seed: s,
+            },
+            initial: init,
         })
     };
     Ok((
         mk(
-            rate(l.rate_ab.as_ref(), "rate_ab")?,
+            rate(l.rate_ab.as_ref(), "rate_ab", &init_ab)?,
             l.buffer_a.as_ref(),
             "buffer_a",
             seed ^ 0xa,
+            init_ab,
         )?,
         mk(
-            rate(l.rate_ba.as_ref(), "rate_ba")?,
+            rate(l.rate_ba.as_ref(), "rate_ba", &init_ba)?,
             l.buffer_b.as_ref(),
             "buffer_b",
             seed ^ 0xb,
+            init_ba,
         )?,
     ))
 }
@@ -889,9 +1094,10 @@ fn tcp_config(cx: &Workload) -> Result<TcpConfig, String> {
     match w.cc.as_ref().map(|c| cx.sub(c)).transpose()?.as_deref() {
         None | Some("cubic") => {}
         Some("reno") => cfg.congestion = CongestionAlgorithm::Reno,
+        Some("bbr") => cfg.congestion = CongestionAlgorithm::Bbr,
         Some(other) => {
             return Err(format!(
-                "{}: unknown congestion control {other:?} (cubic or reno)",
+                "{}: unknown congestion control {other:?} (cubic, reno or bbr)",
                 cx.key("cc")
             ))
         }
@@ -1079,6 +1285,8 @@ pub fn run_observed(mut b: Built, variant: &str, tc_stats: bool, progress: Progr
         res.tc_stats = Some(tc_stats_text(&mut b.world));
     }
     res.losses = b.world.losses;
+    res.errors = b.world.errors.clone();
+    res.links = b.links.iter().map(|l| link_result(&b, l)).collect();
     for_each_measure(&b, |label, m| collect_flow(&b, label, m, &mut res));
     // Then let the answers to the last pings come home, as ping waits for
     // them, with every application stopped.
@@ -1138,10 +1346,16 @@ fn collect_flow(b: &Built, label: &str, m: &Measure, res: &mut RunResult) {
                 _ => 0,
             };
             let from = (*start).max(b.warmup);
-            res.flows.push(
-                FlowResult::new(label, "udp", &flow.bins, from, (*stop).min(end))
-                    .with_datagrams(sent, flow.packets),
+            let mut f = FlowResult::new(label, "udp", &flow.bins, from, (*stop).min(end))
+                .with_datagrams(sent, flow.packets);
+            against_capacity(
+                b,
+                &mut f,
+                (sender.0, *node),
+                &flow.bins,
+                (from, (*stop).min(end)),
             );
+            res.flows.push(f);
         }
         Measure::Tcp { node, key, start } => {
             let flow = b.world.nodes[*node]
@@ -1150,13 +1364,18 @@ fn collect_flow(b: &Built, label: &str, m: &Measure, res: &mut RunResult) {
                 .get(key)
                 .cloned()
                 .unwrap_or_default();
-            res.flows.push(FlowResult::new(
-                label,
-                "tcp",
-                &flow.bins,
-                (*start).max(b.warmup),
-                end,
-            ));
+            let from = (*start).max(b.warmup);
+            let mut f = FlowResult::new(label, "tcp", &flow.bins, from, end);
+            let arrivals = b.world.nodes[*node]
+                .host
+                .tcp_arrivals
+                .as_ref()
+                .and_then(|a| a.get(key));
+            let sender = b.world.nodes.iter().position(|n| n.addr == key.0);
+            if let (Some(sender), Some(arrivals)) = (sender, arrivals) {
+                against_capacity(b, &mut f, (sender, *node), &arrivals.bins, (from, end));
+            }
+            res.flows.push(f);
         }
         Measure::Web { node, app } => {
             if let App::Web(w) = &b.world.nodes[*node].host.apps[*app] {
@@ -1165,6 +1384,104 @@ fn collect_flow(b: &Built, label: &str, m: &Measure, res: &mut RunResult) {
             }
         }
         Measure::Group(_) => {}
+    }
+}
+
+/// What a time-varying link direction offered and how long packets
+/// queued before it.
+fn link_result(b: &Built, l: &LinkWatch) -> LinkResult {
+    let bin_s = BIN.0 as f64 / 1e9;
+    let capacity_series = l
+        .timeline
+        .bins(BIN, b.duration)
+        .iter()
+        .enumerate()
+        .map(|(k, bits)| (k as f64 * bin_s, bits / bin_s / 1e6))
+        .collect();
+    let window = (b.duration.0 - b.warmup.0) as f64 / 1e9;
+    let mut res = LinkResult {
+        name: l.name.clone(),
+        capacity_mbps: l.timeline.bits_between(b.warmup, b.duration) / window / 1e6,
+        capacity_series,
+        ..Default::default()
+    };
+    let (node, iface) = l.at;
+    if let Some(m) = &b.world.nodes[node].ifaces[iface].monitor {
+        let first = b.warmup.0.div_ceil(BIN.0) as usize;
+        let (mut sum, mut n, mut max) = (0u64, 0u64, 0u64);
+        for (k, &(s, c, m)) in m.bins.iter().enumerate() {
+            if c == 0 {
+                continue;
+            }
+            res.queue_delay_series
+                .push((k as f64 * bin_s, s as f64 / c as f64 / 1e6));
+            if k >= first && (k as u64) < b.duration.0 / BIN.0 {
+                (sum, n, max) = (sum + s, n + c, max.max(m));
+            }
+        }
+        if n > 0 {
+            res.queue_delay_ms = Some(sum as f64 / n as f64 / 1e6);
+            res.queue_delay_max_ms = Some(max as f64 / 1e6);
+        }
+    }
+    res
+}
+
+/// Compare a flow with the capacity of the time-varying link direction on
+/// its path that offers least (see [`FlowResult::link`]): its goodput over
+/// its measured window `[from, to)` (whole bins, as its goodput), and what
+/// arrived of it (`arrived`, IP bytes per bin: a UDP flow's datagrams, a
+/// TCP flow's segments) second by second.
+fn against_capacity(
+    b: &Built,
+    f: &mut FlowResult,
+    (sender, receiver): (usize, usize),
+    arrived: &BTreeMap<u64, u64>,
+    (from, to): (Time, Time),
+) {
+    let hops = b.world.route_ifaces(sender, receiver);
+    let Some((hop, l)) = b
+        .links
+        .iter()
+        .filter(|l| !l.timeline.unlimited())
+        .filter_map(|l| hops.iter().position(|h| *h == l.at).map(|i| (i, l)))
+        .min_by(|(_, x), (_, y)| {
+            let run = |l: &LinkWatch| l.timeline.bits_between(Time::ZERO, b.duration);
+            run(x).total_cmp(&run(y))
+        })
+    else {
+        return;
+    };
+    // The propagation delay from the link's far end to the receiver.
+    let after: u64 = hops[hop + 1..]
+        .iter()
+        .map(|&(n, i)| b.world.nodes[n].ifaces[i].port.config().delay.0)
+        .sum();
+    let (least, most) = l.timeline.delay_range;
+    let (least, most) = (least.0 + after, most.0 + after);
+    let back = |t: Time, d: u64| Time(t.0.saturating_sub(d));
+    let (b0, b1) = (from.0.div_ceil(BIN.0), to.0 / BIN.0);
+    let (w0, w1) = (Time(b0 * BIN.0), Time(b1 * BIN.0));
+    let offered = l.timeline.bits_between(back(w0, least), back(w1, least));
+    f.link = Some(l.name.clone());
+    if offered > 0.0 {
+        f.capacity_pct = Some(f.bytes as f64 * 8.0 / offered * 100.0);
+    }
+    // Each whole second of the window: what arrived, against what the link
+    // could have sent that arrives in it.
+    let per_s = 1_000_000_000 / BIN.0;
+    let mut over = f64::NEG_INFINITY;
+    for s in b0.div_ceil(per_s)..b1 / per_s {
+        let got: u64 = arrived
+            .range(s * per_s..(s + 1) * per_s)
+            .map(|(_, v)| v)
+            .sum();
+        let (t0, t1) = (Time(s * 1_000_000_000), Time((s + 1) * 1_000_000_000));
+        let could = l.timeline.bits_between(back(t0, most), back(t1, least));
+        over = over.max((got as f64 * 8.0 - could) / varying::OPPORTUNITY_BITS as f64);
+    }
+    if over.is_finite() {
+        f.over_capacity_pkts = Some(over);
     }
 }
 
@@ -1268,8 +1585,12 @@ pub fn run_all_observed(
             warn(name, w);
         }
     }
-    Ok(builds
+    let runs: Vec<RunResult> = builds
         .into_iter()
         .map(|(name, b)| run_observed(b, name, tc_stats, progress))
-        .collect())
+        .collect();
+    if let Some(r) = runs.iter().find(|r| !r.errors.is_empty()) {
+        return Err(format!("variant {}: {}", r.variant, r.errors.join("; ")));
+    }
+    Ok(runs)
 }

@@ -24,6 +24,13 @@
 //! buffer = "1p"              # the transmit buffer: packets (p) or bytes (b)
 //! txqueuelen = 1000          # of both devices (txqueuelen_a / txqueuelen_b)
 //! txqueues = 1               # transmit queues of both devices (txqueues_a / txqueues_b)
+//! # a link whose capacity or delay changes over time (docs/time-varying-links.md):
+//! # trace_ab = "lte.up"      # a Mahimahi trace file, or { model = "walk", ... }
+//! # schedule_ba = "sched.csv" # or inline CSV rows; delay_trace_ab = "delays.txt"
+//! [[event]]                  # at a simulated time: commands on a node, or a wire change
+//! at = "10s"
+//! node = "router"
+//! commands = ["tc qdisc change dev eth1 root fq_codel"]
 //! [[workload]]
 //! type = "ping"              # ping | udp | tcp | web
 //! from = "sender"
@@ -70,6 +77,43 @@ pub struct Scenario {
     /// What the scenario expects, checked by `sluice sim --check` and CI.
     #[serde(default, rename = "expect")]
     pub expects: Vec<Expect>,
+    /// Changes at given simulated times (see [`EventSpec`]).
+    #[serde(default, rename = "event")]
+    pub events: Vec<EventSpec>,
+    /// The directory relative file names (traces, schedules) are read
+    /// from: the scenario file's; `None` (a bundled scenario, a test's
+    /// text) reads them from the working directory.
+    #[serde(skip)]
+    pub dir: Option<std::path::PathBuf>,
+}
+
+/// A change at a simulated time: commands run on a node (as its `tc`
+/// lines are), or a change to a link's wire.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventSpec {
+    /// When, e.g. `"10s"`.
+    pub at: String,
+    /// The node whose commands these are.
+    pub node: Option<String>,
+    /// tc/ip/iptables command lines, run in order.
+    pub commands: Option<Vec<String>>,
+    /// The link to change: its `name`, `A-B` as its ends are written, or one end.
+    pub link: Option<String>,
+    /// `ab`, `ba` or `both` (the default).
+    pub direction: Option<String>,
+    /// A new fixed rate (`0`: an outage); ends a trace.
+    pub rate: Option<String>,
+    /// A new propagation delay.
+    pub delay: Option<String>,
+    /// A new loss probability (0..1, or a percentage `"1%"`).
+    pub loss: Option<toml::Value>,
+    /// A new transmit buffer (`100p`, `64000b`).
+    pub buffer: Option<String>,
+    /// Carrier lost: what crosses the wire is lost.
+    pub down: Option<bool>,
+    /// Carrier back.
+    pub up: Option<bool>,
 }
 
 /// One row of the result table.
@@ -145,6 +189,35 @@ pub struct LinkSpec {
     /// Bytes of framing per packet on the wire.
     #[serde(default)]
     pub overhead: Option<u32>,
+    /// A name for events and reports (default `A-B`, the ends as written).
+    pub name: Option<String>,
+    /// Capacity a → b from a Mahimahi trace: a file name, or a generated
+    /// model (`{ model = "walk", ... }`, [`sluice_core::trace_model`]).
+    pub trace_ab: Option<toml::Value>,
+    /// Capacity b → a from a trace.
+    pub trace_ba: Option<toml::Value>,
+    /// Play the traces once (Mahimahi's `--once`) instead of repeating them.
+    pub trace_once: Option<toml::Value>,
+    /// A schedule of rate/delay/loss changes a → b: a file name or CSV text.
+    pub schedule_ab: Option<String>,
+    /// A schedule b → a.
+    pub schedule_ba: Option<String>,
+    /// Per-packet delays a → b from a delay trace file.
+    pub delay_trace_ab: Option<String>,
+    /// Per-packet delays b → a.
+    pub delay_trace_ba: Option<String>,
+    /// How long each line of a delay trace holds (default 1ms).
+    pub delay_trace_step: Option<String>,
+}
+
+impl LinkSpec {
+    /// The link's name in events, messages and reports: its `name`, else
+    /// `A-B` with its ends as written.
+    pub fn label(&self) -> String {
+        self.name
+            .clone()
+            .unwrap_or_else(|| format!("{}-{}", self.a, self.b))
+    }
 }
 
 /// A workload.
@@ -282,6 +355,26 @@ impl Scenario {
             {
                 return Err(format!("workload {name}: two workloads have this name"));
             }
+        }
+        for (i, l) in self.links.iter().enumerate() {
+            if let Some(n) = &l.name {
+                if n.is_empty() || n.contains(['.', ':']) || n.contains(char::is_whitespace) {
+                    return Err(format!(
+                        "link {}-{}: name {n:?}: a name is not empty and has no '.', ':' or blanks",
+                        l.a, l.b
+                    ));
+                }
+            }
+            if self.links[..i].iter().any(|o| o.label() == l.label()) {
+                return Err(format!("link {}: two links have this name", l.label()));
+            }
+        }
+        if self.events.len() > limits::MAX_EVENTS {
+            return Err(format!(
+                "{} events: at most {}",
+                self.events.len(),
+                limits::MAX_EVENTS
+            ));
         }
         for e in &self.expects {
             let what = format!("expect {}", e.metric);

@@ -18,12 +18,14 @@
 //! as a new skb: mark 0, priority from its TOS. Everything is driven by one [`EventQueue`].
 
 use crate::engine::EventQueue;
+use crate::events::{Action, Timed};
+use crate::host::BIN;
 use crate::host::{Host, HostEvent, Output};
 use crate::ip::ipv4_info;
 use sluice_core::device::DevKind;
 use sluice_core::netfilter::{Hook, Ifaces, Verdict};
 use sluice_core::packet::{is_mpls_type, EthAddrs, Packet};
-use sluice_core::port::{Port, PortConfig};
+use sluice_core::port::{Port, PortConfig, WireChange};
 use sluice_core::qdisc::pfifo_fast::tos_to_priority;
 use sluice_core::stats::DropReason;
 use sluice_core::time::{Duration, Time};
@@ -44,6 +46,31 @@ pub struct Iface {
     pub peer: (usize, usize),
     /// The time of the port wake-up already scheduled, if any.
     scheduled: Option<Time>,
+    /// The queueing delay of what leaves, when the interface is watched.
+    pub monitor: Option<Box<QueueMonitor>>,
+}
+
+/// The queueing delay of the packets leaving a port, per [`BIN`] of their
+/// departure: each packet's time from entering the interface (its qdisc,
+/// or the ring of a `noqueue` device) to its last bit leaving the wire,
+/// serialization included.
+#[derive(Clone, Debug, Default)]
+pub struct QueueMonitor {
+    /// Per bin: (sum of delays ns, packets, largest delay ns).
+    pub bins: Vec<(u64, u64, u64)>,
+}
+
+impl QueueMonitor {
+    fn record(&mut self, departed: Time, sojourn: Duration) {
+        let b = (departed.0 / BIN.0) as usize;
+        if self.bins.len() <= b {
+            self.bins.resize(b + 1, (0, 0, 0));
+        }
+        let e = &mut self.bins[b];
+        e.0 += sojourn.0;
+        e.1 += 1;
+        e.2 = e.2.max(sojourn.0);
+    }
 }
 
 /// A host or a router.
@@ -87,6 +114,8 @@ pub enum Event {
     },
     /// A host's timer (application or transport) fires.
     Host { node: usize, ev: HostEvent },
+    /// A scenario's event ([`World::timed`]) is due.
+    Timed(usize),
 }
 
 /// Packet accounting over the whole network, for conservation checks:
@@ -171,6 +200,10 @@ pub struct World {
     delivered: Vec<(Time, Packet)>,
     /// A host call's output buffers, reused from call to call.
     host_out: Output,
+    /// The scenario's timed events, by index ([`Event::Timed`]).
+    pub timed: Vec<Timed>,
+    /// What went wrong running them (a command that failed), with its time.
+    pub errors: Vec<String>,
 }
 
 impl World {
@@ -224,6 +257,7 @@ impl World {
                 port: Port::new(cfg),
                 peer,
                 scheduled: None,
+                monitor: None,
             });
         }
         Ok((ia, ib))
@@ -242,17 +276,90 @@ impl World {
             let n = self.nodes.get(node)?;
             let ifc = &n.ifaces[*n.routes.get(&dst)?];
             let cfg = ifc.port.config();
-            if cfg.rate_bps > 0 {
-                rate = if rate == 0 {
-                    cfg.rate_bps
-                } else {
-                    rate.min(cfg.rate_bps)
-                };
+            // A trace counts at its mean rate.
+            let wire = match ifc.port.trace() {
+                Some(t) => t.mean_bps().round().max(1.0) as u64,
+                None => cfg.rate_bps,
+            };
+            if wire > 0 {
+                rate = if rate == 0 { wire } else { rate.min(wire) };
             }
             delay = delay + cfg.delay;
             node = ifc.peer.0;
         }
         None
+    }
+
+    /// The interfaces a packet from node `from` to node `to` leaves by, in
+    /// order: `(node, interface)`; empty if there is no route.
+    pub fn route_ifaces(&self, from: usize, to: usize) -> Vec<(usize, usize)> {
+        let Some(dst) = self.nodes.get(to).map(|n| n.addr) else {
+            return vec![];
+        };
+        let (mut node, mut hops) = (from, vec![]);
+        for _ in 0..self.nodes.len() {
+            if node == to {
+                return hops;
+            }
+            let n = &self.nodes[node];
+            let Some(&i) = n.routes.get(&dst) else {
+                return vec![];
+            };
+            hops.push((node, i));
+            node = n.ifaces[i].peer.0;
+        }
+        vec![]
+    }
+
+    /// Change the wire leaving interface `iface` of `node` at `now`
+    /// ([`Port::change`]); a new fixed rate is the device's new link speed.
+    pub fn change_wire(&mut self, node: usize, iface: usize, now: Time, change: WireChange) {
+        let n = &mut self.nodes[node];
+        let ifc = &mut n.ifaces[iface];
+        if let Some(r) = change.rate_bps.filter(|r| *r > 0) {
+            let speed = u32::try_from(r / 1_000_000).unwrap_or(u32::MAX);
+            n.net.devices[ifc.dev].set_speed(speed);
+        }
+        ifc.port.change(&mut n.net.devices[ifc.dev], now, change);
+        self.kick(node, iface, now);
+    }
+
+    /// Record the queueing delay of what leaves interface `iface` of `node`.
+    pub fn watch(&mut self, node: usize, iface: usize) {
+        self.nodes[node].ifaces[iface].monitor = Some(Box::default());
+    }
+
+    /// Wake a port now: its qdisc may have changed under it.
+    fn kick(&mut self, node: usize, iface: usize, now: Time) {
+        self.nodes[node].ifaces[iface].scheduled = Some(now);
+        self.queue.schedule(now, Event::PortWake { node, iface });
+    }
+
+    /// Run event `i` of [`World::timed`] at `now`.
+    fn run_timed(&mut self, i: usize, now: Time) {
+        match self.timed[i].action.clone() {
+            Action::Wire {
+                node,
+                iface,
+                change,
+            } => self.change_wire(node, iface, now, change),
+            Action::Commands { node, lines } => {
+                let n = &mut self.nodes[node];
+                n.net.now = now;
+                for (line, words) in &lines {
+                    if let Err(e) = crate::run::node_command(&mut n.net, &n.name, line, words) {
+                        self.errors.push(format!("{}: {e}", self.timed[i].what));
+                        break;
+                    }
+                }
+                n.nf_active = !n.net.netfilter.is_idle();
+                n.mirred_active = n.net.actions.has_kind("mirred");
+                n.conn_actions = n.net.actions.reads_connections();
+                for iface in 0..self.nodes[node].ifaces.len() {
+                    self.kick(node, iface, now);
+                }
+            }
+        }
     }
 
     /// Compute static routes: for every node, the first hop interface
@@ -408,6 +515,7 @@ impl World {
             }),
             peer: (node, i),
             scheduled: None,
+            monitor: None,
         });
         Some(i)
     }
@@ -459,6 +567,7 @@ impl World {
                     self.nodes[node].host.on_event(ev, now, &mut out);
                     self.host_output(node, out);
                 }
+                Event::Timed(i) => self.run_timed(i, now),
             }
         }
         self.queue.advance_to(until);
@@ -479,6 +588,13 @@ impl World {
         self.losses.wire += ifc.port.stats.wire_losses - lost_before;
         self.losses.egress += ifc.port.stats.qdisc_shed - shed_before;
         let (pn, pi) = ifc.peer;
+        if let Some(m) = &mut ifc.monitor {
+            let delay = ifc.port.config().delay;
+            for (at, pkt) in &delivered {
+                let left = Time(at.0.saturating_sub(delay.0));
+                m.record(left, left.saturating_since(pkt.tstamp));
+            }
+        }
         for (at, pkt) in delivered.drain(..) {
             self.in_flight += 1;
             self.queue.schedule(

@@ -46,6 +46,18 @@ pub const BUNDLED: &[(&str, &str)] = &[
         "tsn-taprio",
         include_str!("../../../examples/tsn-taprio.toml"),
     ),
+    (
+        "lte-drive",
+        include_str!("../../../examples/lte-drive.toml"),
+    ),
+    (
+        "starlink-handover",
+        include_str!("../../../examples/starlink-handover.toml"),
+    ),
+    (
+        "policy-change",
+        include_str!("../../../examples/policy-change.toml"),
+    ),
 ];
 
 /// `sluice sim` options.
@@ -204,6 +216,27 @@ fn csv(runs: &[RunResult]) -> String {
                 r.variant, f.kind, f.name, f.share
             ));
         }
+        for f in &r.flows {
+            for (m, v) in [
+                ("capacity_pct", f.capacity_pct),
+                ("over_capacity_pkts", f.over_capacity_pkts),
+            ] {
+                if let Some(v) = v {
+                    out.push_str(&format!("{},{},{},{m},{v:.6}\n", r.variant, f.kind, f.name));
+                }
+            }
+        }
+        for l in &r.links {
+            for (m, v) in [
+                ("capacity_mbps", Some(l.capacity_mbps)),
+                ("queue_delay_ms", l.queue_delay_ms),
+                ("queue_delay_max_ms", l.queue_delay_max_ms),
+            ] {
+                if let Some(v) = v {
+                    out.push_str(&format!("{},link,{},{m},{v:.6}\n", r.variant, l.name));
+                }
+            }
+        }
         for w in &r.webs {
             for (m, v) in [
                 ("load_ms", w.load_ms),
@@ -312,7 +345,15 @@ pub fn main(args: &[String]) -> i32 {
         }
     };
     let sc = match Scenario::parse(&text) {
-        Ok(s) => s,
+        // A file's traces and schedules are read next to it.
+        Ok(mut s) => {
+            if !BUNDLED.iter().any(|(n, _)| *n == label) {
+                s.dir = std::path::Path::new(&label)
+                    .parent()
+                    .map(|p| p.to_path_buf());
+            }
+            s
+        }
         Err(e) => {
             eprintln!("sluice sim: {label}: {e}");
             return 1;
