@@ -1094,10 +1094,9 @@ fn tcp_config(cx: &Workload) -> Result<TcpConfig, String> {
     match w.cc.as_ref().map(|c| cx.sub(c)).transpose()?.as_deref() {
         None | Some("cubic") => {}
         Some("reno") => cfg.congestion = CongestionAlgorithm::Reno,
-        Some("bbr") => cfg.congestion = CongestionAlgorithm::Bbr,
         Some(other) => {
             return Err(format!(
-                "{}: unknown congestion control {other:?} (cubic, reno or bbr)",
+                "{}: unknown congestion control {other:?} (cubic or reno)",
                 cx.key("cc")
             ))
         }
