@@ -52,7 +52,7 @@ use sluice_net::wire::{read_bounded, WireSettings};
 use sluice_tc::net::Net;
 use sluice_tc::{ip, tc};
 use std::fs::File;
-use std::io::{BufWriter, Read, Write};
+use std::io::{BufWriter, Cursor, Read, Write};
 use std::path::{Path, PathBuf};
 
 const AFTER_HELP: &str = "\
@@ -179,7 +179,8 @@ fn run(a: &ReplayArgs) -> Result<(), Failure> {
         endianness: Endianness::native(),
         ..Default::default()
     };
-    let writer = PcapWriter::with_header(BufWriter::new(out.file()?), header)
+    let sink: Box<dyn Write> = Box::new(BufWriter::new(out.file()?));
+    let writer = PcapWriter::with_header(sink, header)
         .or_else(|e| fail(1, format!("{}: {e}", a.output.display())))?;
     let dev = net
         .devices
@@ -499,10 +500,13 @@ struct Frame {
     data: Vec<u8>,
 }
 
+/// What a capture is read from: a file, or bytes (the fuzz target).
+type Input = Box<dyn Read>;
+
 enum Source {
-    Pcap(PcapReader<File>),
+    Pcap(PcapReader<Input>),
     /// pcapng: the reader, and per interface what [`describe`] says.
-    PcapNg(PcapNgReader<File>, Vec<(DataLink, u128, u128)>),
+    PcapNg(PcapNgReader<Input>, Vec<(DataLink, u128, u128)>),
 }
 
 /// A capture being read: pcap or pcapng, one link type.
@@ -525,14 +529,19 @@ fn pcap_error(e: PcapError) -> String {
 
 impl Capture {
     fn open(path: &Path) -> Result<Capture, String> {
-        let mut magic = [0u8; 4];
-        File::open(path)
-            .and_then(|mut f| f.read_exact(&mut magic))
-            .map_err(|e| match e.kind() {
-                std::io::ErrorKind::UnexpectedEof => "not a pcap or pcapng file (too short)".into(),
-                _ => e.to_string(),
-            })?;
         let file = File::open(path).map_err(|e| e.to_string())?;
+        Capture::read(Box::new(file))
+    }
+
+    /// A capture read from `input`.
+    fn read(mut input: Input) -> Result<Capture, String> {
+        let mut magic = [0u8; 4];
+        input.read_exact(&mut magic).map_err(|e| match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => "not a pcap or pcapng file (too short)".into(),
+            _ => e.to_string(),
+        })?;
+        // The readers read the magic number again.
+        let file: Input = Box::new(Cursor::new(magic).chain(input));
         if magic == [0x0a, 0x0d, 0x0d, 0x0a] {
             let mut r =
                 PcapNgReader::new(file).map_err(|e| format!("pcapng: {}", pcap_error(e)))?;
@@ -712,6 +721,45 @@ fn captured_l2(link: DataLink) -> Option<u32> {
     }
 }
 
+/// Replay the capture `bytes` (pcap or pcapng) through eth0's default
+/// qdisc and a 10 Mbit/s wire, its departures written to nowhere; the
+/// packets in and out. The body of the fuzz target `pcap_reader`
+/// (`fuzz/src/pcap_body.rs` compiles this file as a module of its own, as
+/// this binary has no library to link).
+#[cfg_attr(not(test), allow(dead_code))]
+pub fn replay_bytes(bytes: &[u8]) -> Result<(u64, u64), String> {
+    let mut capture = Capture::read(Box::new(Cursor::new(bytes.to_vec())))?;
+    let header = PcapHeader {
+        snaplen: capture.snaplen,
+        datalink: capture.link,
+        ts_resolution: TsResolution::NanoSecond,
+        ..Default::default()
+    };
+    let sink: Box<dyn Write> = Box::new(std::io::sink());
+    let writer = PcapWriter::with_header(sink, header).map_err(|e| e.to_string())?;
+    let mut net = build_net(1000).map_err(|f| f.msg)?;
+    let mut r = Replayer {
+        port: Port::new(PortConfig {
+            rate_bps: 10_000_000,
+            ..Default::default()
+        }),
+        writer,
+        frames: vec![],
+        frames_base: 0,
+        epoch: None,
+        last: Time::ZERO,
+        delivered: vec![],
+        count: Counts::default(),
+    };
+    let dev = net
+        .devices
+        .iter()
+        .position(|d| d.info.name == "eth0")
+        .expect("eth0 was created");
+    r.replay(&mut capture, &mut net.devices[dev])?;
+    Ok((r.count.in_packets, r.count.out_packets))
+}
+
 /// The start of virtual time: the first packet enters at 1 s.
 const START: Time = Time(1_000_000_000);
 
@@ -735,7 +783,7 @@ struct Kept {
 
 struct Replayer {
     port: Port,
-    writer: PcapWriter<BufWriter<File>>,
+    writer: PcapWriter<Box<dyn Write>>,
     /// What is needed to write out packet `frames_base + i`. A qdisc may
     /// send one packet several times (netem's duplicates, a GSO packet cut
     /// into segments), so an entry stays until nothing is queued anywhere.
@@ -924,6 +972,29 @@ mod tests {
         sll.extend([0x08, 0x00, 0x45]);
         assert_eq!(network_header(DataLink::LINUX_SLL, &sll), (16, ETH_P_IP));
         assert_eq!(network_header(DataLink::ETHERNET, &[1, 2, 3]), (3, 0));
+    }
+
+    #[test]
+    fn captures_are_read_from_bytes_and_damage_is_an_error() {
+        // A pcap header (µs, raw IP) and one 20-byte IPv4 packet.
+        let mut cap = vec![];
+        cap.extend(0xa1b2_c3d4u32.to_le_bytes());
+        cap.extend([2, 0, 4, 0]);
+        cap.extend([0u8; 8]);
+        cap.extend(65535u32.to_le_bytes());
+        cap.extend(101u32.to_le_bytes());
+        cap.extend([0u8; 8]);
+        cap.extend(20u32.to_le_bytes());
+        cap.extend(20u32.to_le_bytes());
+        let mut ip = [0u8; 20];
+        ip[0] = 0x45;
+        ip[3] = 20;
+        cap.extend(ip);
+        assert_eq!(replay_bytes(&cap), Ok((1, 1)));
+        assert!(replay_bytes(&cap[..cap.len() - 3])
+            .unwrap_err()
+            .contains("truncated"));
+        assert!(replay_bytes(&cap[..3]).unwrap_err().contains("too short"));
     }
 
     #[test]
