@@ -208,6 +208,15 @@ fn bad_attributes_are_refused_with_the_line_and_change_nothing() {
     assert!(r.body.contains("line 2"), "{}", r.body);
     let r = api.route("GET", "/proxies/bad/toxics/lte", "");
     assert_eq!(r.body, created);
+    // Cleared: a Toxiproxy toxic again.
+    let r = api.route(
+        "POST",
+        "/proxies/bad/toxics/lte",
+        r#"{"attributes":{"trace":null,"rate":500}}"#,
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v: Value = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(v["attributes"], serde_json::json!({"rate": 500}));
     // A Toxiproxy toxic's JSON has Toxiproxy's attributes only.
     let plain = serde_json::json!({"name": "bw", "type": "bandwidth", "attributes": {"rate": 10}});
     let (_, body) = add(&api, "bad", &plain);
