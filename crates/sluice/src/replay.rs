@@ -998,6 +998,22 @@ mod tests {
     }
 
     #[test]
+    fn the_pcap_reader_fuzz_seeds_replay_or_are_refused() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/seeds/pcap_reader");
+        let mut read = 0;
+        for e in std::fs::read_dir(dir).unwrap() {
+            let bytes = std::fs::read(e.unwrap().path()).unwrap();
+            for cut in [bytes.len(), bytes.len() / 2, 30] {
+                if let Ok((i, o)) = replay_bytes(&bytes[..cut.min(bytes.len())]) {
+                    assert!(o <= i);
+                    read += 1;
+                }
+            }
+        }
+        assert!(read >= 4, "{read} captures read");
+    }
+
+    #[test]
     fn buffers_and_time_units_parse() {
         assert_eq!(parse_buffer("1"), Some(TxBuffer::Packets(1)));
         assert_eq!(parse_buffer("32p"), Some(TxBuffer::Packets(32)));
