@@ -1094,9 +1094,10 @@ fn tcp_config(cx: &Workload) -> Result<TcpConfig, String> {
     match w.cc.as_ref().map(|c| cx.sub(c)).transpose()?.as_deref() {
         None | Some("cubic") => {}
         Some("reno") => cfg.congestion = CongestionAlgorithm::Reno,
+        Some("bbr") => cfg.congestion = CongestionAlgorithm::Bbr,
         Some(other) => {
             return Err(format!(
-                "{}: unknown congestion control {other:?} (cubic or reno)",
+                "{}: unknown congestion control {other:?} (cubic, reno or bbr)",
                 cx.key("cc")
             ))
         }

@@ -15,11 +15,14 @@
 //!    arriving outside the Open state — runs the recovery state machine;
 //! 8. the transmit timer is re-armed if data was ACKed (TLP when allowed,
 //!    else RTO) unless RACK armed its reordering timer;
-//! 9. the window grows (`cong_avoid`) or is reduced (PRR), counting
-//!    segments newly delivered by this ACK, SACKed ones included.
+//! 9. the delivery-rate sample is finished (`tcp_rate_gen`) and the window
+//!    grows (`cong_avoid`) or is reduced (PRR), counting segments newly
+//!    delivered by this ACK, SACKed ones included — or, for BBR, the
+//!    algorithm sets window and pacing rate from the sample (`cong_control`).
 
-use super::cc::AckSample;
-use super::conn::{CaState, TcpConnection, XmitTimer};
+use super::cc::{AckSample, CongestionControl};
+use super::conn::{bbr_cx, CaState, TcpConnection, XmitTimer};
+use super::rate::RateSample;
 use super::segment::{Flags, Segment};
 use super::seq::{to_wire, unwrap};
 use sluice_core::time::{Duration, Time};
@@ -69,6 +72,10 @@ pub(crate) struct Tally {
     pub delivered: u32,
     /// Segments newly marked lost (`rs->losses`).
     pub newly_lost: u32,
+    /// The delivery-rate sample this ACK builds.
+    pub rs: RateSample,
+    /// `tp->lost` before the ACK.
+    lost_before: u64,
     first_ackt: Option<Time>,
     last_ackt: Option<Time>,
     first_sackt: Option<Time>,
@@ -97,7 +104,11 @@ impl TcpConnection {
             self.ack_probe(now);
             return;
         }
-        let mut t = Tally::default();
+        let mut t = Tally {
+            lost_before: self.sb.lost_total,
+            ..Default::default()
+        };
+        t.rs.prior_in_flight = self.sb.in_flight();
         if self.sack_ok {
             self.sacktag(seg, ack, now, &mut f, &mut t);
         }
@@ -112,6 +123,7 @@ impl TcpConnection {
     /// Steps 5–9 of the module doc.
     fn finish_ack(&mut self, seg: &Segment, now: Time, mut f: AckFlags, mut t: Tally) {
         let ca_rtt = self.ack_update_rtt(seg, now, &f, &t);
+        t.rs.rtt = ca_rtt;
         self.cc_pkts_acked(now, ca_rtt);
         if self.rec.tlp_high_seq.is_some() {
             self.process_tlp_ack(&f, now);
@@ -165,6 +177,7 @@ impl TcpConnection {
             for d in self.sb.sack(s, e) {
                 f.data_sacked = true;
                 t.delivered += 1;
+                self.rate.on_delivered(&mut t.rs, &d);
                 let min_rtt = self.rtt.min_rtt();
                 self.rack
                     .advance(d.ever_retrans, d.end, d.xmit_time, now, min_rtt);
@@ -187,6 +200,7 @@ impl TcpConnection {
     /// `tcp_clean_rtx_queue`: drop what the cumulative ACK covers.
     fn clean_rtx_queue(&mut self, ack: u64, now: Time, f: &mut AckFlags, t: &mut Tally) {
         for d in self.sb.ack(ack) {
+            self.rate.on_delivered(&mut t.rs, &d);
             if d.ever_retrans {
                 f.retrans_data_acked = true;
             } else if !d.was_sacked {
@@ -274,6 +288,16 @@ impl TcpConnection {
 
     /// `tcp_cong_control`: PRR while reducing, else grow if allowed.
     fn cong_control(&mut self, now: Time, f: &AckFlags, t: &Tally) {
+        let mut rs = t.rs;
+        self.rate.delivered += u64::from(t.delivered);
+        let lost = (self.sb.lost_total - t.lost_before) as u32;
+        let min_rtt = self.rtt.min_rtt();
+        self.rate.generate(&mut rs, t.delivered, lost, now, min_rtt);
+        if let CongestionControl::Bbr(b) = &mut self.cc {
+            let mut cx = bbr_cx!(self, now);
+            b.on_ack(&mut self.w, &rs, &mut cx);
+            return;
+        }
         if self.in_cwnd_reduction() {
             self.cwnd_reduction(t.delivered, t.newly_lost, f.una_advanced);
         } else if f.acked && self.is_cwnd_limited() {

@@ -9,9 +9,15 @@
 //! segment acknowledged up to `ssthresh`; additive increase
 //! (`tcp_cong_avoid_ai`) adds one segment per `w` segments acknowledged.
 //!
-//! The algorithms are an enum rather than trait objects: two of them, no
+//! BBR is different (`tcp_bbr.c` has a `cong_control` hook): it sets the
+//! window and a pacing rate itself on every ACK from a delivery-rate sample,
+//! and the PRR reduction, the window restart after idle and the RFC 2861
+//! decay are skipped for it, as Linux skips them for any `cong_control`.
+//!
+//! The algorithms are an enum rather than trait objects: three of them, no
 //! dynamic loading, and the state stays `Clone` + `Debug`.
 
+use super::bbr::Bbr;
 use super::config::CongestionAlgorithm;
 use super::cubic::Cubic;
 use super::reno;
@@ -98,6 +104,8 @@ pub enum CongestionControl {
     Cubic(Box<Cubic>),
     /// Reno.
     Reno,
+    /// BBR v1 (made at establishment, [`Bbr::new`]).
+    Bbr(Box<Bbr>),
 }
 
 impl CongestionControl {
@@ -107,7 +115,30 @@ impl CongestionControl {
             CongestionAlgorithm::Cubic => {
                 CongestionControl::Cubic(Box::new(Cubic::new(hystart, now, snd_nxt)))
             }
-            CongestionAlgorithm::Reno => CongestionControl::Reno,
+            // BBR needs the connection's state; until it is established
+            // (where `Bbr::new` replaces this) it behaves as Reno would.
+            CongestionAlgorithm::Reno | CongestionAlgorithm::Bbr => CongestionControl::Reno,
+        }
+    }
+
+    /// Does the algorithm set the window itself (`cong_control`)?
+    pub fn controls_cwnd(&self) -> bool {
+        matches!(self, CongestionControl::Bbr(_))
+    }
+
+    /// The pacing rate it asks for, bytes/s (`sk_pacing_rate`), if it paces.
+    pub fn pacing_rate(&self) -> Option<u64> {
+        match self {
+            CongestionControl::Bbr(b) => Some(b.pacing_rate()),
+            _ => None,
+        }
+    }
+
+    /// `undo_cwnd`: the window after a spurious reduction is undone.
+    pub fn undo_cwnd(&mut self, w: &Window, prior_cwnd: u32, cx: &super::bbr::Cx) -> u32 {
+        match self {
+            CongestionControl::Bbr(b) => b.undo_cwnd(w, cx),
+            _ => w.cwnd.max(prior_cwnd),
         }
     }
 
@@ -117,6 +148,7 @@ impl CongestionControl {
         match self {
             CongestionControl::Cubic(c) => c.cong_avoid(w, acked, now),
             CongestionControl::Reno => reno::cong_avoid(w, acked),
+            CongestionControl::Bbr(_) => {}
         }
     }
 
@@ -125,6 +157,7 @@ impl CongestionControl {
         match self {
             CongestionControl::Cubic(c) => c.recalc_ssthresh(w),
             CongestionControl::Reno => reno::ssthresh(w),
+            CongestionControl::Bbr(b) => b.ssthresh(w),
         }
     }
 

@@ -23,6 +23,8 @@ pub enum CongestionAlgorithm {
     Cubic,
     /// Reno / NewReno-with-SACK (RFC 5681, Linux `tcp_cong.c`).
     Reno,
+    /// BBR v1 (Linux `tcp_bbr.c`), with pacing.
+    Bbr,
 }
 
 /// ECN negotiation (`net.ipv4.tcp_ecn`).

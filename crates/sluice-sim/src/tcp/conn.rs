@@ -27,6 +27,7 @@
 use super::cc::{CongestionControl, Window};
 use super::config::TcpConfig;
 use super::rack::Rack;
+use super::rate::RateState;
 use super::receiver::Receiver;
 use super::rtt::RttEstimator;
 use super::scoreboard::Scoreboard;
@@ -191,7 +192,32 @@ pub struct TcpConnection {
     pub(crate) outbox: VecDeque<Segment>,
     pub(crate) stats: TcpStats,
     pub(crate) error: Option<TcpError>,
+    /// Delivery-rate estimation (BBR's samples).
+    pub(crate) rate: RateState,
+    /// Pacing: when the next data segment may leave (`tcp_wstamp_ns`).
+    pub(crate) wstamp: Time,
+    /// Pacing held data back until this time (the pacing timer).
+    pub(crate) pacing_wake: Option<Time>,
 }
+
+/// The [`super::bbr::Cx`] of a connection: a macro, so that borrowing
+/// `rate` leaves `cc` and `w` free for the call.
+macro_rules! bbr_cx {
+    ($c:expr, $now:expr) => {
+        super::bbr::Cx {
+            now: $now,
+            mss: $c.mss,
+            rate: &mut $c.rate,
+            in_flight: $c.sb.in_flight(),
+            min_rtt: $c.rtt.min_rtt(),
+            srtt: $c.rtt.srtt(),
+            ca_state: $c.rec.state,
+            lost: $c.sb.lost_total,
+            wstamp: $c.wstamp,
+        }
+    };
+}
+pub(crate) use bbr_cx;
 
 impl TcpConnection {
     /// A closed endpoint on `local_port` that will talk to `remote_port`
@@ -237,6 +263,9 @@ impl TcpConnection {
             outbox: VecDeque::new(),
             stats: TcpStats::default(),
             error: None,
+            rate: RateState::default(),
+            wstamp: Time::ZERO,
+            pacing_wake: None,
         }
     }
 
@@ -263,6 +292,12 @@ impl TcpConnection {
         if self.fin_queued || !self.can_queue_data() {
             return 0;
         }
+        // `tcp_sendmsg` first asks whether the sender was app-limited.
+        let lost_waiting = self.sb.lost_out > self.sb.retrans_out;
+        let unsent = self.write_end.saturating_sub(self.snd_nxt);
+        let (in_flight, cwnd) = (self.sb.in_flight(), self.w.cwnd);
+        self.rate
+            .check_app_limited(unsent, self.mss, in_flight, cwnd, lost_waiting);
         let room = self.send_buffer_space();
         let take = n.min(room);
         self.write_end += take;

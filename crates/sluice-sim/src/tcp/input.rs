@@ -159,6 +159,12 @@ impl TcpConnection {
         };
         self.w = super::cc::Window::new(cwnd);
         self.cc = CongestionControl::new(self.cfg.congestion, self.cfg.hystart, now, self.snd_nxt);
+        if self.cfg.congestion == super::config::CongestionAlgorithm::Bbr {
+            let seed = u64::from(self.iss) << 16 | u64::from(self.local_port);
+            let mut cx = super::conn::bbr_cx!(self, now);
+            let bbr = super::bbr::Bbr::new(&mut self.w, &mut cx, seed);
+            self.cc = CongestionControl::Bbr(Box::new(bbr));
+        }
         self.cwnd_use.snd_cwnd_stamp = now;
         self.lsndtime = now;
         self.rec.high_seq = self.snd_nxt;

@@ -30,10 +30,15 @@
 //! | `rtt.rs` | SRTT/RTTVAR/RTO the way Linux computes them | RFC 6298, `tcp_rtt_estimator` |
 //! | `timers.rs` | RTO, TLP, reordering, zero-window probe, SYN | `tcp_timer.c` |
 //! | `output.rs` | what to send, Nagle, cwnd validation, ECN marks | `tcp_write_xmit` |
-//! | `cc.rs`, `cubic.rs`, `reno.rs` | congestion control | RFC 9438, RFC 5681, `tcp_cubic.c` |
+//! | `cc.rs`, `cubic.rs`, `reno.rs`, `bbr.rs` | congestion control | RFC 9438, RFC 5681, `tcp_cubic.c`, `tcp_bbr.c` |
+//! | `rate.rs` | delivery-rate samples | `tcp_rate.c` |
 //! | `stats.rs` | counters | `tcp_info` |
 //!
-//! Not modelled (each file says more): pacing, TSO/GSO, TCP small queues,
+//! Pacing is modelled where Linux paces without the fq qdisc: for a
+//! congestion control that asks for it (BBR), `tcp_wstamp_ns` advancing by
+//! each data segment's length at the pacing rate (`output.rs`).
+//!
+//! Not modelled (each file says more): TSO/GSO, TCP small queues,
 //! receive-buffer autotuning and `rcv_ssthresh`, SACK compression,
 //! F-RTO and D-SACK undo, PAWS, urgent data, simultaneous open, RST
 //! generation, IPv6, path MTU discovery, reordering adaptation.
@@ -62,6 +67,7 @@
 //! ```
 
 mod ack;
+pub mod bbr;
 pub mod cc;
 pub mod config;
 mod conn;
@@ -69,6 +75,7 @@ pub mod cubic;
 mod input;
 mod output;
 pub mod rack;
+pub mod rate;
 pub mod receiver;
 mod recovery;
 pub mod reno;

@@ -22,14 +22,22 @@
 //!
 //! ECN: new data carries ECT(0) and, once after a reduction, CWR;
 //! retransmissions and pure ACKs are not ECN-capable (RFC 3168 §6.1.5);
-//! ECE is set while the receiver owes it. Not modelled: pacing (Linux paces
-//! CUBIC only under the `fq` qdisc or when a congestion module asks), TSO
-//! and autocorking, TCP small queues (a host-level concern).
+//! ECE is set while the receiver owes it.
+//!
+//! Pacing (`tcp_pacing_check`, `tcp_update_skb_after_send`): when the
+//! congestion control asks for a pacing rate (BBR; Linux paces CUBIC only
+//! under the `fq` qdisc, which hosts here do not run), data waits until
+//! `wstamp`, which each data segment moves on by its payload at the rate
+//! (less up to half of it for lateness), from the tenth segment on. Every
+//! transmission also takes a delivery-rate snapshot (`tcp_rate_skb_sent`).
+//! Not modelled: TSO and autocorking, TCP small queues (a host-level
+//! concern).
 
-use super::conn::{CaState, TcpConnection, TcpState};
+use super::cc::CongestionControl;
+use super::conn::{bbr_cx, CaState, TcpConnection, TcpState};
 use super::segment::{Ecn, Flags, Segment, TcpOptions};
 use super::seq::to_wire;
-use sluice_core::time::Time;
+use sluice_core::time::{Duration, Time};
 
 impl TcpConnection {
     /// The next segment to put on the wire now, if any.
@@ -37,7 +45,7 @@ impl TcpConnection {
         if let Some(seg) = self.outbox.pop_front() {
             return Some(seg);
         }
-        if self.can_send_data() {
+        if self.can_send_data() && !self.paced(now) {
             if let Some(seg) = self.next_retransmission(now) {
                 return Some(seg);
             }
@@ -51,6 +59,33 @@ impl TcpConnection {
             return Some(seg);
         }
         None
+    }
+
+    /// `tcp_pacing_check`: must data wait for the pacing timer?
+    fn paced(&mut self, now: Time) -> bool {
+        if self.cc.pacing_rate().is_none() || self.wstamp <= now {
+            return false;
+        }
+        let unsent = self.write_end > self.snd_nxt || self.sb.next_lost().is_some();
+        if unsent {
+            self.pacing_wake = Some(self.wstamp);
+        }
+        true
+    }
+
+    /// `tcp_update_skb_after_send`: the next data segment may leave once
+    /// this one's payload has gone at the pacing rate.
+    fn pace(&mut self, len: u32, now: Time) {
+        let Some(rate) = self.cc.pacing_rate().filter(|&r| r > 0) else {
+            return;
+        };
+        let prior = self.wstamp;
+        self.wstamp = self.wstamp.max(now);
+        if self.stats.data_segs_out >= 10 {
+            let len_ns = u64::from(len) * 1_000_000_000 / rate;
+            let credit = self.wstamp.saturating_since(prior).as_nanos();
+            self.wstamp += Duration(len_ns - credit.min(len_ns / 2));
+        }
     }
 
     fn can_send_data(&self) -> bool {
@@ -76,7 +111,8 @@ impl TcpConnection {
     /// Retransmit segment `id` (`tcp_retransmit_skb`).
     pub(crate) fn retransmit(&mut self, id: u64, now: Time) -> Segment {
         let is_head = self.sb.head().is_some_and(|h| h.id == id);
-        let Some(seg) = self.sb.retransmitted(id, now) else {
+        let tx = self.rate.on_sent(self.sb.packets_out, now);
+        let Some(seg) = self.sb.retransmitted(id, now, tx) else {
             return self.build(self.snd_nxt, 0, Flags::ACK, now);
         };
         if self.in_cwnd_reduction() {
@@ -132,13 +168,18 @@ impl TcpConnection {
     fn send_new_segment(&mut self, len: u32, fin: bool, now: Time, probe: bool) -> Segment {
         self.restart_after_idle(now);
         if self.sb.in_flight() == 0 {
+            if let CongestionControl::Bbr(b) = &mut self.cc {
+                let mut cx = bbr_cx!(self, now);
+                b.on_tx_start(&mut self.w, &mut cx);
+            }
             self.cc.on_tx_start(now, self.lsndtime);
         }
         let prior_packets = self.sb.packets_out;
         let start = self.snd_nxt;
         let end = start + u64::from(len) + u64::from(fin);
         let seg = self.data_segment(start, end, fin, now, false);
-        self.sb.push(start, end, fin, now);
+        let tx = self.rate.on_sent(prior_packets, now);
+        self.sb.push(start, end, fin, now, tx);
         self.snd_nxt = end;
         if len < self.mss {
             self.snd_sml = end;
@@ -171,7 +212,7 @@ impl TcpConnection {
 
     /// `tcp_slow_start_after_idle_check` + `tcp_cwnd_restart`.
     fn restart_after_idle(&mut self, now: Time) {
-        if !self.cfg.slow_start_after_idle || !self.sb.is_empty() {
+        if !self.cfg.slow_start_after_idle || !self.sb.is_empty() || self.cc.controls_cwnd() {
             return;
         }
         let rto = self.rtt.rto().as_nanos().max(1);
@@ -210,7 +251,7 @@ impl TcpConnection {
         let u = &mut self.cwnd_use;
         u.snd_cwnd_used = u.snd_cwnd_used.max(packets_out);
         let idle = now.saturating_since(u.snd_cwnd_stamp);
-        if self.cfg.slow_start_after_idle && idle >= self.rtt.rto() {
+        if self.cfg.slow_start_after_idle && idle >= self.rtt.rto() && !self.cc.controls_cwnd() {
             self.cwnd_application_limited(now);
         }
     }
@@ -250,6 +291,9 @@ impl TcpConnection {
         self.stats.data_segs_out += u64::from(len > 0);
         self.stats.bytes_sent += u64::from(len);
         self.lsndtime = now;
+        if len > 0 {
+            self.pace(len, now);
+        }
         seg
     }
 

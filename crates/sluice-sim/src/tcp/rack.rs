@@ -148,7 +148,13 @@ mod tests {
     fn a_later_delivery_marks_earlier_sends_lost_after_rtt() {
         let mut sb = Scoreboard::default();
         for i in 0..4u64 {
-            sb.push(1 + i * 10, 11 + i * 10, false, Time(i * 1000));
+            sb.push(
+                1 + i * 10,
+                11 + i * 10,
+                false,
+                Time(i * 1000),
+                Default::default(),
+            );
         }
         let mut rack = Rack::default();
         let now = Time(100_000);

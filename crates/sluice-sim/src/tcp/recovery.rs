@@ -38,8 +38,8 @@
 //! reduced once as for ECN.
 
 use super::ack::{AckFlags, Tally};
-use super::cc::INFINITE_SSTHRESH;
-use super::conn::{CaState, TcpConnection, XmitTimer};
+use super::cc::{CongestionControl, INFINITE_SSTHRESH};
+use super::conn::{bbr_cx, CaState, TcpConnection, XmitTimer};
 use super::rack;
 use sluice_core::time::{Duration, Time};
 
@@ -199,7 +199,9 @@ impl TcpConnection {
     /// The reordering timer found losses outside Recovery.
     pub(crate) fn enter_recovery_on_timer(&mut self) {
         self.enter_recovery(false);
-        self.cwnd_reduction(1, 0, false);
+        if !self.cc.controls_cwnd() {
+            self.cwnd_reduction(1, 0, false);
+        }
     }
 
     /// `tcp_init_cwnd_reduction`.
@@ -216,7 +218,7 @@ impl TcpConnection {
 
     /// `tcp_end_cwnd_reduction`.
     fn end_cwnd_reduction(&mut self, now: Time) {
-        if self.w.ssthresh < INFINITE_SSTHRESH {
+        if self.w.ssthresh < INFINITE_SSTHRESH && !self.cc.controls_cwnd() {
             self.w.cwnd = self.w.ssthresh;
             self.cwnd_use.snd_cwnd_stamp = now;
         }
@@ -267,6 +269,9 @@ impl TcpConnection {
         self.cwnd_use.snd_cwnd_stamp = now;
         self.rec.state = CaState::Loss;
         self.cc.on_loss_state(now, self.snd_nxt);
+        if let CongestionControl::Bbr(b) = &mut self.cc {
+            b.on_loss_state(&bbr_cx!(self, now));
+        }
         self.rec.high_seq = self.snd_nxt;
         self.rec.queue_cwr = self.ecn_ok;
     }
@@ -305,7 +310,8 @@ impl TcpConnection {
         if unmark_loss {
             self.sb.unmark_lost();
         }
-        self.w.cwnd = self.w.cwnd.max(self.rec.prior_cwnd);
+        let cx = bbr_cx!(self, now);
+        self.w.cwnd = self.cc.undo_cwnd(&self.w, self.rec.prior_cwnd, &cx);
         if self.rec.prior_ssthresh > self.w.ssthresh {
             self.w.ssthresh = self.rec.prior_ssthresh;
             self.rec.queue_cwr = false;

@@ -23,6 +23,7 @@
 //! SACKed bytes are also kept as a [`RangeSet`] so a block repeated on every
 //! ACK is only processed for its new part.
 
+use super::rate::TxSnapshot;
 use super::seq::RangeSet;
 use sluice_core::time::Time;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -50,6 +51,8 @@ pub struct SentSeg {
     pub retrans: bool,
     /// Retransmitted at least once.
     pub ever_retrans: bool,
+    /// The delivery-rate snapshot of its latest transmission.
+    pub tx: TxSnapshot,
 }
 
 impl SentSeg {
@@ -74,6 +77,8 @@ pub struct Delivered {
     pub bytes: u32,
     /// Carried FIN.
     pub fin: bool,
+    /// The delivery-rate snapshot of its latest transmission.
+    pub tx: TxSnapshot,
 }
 
 /// The retransmission queue with SACK tags and counters.
@@ -93,6 +98,8 @@ pub struct Scoreboard {
     pub lost_out: u32,
     /// Retransmissions in flight (`retrans_out`).
     pub retrans_out: u32,
+    /// Segments ever marked lost, a lost retransmission again (`tp->lost`).
+    pub lost_total: u64,
 }
 
 impl Scoreboard {
@@ -131,7 +138,7 @@ impl Scoreboard {
     }
 
     /// Record a first transmission of `[start, end)`.
-    pub fn push(&mut self, start: u64, end: u64, fin: bool, now: Time) {
+    pub fn push(&mut self, start: u64, end: u64, fin: bool, now: Time, tx: TxSnapshot) {
         let id = self.next_id;
         self.next_id += 1;
         let send_order = self.order();
@@ -147,15 +154,17 @@ impl Scoreboard {
             lost: false,
             retrans: false,
             ever_retrans: false,
+            tx,
         });
         self.packets_out += 1;
     }
 
     /// Record a retransmission of segment `id` (`tcp_retransmit_skb`).
-    pub fn retransmitted(&mut self, id: u64, now: Time) -> Option<SentSeg> {
+    pub fn retransmitted(&mut self, id: u64, now: Time, tx: TxSnapshot) -> Option<SentSeg> {
         let i = self.index(id)?;
         let order = self.order();
         let seg = &mut self.segs[i];
+        seg.tx = tx;
         self.by_send_order.remove(&seg.send_order);
         seg.send_order = order;
         seg.xmit_time = now;
@@ -184,7 +193,9 @@ impl Scoreboard {
             }
             seg.retrans = false; // the retransmission was lost too
             self.retrans_out -= 1;
+            self.lost_total += 1;
         } else {
+            self.lost_total += 1;
             seg.lost = true;
             self.lost_out += 1;
             if seg.retrans {
@@ -250,7 +261,10 @@ impl Scoreboard {
         }
         self.lost_pending.remove(&seg.id);
         self.by_send_order.remove(&seg.send_order);
-        Some(delivered(seg, false))
+        let d = delivered(seg, false);
+        // Its rate sample is taken; the cumulative ACK must not take it again.
+        seg.tx.delivered_time = None;
+        Some(d)
     }
 
     /// Remove everything below `ack` (`tcp_clean_rtx_queue`); a segment the
@@ -307,6 +321,7 @@ fn delivered(seg: &SentSeg, was_sacked: bool) -> Delivered {
         was_sacked,
         bytes: seg.payload_len(),
         fin: seg.fin,
+        tx: seg.tx,
     }
 }
 
@@ -317,7 +332,13 @@ mod tests {
     fn board(n: u64) -> Scoreboard {
         let mut b = Scoreboard::default();
         for i in 0..n {
-            b.push(1 + i * 100, 1 + (i + 1) * 100, false, Time(i));
+            b.push(
+                1 + i * 100,
+                1 + (i + 1) * 100,
+                false,
+                Time(i),
+                TxSnapshot::default(),
+            );
         }
         b
     }
@@ -335,7 +356,7 @@ mod tests {
             (b.lost_out, b.in_flight(), b.next_lost()),
             (1, 5, Some(lost))
         );
-        b.retransmitted(lost, Time(50));
+        b.retransmitted(lost, Time(50), TxSnapshot::default());
         assert_eq!((b.retrans_out, b.in_flight(), b.next_lost()), (1, 6, None));
         assert!(b.mark_lost(lost)); // the retransmission is lost too
         assert_eq!(

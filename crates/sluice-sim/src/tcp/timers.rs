@@ -47,6 +47,7 @@ impl TcpConnection {
             self.xmit_timer.map(|(t, _)| t),
             delack,
             self.time_wait_until,
+            self.pacing_wake,
         ]
         .into_iter()
         .flatten()
@@ -55,6 +56,9 @@ impl TcpConnection {
 
     /// Run every timer that has expired by `now`.
     pub fn on_timeout(&mut self, now: Time) {
+        if self.pacing_wake.is_some_and(|t| t <= now) {
+            self.pacing_wake = None; // data may go: the caller polls
+        }
         if self.rcv.delack_deadline().is_some_and(|t| t <= now) {
             self.rcv.on_delack_timeout(self.rtt.rto());
         }
