@@ -788,7 +788,7 @@ mod tests {
     #[test]
     fn pacing_rate_is_bandwidth_times_gain_less_the_margin() {
         // 1 packet/ms of 1448 bytes = 1.448 MB/s; gain 1; 1 % margin.
-        let bw = (BW_UNIT / 1000) as u64;
+        let bw = BW_UNIT / 1000;
         let r = Bbr::rate_bytes_per_sec(1448, bw, BBR_UNIT);
         assert!((1_433_000..=1_434_000).contains(&r), "{r}");
     }
