@@ -288,6 +288,31 @@ mod tests {
     }
 
     #[test]
+    fn a_trace_carries_datagram_bytes_and_its_queue_is_bounded() {
+        // The trace `5`: 1504 bytes every 5 ms; 100-byte datagrams 1 ms
+        // apart leave together at 5, 10, 15 ms.
+        let attrs = serde_json::json!({"trace": "5\n"});
+        let kind = Kind::parse("bandwidth", attrs.as_object().unwrap()).unwrap();
+        let mut p = pipe(&[toxic(kind)]);
+        let got = run(&mut p, 12, 100 * MS);
+        let times: Vec<u64> = got.iter().map(|(t, _)| t / MS).collect();
+        assert_eq!(times, [5, 5, 5, 5, 5, 10, 10, 10, 10, 10, 15, 15]);
+        assert!(got.iter().enumerate().all(|(i, (_, d))| d[0] == i as u8));
+        // An outage that never ends: what exceeds the queue is lost.
+        let attrs = serde_json::json!({"schedule": "0s,0,,\n"});
+        let kind = Kind::parse("bandwidth", attrs.as_object().unwrap()).unwrap();
+        let mut p = pipe(&[toxic(kind)]);
+        for _ in 0..1000 {
+            p.push(&[0; 1400], Time(0));
+        }
+        let Body::Wire(w) = &p.stages[0].body else {
+            panic!("a wire stage")
+        };
+        // The queue's bytes, and one in the ring and one on the wire.
+        assert_eq!(w.len() as u64, crate::wire::QUEUE_BYTES / 1400 + 2);
+    }
+
+    #[test]
     fn loss_is_loss_and_jitter_reorders() {
         let mut p = pipe(&[toxic(Kind::Tc {
             qdisc: "netem loss 50%".into(),

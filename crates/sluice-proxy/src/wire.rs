@@ -290,6 +290,11 @@ impl WireStage {
     pub fn is_empty(&self) -> bool {
         self.held.is_empty()
     }
+
+    /// How many packets are inside.
+    pub fn len(&self) -> usize {
+        self.held.len()
+    }
 }
 
 #[cfg(test)]
