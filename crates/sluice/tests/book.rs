@@ -47,7 +47,9 @@ fn the_book_builds() {
         .output();
     let run = match run {
         Ok(r) => r,
-        Err(e) => panic!("mdbook cannot run ({e}): install it with `cargo install mdbook` (.ci/run does)"),
+        Err(e) => {
+            panic!("mdbook cannot run ({e}): install it with `cargo install mdbook` (.ci/run does)")
+        }
     };
     assert!(
         run.status.success(),
@@ -55,7 +57,10 @@ fn the_book_builds() {
         String::from_utf8_lossy(&run.stdout),
         String::from_utf8_lossy(&run.stderr)
     );
-    assert!(out.path().join("index.html").exists(), "no index.html in the built book");
+    assert!(
+        out.path().join("index.html").exists(),
+        "no index.html in the built book"
+    );
     assert!(out.path().join("tc-compatibility.html").exists());
 }
 
@@ -68,7 +73,11 @@ fn every_chapter_is_in_the_summary_and_every_link_lands() {
     markdown_files(&docs, &mut files);
     let mut problems = vec![];
     for f in &files {
-        let rel = f.strip_prefix(&docs).unwrap().to_string_lossy().into_owned();
+        let rel = f
+            .strip_prefix(&docs)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
         if rel != "SUMMARY.md" && !listed.contains(&rel.as_str()) {
             problems.push(format!("docs/{rel} is not in docs/SUMMARY.md"));
         }
@@ -85,7 +94,10 @@ fn every_chapter_is_in_the_summary_and_every_link_lands() {
                 continue; // not a link (code in brackets)
             }
             if !f.parent().unwrap().join(path).exists() {
-                problems.push(format!("{}: a link to {target}, which does not exist", f.display()));
+                problems.push(format!(
+                    "{}: a link to {target}, which does not exist",
+                    f.display()
+                ));
             }
         }
     }

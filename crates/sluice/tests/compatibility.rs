@@ -17,17 +17,71 @@ const END: &str = "<!-- end of generated table -->";
 /// What iproute2 6.1 builds in (its tc/q_*.c, f_*.c, m_*.c), plus the
 /// qdiscs only the kernel makes (pfifo_fast, mq, noqueue, noop).
 const QDISCS: &[&str] = &[
-    "atm", "bfifo", "cake", "cbq", "cbs", "choke", "clsact", "codel", "drr", "dsmark", "etf",
-    "ets", "fq", "fq_codel", "fq_pie", "gred", "hfsc", "hhf", "htb", "ingress", "mq", "mqprio",
-    "multiq", "netem", "noqueue", "pfifo", "pfifo_fast", "pfifo_head_drop", "pie", "plug", "prio",
-    "qfq", "red", "rr", "sfb", "sfq", "skbprio", "taprio", "tbf",
+    "atm",
+    "bfifo",
+    "cake",
+    "cbq",
+    "cbs",
+    "choke",
+    "clsact",
+    "codel",
+    "drr",
+    "dsmark",
+    "etf",
+    "ets",
+    "fq",
+    "fq_codel",
+    "fq_pie",
+    "gred",
+    "hfsc",
+    "hhf",
+    "htb",
+    "ingress",
+    "mq",
+    "mqprio",
+    "multiq",
+    "netem",
+    "noqueue",
+    "pfifo",
+    "pfifo_fast",
+    "pfifo_head_drop",
+    "pie",
+    "plug",
+    "prio",
+    "qfq",
+    "red",
+    "rr",
+    "sfb",
+    "sfq",
+    "skbprio",
+    "taprio",
+    "tbf",
 ];
 const FILTERS: &[&str] = &[
     "basic", "bpf", "cgroup", "flow", "flower", "fw", "matchall", "route", "rsvp", "tcindex", "u32",
 ];
 const ACTIONS: &[&str] = &[
-    "bpf", "connmark", "csum", "ct", "ctinfo", "gact", "gate", "ife", "ipt", "mirred", "mpls",
-    "nat", "pedit", "police", "sample", "simple", "skbedit", "skbmod", "tunnel_key", "vlan", "xt",
+    "bpf",
+    "connmark",
+    "csum",
+    "ct",
+    "ctinfo",
+    "gact",
+    "gate",
+    "ife",
+    "ipt",
+    "mirred",
+    "mpls",
+    "nat",
+    "pedit",
+    "police",
+    "sample",
+    "simple",
+    "skbedit",
+    "skbmod",
+    "tunnel_key",
+    "vlan",
+    "xt",
 ];
 
 fn root() -> PathBuf {
@@ -52,8 +106,8 @@ fn case_counts() -> BTreeMap<String, usize> {
             let p = e.unwrap().path();
             if p.extension().is_some_and(|x| x == "json") {
                 let text = std::fs::read_to_string(&p).unwrap();
-                let cases: Vec<serde_json::Value> = serde_json::from_str(&text)
-                    .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+                let cases: Vec<serde_json::Value> =
+                    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
                 let name = format!("{sub}/{}", p.file_name().unwrap().to_string_lossy());
                 counts.insert(name, cases.len());
             }
@@ -66,13 +120,23 @@ fn case_counts() -> BTreeMap<String, usize> {
 fn listed(name: &str) -> BTreeMap<String, usize> {
     let text = std::fs::read_to_string(root().join("tests/conformance").join(name)).unwrap();
     let mut per_file: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
-    for l in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+    for l in text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+    {
         let mut w = l.split_whitespace();
         if let (Some(f), Some(id)) = (w.next(), w.next()) {
-            per_file.entry(f.to_string()).or_default().insert(id.to_string());
+            per_file
+                .entry(f.to_string())
+                .or_default()
+                .insert(id.to_string());
         }
     }
-    per_file.into_iter().map(|(f, ids)| (f, ids.len())).collect()
+    per_file
+        .into_iter()
+        .map(|(f, ids)| (f, ids.len()))
+        .collect()
 }
 
 fn generate() -> String {
@@ -84,18 +148,48 @@ fn generate() -> String {
         Some(&n) => {
             let p = passing.get(file).copied().unwrap_or(0);
             let u = unsupported.get(file).copied().unwrap_or(0);
-            let out = if u > 0 { format!(" ({u} out of reach here)") } else { String::new() };
+            let out = if u > 0 {
+                format!(" ({u} out of reach here)")
+            } else {
+                String::new()
+            };
             format!("{p} of {n}{out} (`{file}`)")
         }
     };
-    let mut t = String::from("| kind | type | in sluice | kernel tc-testing cases passing |\n|---|---|---|---|\n");
-    let groups: [(&str, &[&str], &dyn Fn(&str) -> bool, &dyn Fn(&str) -> String); 3] = [
-        ("qdisc", QDISCS, &|k| sluice_core::qdisc::KINDS.contains(&k), &|k| {
-            let file = if ["pfifo", "bfifo", "pfifo_head_drop"].contains(&k) { "fifo" } else { k };
-            format!("qdiscs/{file}.json")
-        }),
-        ("classifier", FILTERS, &|k| sluice_tc::filter::KINDS.contains(&k), &|k| format!("filters/{k}.json")),
-        ("action", ACTIONS, &|k| sluice_core::act::KNOWN_KINDS.contains(&k), &|k| format!("actions/{k}.json")),
+    let mut t = String::from(
+        "| kind | type | in sluice | kernel tc-testing cases passing |\n|---|---|---|---|\n",
+    );
+    let groups: [(
+        &str,
+        &[&str],
+        &dyn Fn(&str) -> bool,
+        &dyn Fn(&str) -> String,
+    ); 3] = [
+        (
+            "qdisc",
+            QDISCS,
+            &|k| sluice_core::qdisc::KINDS.contains(&k),
+            &|k| {
+                let file = if ["pfifo", "bfifo", "pfifo_head_drop"].contains(&k) {
+                    "fifo"
+                } else {
+                    k
+                };
+                format!("qdiscs/{file}.json")
+            },
+        ),
+        (
+            "classifier",
+            FILTERS,
+            &|k| sluice_tc::filter::KINDS.contains(&k),
+            &|k| format!("filters/{k}.json"),
+        ),
+        (
+            "action",
+            ACTIONS,
+            &|k| sluice_core::act::KNOWN_KINDS.contains(&k),
+            &|k| format!("actions/{k}.json"),
+        ),
     ];
     for (what, kinds, has, file) in groups {
         for k in kinds {
@@ -130,12 +224,21 @@ fn the_compatibility_table_is_what_the_code_and_the_tests_say() {
 #[test]
 fn every_kind_sluice_has_is_one_iproute2_knows() {
     for k in sluice_core::qdisc::KINDS {
-        assert!(QDISCS.contains(k), "qdisc {k} missing from the table's list");
+        assert!(
+            QDISCS.contains(k),
+            "qdisc {k} missing from the table's list"
+        );
     }
     for k in sluice_tc::filter::KINDS {
-        assert!(FILTERS.contains(&k), "classifier {k} missing from the table's list");
+        assert!(
+            FILTERS.contains(&k),
+            "classifier {k} missing from the table's list"
+        );
     }
     for k in sluice_core::act::KNOWN_KINDS {
-        assert!(ACTIONS.contains(&k), "action {k} missing from the table's list");
+        assert!(
+            ACTIONS.contains(&k),
+            "action {k} missing from the table's list"
+        );
     }
 }

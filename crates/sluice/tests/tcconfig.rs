@@ -13,11 +13,18 @@ const TCCONFIG: &str = "tcconfig==0.30.1";
 
 fn is_root() -> bool {
     use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(1) == 0
+    std::fs::metadata("/proc/self")
+        .map(|m| m.uid())
+        .unwrap_or(1)
+        == 0
 }
 
 fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
 }
 
 fn ok(o: Output, what: &str) -> String {
@@ -30,7 +37,10 @@ fn tcconfig_venv() -> PathBuf {
     let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tcconfig-venv");
     let tcset = venv.join("bin/tcset");
     if !tcset.exists() {
-        let o = Command::new("python3").args(["-m", "venv"]).arg(&venv).output();
+        let o = Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .output();
         ok(o.expect("python3 runs"), "python3 -m venv");
         let o = Command::new(venv.join("bin/pip"))
             .args(["install", "-q", TCCONFIG])
@@ -44,13 +54,30 @@ fn tcconfig_venv() -> PathBuf {
 /// The ping RTTs' average from a to b, ms.
 fn ping_avg_ms(link: &str, to: &str) -> f64 {
     let o = Command::new("ip")
-        .args(["netns", "exec", &format!("{link}-a"), "ping", "-c", "5", "-i", "0.2", to])
+        .args([
+            "netns",
+            "exec",
+            &format!("{link}-a"),
+            "ping",
+            "-c",
+            "5",
+            "-i",
+            "0.2",
+            to,
+        ])
         .output()
         .expect("ping runs");
     let out = ok(o, "ping");
-    let line = out.lines().find(|l| l.contains("min/avg/max")).expect("ping summary");
+    let line = out
+        .lines()
+        .find(|l| l.contains("min/avg/max"))
+        .expect("ping summary");
     let nums = line.split('=').nth(1).expect("values");
-    nums.trim().split('/').nth(1).and_then(|v| v.parse().ok()).expect("avg")
+    nums.trim()
+        .split('/')
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .expect("avg")
 }
 
 #[test]
@@ -71,7 +98,10 @@ fn tcconfig_shapes_a_live_link_through_the_shims() {
             .output()
             .expect("sluice runs")
     };
-    ok(sluice(&["shims", bin.path().to_str().unwrap()]), "sluice shims");
+    ok(
+        sluice(&["shims", bin.path().to_str().unwrap()]),
+        "sluice shims",
+    );
     let link = format!("tcc{}", std::process::id());
     let up = ok(sluice(&["link", "up", &link]), "link up");
     // "NAME pid P: NAME-a:a0 10.77.X.1/24 <-> NAME-b:b0 10.77.X.2/24; ..."
@@ -81,7 +111,11 @@ fn tcconfig_shapes_a_live_link_through_the_shims() {
         .and_then(|r| r.split('/').next())
         .expect("b's address")
         .to_string();
-    let path = format!("{}:{}", bin.path().display(), std::env::var("PATH").unwrap_or_default());
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
     let tool = |name: &str, args: &[&str]| {
         Command::new("ip")
             .args(["netns", "exec", &format!("{link}-a"), "env"])
@@ -95,16 +129,31 @@ fn tcconfig_shapes_a_live_link_through_the_shims() {
     };
     let result = std::panic::catch_unwind(|| {
         let before = ping_avg_ms(&link, &b_addr);
-        ok(tool("tcset", &["a0", "--rate", "10Mbps", "--delay", "50ms"]), "tcset");
-        let q = ok(sluice(&["tc", "-n", &link, "qdisc", "show", "dev", "a0"]), "tc qdisc show");
+        ok(
+            tool("tcset", &["a0", "--rate", "10Mbps", "--delay", "50ms"]),
+            "tcset",
+        );
+        let q = ok(
+            sluice(&["tc", "-n", &link, "qdisc", "show", "dev", "a0"]),
+            "tc qdisc show",
+        );
         assert!(q.contains("qdisc htb") && q.contains("delay 50ms"), "{q}");
         let shown = ok(tool("tcshow", &["a0"]), "tcshow");
-        assert!(shown.contains("\"delay\": \"50ms\"") && shown.contains("\"rate\": \"10Mbps\""), "{shown}");
+        assert!(
+            shown.contains("\"delay\": \"50ms\"") && shown.contains("\"rate\": \"10Mbps\""),
+            "{shown}"
+        );
         // netem on a0 delays a -> b: the round trip gains 50 ms, never less.
         let shaped = ping_avg_ms(&link, &b_addr);
-        assert!(shaped >= before + 50.0 && shaped < before + 60.0, "{before} -> {shaped} ms");
+        assert!(
+            shaped >= before + 50.0 && shaped < before + 60.0,
+            "{before} -> {shaped} ms"
+        );
         ok(tool("tcdel", &["a0", "--all"]), "tcdel");
-        let q = ok(sluice(&["tc", "-n", &link, "qdisc", "show", "dev", "a0"]), "tc qdisc show");
+        let q = ok(
+            sluice(&["tc", "-n", &link, "qdisc", "show", "dev", "a0"]),
+            "tc qdisc show",
+        );
         assert!(q.contains("pfifo_fast") && !q.contains("netem"), "{q}");
         assert!(ping_avg_ms(&link, &b_addr) < before + 10.0);
     });

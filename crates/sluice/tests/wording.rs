@@ -44,14 +44,28 @@ fn no_file_speaks_of_how_the_project_was_built() {
         .current_dir(&root)
         .output()
         .expect("git ls-files runs");
-    assert!(out.status.success(), "git ls-files failed: the test must read the tree");
-    let files: Vec<&[u8]> = out.stdout.split(|&b| b == 0).filter(|f| !f.is_empty()).collect();
-    assert!(files.len() > 100, "only {} tracked files: not the repository", files.len());
+    assert!(
+        out.status.success(),
+        "git ls-files failed: the test must read the tree"
+    );
+    let files: Vec<&[u8]> = out
+        .stdout
+        .split(|&b| b == 0)
+        .filter(|f| !f.is_empty())
+        .collect();
+    assert!(
+        files.len() > 100,
+        "only {} tracked files: not the repository",
+        files.len()
+    );
     let mut found = vec![];
     for f in files {
         let name = String::from_utf8_lossy(f).into_owned();
         // The lock file's hashes, fuzz inputs, and this file's own examples.
-        if name == "Cargo.lock" || name.starts_with("fuzz/seeds/") || name.ends_with("tests/wording.rs") {
+        if name == "Cargo.lock"
+            || name.starts_with("fuzz/seeds/")
+            || name.ends_with("tests/wording.rs")
+        {
             continue;
         }
         let Ok(text) = std::fs::read_to_string(root.join(&name)) else {
