@@ -54,7 +54,7 @@ pub struct LinkWatch {
 fn watch_links(
     world: &mut World,
     sc: &Scenario,
-    ends: &[((usize, usize), (usize, usize))],
+    ends: &events::LinkEnds,
     initial: Vec<(WireChange, WireChange)>,
     timed: &[events::Timed],
     duration: Time,
