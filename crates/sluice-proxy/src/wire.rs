@@ -33,7 +33,9 @@
 //! as delay). The schedule is followed from when the stage starts: when the
 //! connection opens, or when the toxic is added or changed on an open one.
 //! Changes are applied when something is in the stage, each at its own
-//! time, so an idle connection is not woken for them.
+//! time, so an idle connection is not woken for them; a stage idle for
+//! more than a pass of a looping schedule starts from the value the last
+//! pass ended with, so catching up costs at most one pass of changes.
 //!
 //! Jitter: a latency toxic with a schedule or delay trace adds its
 //! `jitter` (uniform, ± `jitter` ms, as netem) to each packet's arrival,
@@ -45,7 +47,7 @@ use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use sluice_core::packet::Packet;
 use sluice_core::port::{Port, PortConfig, TxBuffer, WireChange};
-use sluice_core::schedule::ScheduleCursor;
+use sluice_core::schedule::{Schedule, ScheduleCursor};
 use sluice_core::time::{Duration, Time};
 use sluice_tc::net::Net;
 use std::collections::{BTreeSet, HashMap};
@@ -62,12 +64,30 @@ enum Column {
     Delay,
 }
 
+impl Column {
+    /// What of a schedule's change a toxic following this column takes.
+    fn taken(self, c: &WireChange) -> WireChange {
+        match self {
+            Column::Rate => WireChange {
+                rate_bps: c.rate_bps,
+                ..Default::default()
+            },
+            Column::Delay => WireChange {
+                delay: c.delay,
+                ..Default::default()
+            },
+        }
+    }
+}
+
 /// A stage whose wire changes over time.
 pub struct WireStage {
     /// The queue in front of the wire: a bfifo of [`QUEUE_BYTES`].
     net: Box<Net>,
     port: Port,
     schedule: Option<ScheduleCursor>,
+    /// The schedule followed and when it started (for skipping idle passes).
+    plan: Option<(Schedule, Time)>,
     column: Column,
     /// Jitter added to each arrival, ns (0: none).
     jitter: u64,
@@ -123,6 +143,7 @@ impl WireStage {
             net,
             port: Port::new(cfg),
             schedule: None,
+            plan: None,
             column,
             jitter,
             rng: Xoshiro256PlusPlus::seed_from_u64(seed),
@@ -163,32 +184,59 @@ impl WireStage {
             .schedule
             .as_ref()
             .map(|s| ScheduleCursor::new(s.value.clone(), now));
+        self.plan = wire.schedule.as_ref().map(|s| (s.value.clone(), now));
+    }
+
+    /// What of a schedule's change this toxic takes (its column).
+    fn taken(&self, c: &WireChange) -> WireChange {
+        self.column.taken(c)
     }
 
     /// Apply the schedule's changes due by `now`, each at its time.
     fn catch_up(&mut self, now: Time) {
-        let Some(cursor) = &mut self.schedule else {
-            return;
-        };
+        self.skip_idle_passes(now);
         let Some(dev) = self.net.devices.last_mut() else {
             return;
         };
-        while let Some(at) = cursor.next_time().filter(|&t| t <= now) {
-            let Some(c) = cursor.pop_due(at) else { break };
-            let change = match self.column {
-                Column::Rate => WireChange {
-                    rate_bps: c.rate_bps,
-                    ..Default::default()
-                },
-                Column::Delay => WireChange {
-                    delay: c.delay,
-                    ..Default::default()
-                },
+        while let Some(cursor) = &mut self.schedule {
+            let Some(at) = cursor.next_time().filter(|&t| t <= now) else {
+                break;
             };
+            let Some(c) = cursor.pop_due(at) else { break };
+            let change = self.column.taken(&c);
             if change != WireChange::default() {
                 self.port.change(dev, at, change);
             }
         }
+    }
+
+    /// An idle stage more than a pass behind a looping schedule: the
+    /// column's value is the one the last complete pass ended with (every
+    /// pass sets it: a schedule that never does is refused), so set that
+    /// and follow the schedule from the start of the pass `now` is in.
+    fn skip_idle_passes(&mut self, now: Time) {
+        let (Some((plan, start)), Some(cursor)) = (&self.plan, &self.schedule) else {
+            return;
+        };
+        let Some(period) = plan.period().filter(|p| p.0 > 0) else {
+            return;
+        };
+        let pass = Time(start.0 + now.saturating_since(*start).0 / period.0 * period.0);
+        let behind = cursor.next_time().is_some_and(|t| t < pass);
+        if !self.held.is_empty() || pass == *start || !behind {
+            return;
+        }
+        let last = plan
+            .steps()
+            .iter()
+            .rev()
+            .map(|(_, c)| self.taken(c))
+            .find(|c| *c != WireChange::default());
+        let cursor = ScheduleCursor::new(plan.clone(), pass);
+        if let (Some(change), Some(dev)) = (last, self.net.devices.last_mut()) {
+            self.port.change(dev, pass, change);
+        }
+        self.schedule = Some(cursor);
     }
 
     /// Put `pkt` in at `now`, costing `bytes` of the stream; it comes back
@@ -366,6 +414,30 @@ mod tests {
         assert_eq!(got, [(30 * MS, 0), (30 * MS, 1), (30 * MS, 2)]);
         let k = kind("latency", json!({"delay_trace": "5\n", "jitter": 0}));
         assert_eq!(run(&k, 1, 10, 100 * MS), [(5 * MS, 0)]);
+    }
+
+    #[test]
+    fn an_idle_stage_skips_whole_passes_of_a_looping_schedule() {
+        // A 10 ms pass: 8 Mbit/s for 5 ms, then 4 Mbit/s. After 116 days
+        // idle (two billion changes, which the stage does not visit), a
+        // packet sent at a pass's 6 ms sees 4 Mbit/s (1000 bytes: 2 ms),
+        // one sent at its 1 ms 8 Mbit/s (1 ms).
+        let k = kind(
+            "bandwidth",
+            json!({"schedule": "0s,8mbit,,\n5ms,4mbit,,\n10ms,loop\n"}),
+        );
+        for (at_ms, took_ms) in [(10_000_000_006u64, 2u64), (10_000_000_001, 1)] {
+            let mut s = WireStage::new(&k, Time(0), 1).unwrap().unwrap();
+            let t = Time(at_ms * MS);
+            s.send(Packet::new(vec![0; 1000], 1000, 0), 1000, t)
+                .unwrap();
+            let mut out = Vec::new();
+            for k in 0..100 {
+                s.poll(Time(t.0 + k * MS / 10), &mut out);
+            }
+            assert_eq!(out.len(), 1);
+            assert_eq!(out[0].0 .0 - t.0, took_ms * MS, "sent at {at_ms} ms");
+        }
     }
 
     #[test]
