@@ -14,6 +14,7 @@
 //! - [`varying`]: links whose capacity or delay change (Mahimahi traces,
 //!   generated models, schedules, delay traces) and the capacity they offer.
 //! - [`events`]: a scenario's timed events (commands on a node, link changes).
+//! - [`sweep`]: a scenario over a grid of its variables and many seeds, as one tidy table.
 //!
 //! Nothing here reads a clock or a global RNG: every call takes `now`
 //! (virtual time from the engine), so a run is a pure function of its inputs.
@@ -28,6 +29,7 @@ pub mod plot;
 pub mod report;
 pub mod run;
 pub mod scenario;
+pub mod sweep;
 pub mod tcp;
 pub mod varying;
 pub mod web;
