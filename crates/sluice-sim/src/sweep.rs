@@ -346,10 +346,12 @@ fn t975(df: usize) -> f64 {
     }
 }
 
+/// Rows grouped by (point, variant, metric): the point's values and the samples.
+type Groups = BTreeMap<(usize, String, String), (BTreeMap<String, String>, Vec<f64>)>;
+
 /// The summary of `rows`: per point, variant and metric.
 pub fn summarize(rows: &[Row]) -> Vec<Summary> {
-    let mut groups: BTreeMap<(usize, String, String), (BTreeMap<String, String>, Vec<f64>)> =
-        BTreeMap::new();
+    let mut groups: Groups = BTreeMap::new();
     for r in rows.iter().filter(|r| r.error.is_none()) {
         let e = groups
             .entry((r.point, r.variant.clone(), r.metric.clone()))
