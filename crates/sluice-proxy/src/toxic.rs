@@ -23,6 +23,7 @@
 //! with the wire the attributes describe.
 
 use serde_json::{Map, Value};
+use sluice_core::port::WireChange;
 use sluice_core::schedule::Schedule;
 use sluice_core::time::Duration;
 use sluice_core::trace::{DelayTrace, Trace};
@@ -120,87 +121,108 @@ impl Varying {
     /// `delay_trace`, `delay_trace_step`), each parsed, errors naming the
     /// attribute and the line.
     fn parse(type_name: &str, attrs: &Map<String, Value>) -> Result<Varying, String> {
-        let text = |name: &str| -> Result<Option<Arc<str>>, String> {
-            match attrs.get(name) {
-                None | Some(Value::Null) => Ok(None),
-                Some(Value::String(s)) => Ok(Some(s.as_str().into())),
-                Some(v) => Err(format!("json: cannot unmarshal {v} into attribute {name}")),
-            }
-        };
-        let bad =
-            |name: &str, e: &dyn std::fmt::Display| format!("{type_name}: attribute {name}: {e}");
-        let mut v = Varying::default();
         if attrs.get("trace_file").is_some_and(|f| !f.is_null()) {
             return Err(format!(
                 "{type_name}: attribute trace_file is not taken (the API would read any file \
                  the proxy can); send the trace's text as attribute trace"
             ));
         }
-        if let Some(s) = text("schedule")? {
-            let value = Schedule::parse(&s).map_err(|e| bad("schedule", &e))?;
-            let column = if type_name == "bandwidth" {
-                "rate"
-            } else {
-                "delay"
-            };
-            let sets = value.steps().iter().any(|(_, c)| match column {
-                "rate" => c.rate_bps.is_some(),
-                _ => c.delay.is_some(),
-            });
-            if !sets {
-                return Err(format!(
-                    "{type_name}: attribute schedule: no row sets a {column} \
-                     (a {type_name} toxic follows the {column} column)"
-                ));
-            }
-            v.schedule = Some(Parsed { text: s, value });
-        }
+        let v = Varying {
+            schedule: Self::schedule(type_name, attrs)?,
+            ..Default::default()
+        };
         if type_name == "bandwidth" {
-            if let Some(t) = text("trace")? {
-                let value = Trace::parse(&t).map_err(|e| bad("trace", &e))?;
-                v.trace = Some(Parsed { text: t, value });
-            }
-            v.trace_once = match attrs.get("trace_once") {
-                None | Some(Value::Null) => false,
-                Some(Value::Bool(b)) => *b,
-                Some(x) => {
-                    return Err(format!(
-                        "json: cannot unmarshal {x} into attribute trace_once"
-                    ))
-                }
-            };
-            if v.trace.is_some() && v.schedule.is_some() {
-                return Err(
-                    "bandwidth: attributes trace and schedule exclude each other \
-                     (a schedule's rate would end the trace)"
-                        .into(),
-                );
-            }
+            Self::bandwidth(v, attrs)
         } else {
-            v.delay_trace_step = match attrs.get("delay_trace_step") {
-                None | Some(Value::Null) => 1,
-                Some(x) => x.as_i64().ok_or_else(|| {
-                    format!("json: cannot unmarshal {x} into attribute delay_trace_step")
-                })?,
-            };
-            if !(1..=MAX_STEP_MS).contains(&v.delay_trace_step) {
+            Self::latency(v, attrs)
+        }
+    }
+
+    /// A text attribute, if given.
+    fn text(attrs: &Map<String, Value>, name: &str) -> Result<Option<Arc<str>>, String> {
+        match attrs.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.as_str().into())),
+            Some(v) => Err(format!("json: cannot unmarshal {v} into attribute {name}")),
+        }
+    }
+
+    /// `schedule`: it must set the column `type_name` follows.
+    fn schedule(
+        type_name: &str,
+        attrs: &Map<String, Value>,
+    ) -> Result<Option<Parsed<Schedule>>, String> {
+        let Some(text) = Self::text(attrs, "schedule")? else {
+            return Ok(None);
+        };
+        let value =
+            Schedule::parse(&text).map_err(|e| format!("{type_name}: attribute schedule: {e}"))?;
+        let (column, sets): (&str, fn(&WireChange) -> bool) = if type_name == "bandwidth" {
+            ("rate", |c| c.rate_bps.is_some())
+        } else {
+            ("delay", |c| c.delay.is_some())
+        };
+        if !value.steps().iter().any(|(_, c)| sets(c)) {
+            return Err(format!(
+                "{type_name}: attribute schedule: no row sets a {column} \
+                 (a {type_name} toxic follows the {column} column)"
+            ));
+        }
+        Ok(Some(Parsed { text, value }))
+    }
+
+    /// A bandwidth toxic's `trace` and `trace_once`.
+    fn bandwidth(mut v: Varying, attrs: &Map<String, Value>) -> Result<Varying, String> {
+        if let Some(text) = Self::text(attrs, "trace")? {
+            let value =
+                Trace::parse(&text).map_err(|e| format!("bandwidth: attribute trace: {e}"))?;
+            v.trace = Some(Parsed { text, value });
+        }
+        v.trace_once = match attrs.get("trace_once") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(x) => {
                 return Err(format!(
-                    "latency: attribute delay_trace_step is {} ms, from 1 to {MAX_STEP_MS} ms",
-                    v.delay_trace_step
-                ));
+                    "json: cannot unmarshal {x} into attribute trace_once"
+                ))
             }
-            if let Some(t) = text("delay_trace")? {
-                let step = Duration::from_millis(v.delay_trace_step as u64);
-                let value = DelayTrace::parse(&t, step).map_err(|e| bad("delay_trace", &e))?;
-                v.delay_trace = Some(Parsed { text: t, value });
-            }
-            if v.delay_trace.is_some() && v.schedule.is_some() {
-                return Err(
-                    "latency: attributes delay_trace and schedule exclude each other \
-                     (a schedule's delay would end the delay trace)"
-                        .into(),
-                );
-            }
+        };
+        if v.trace.is_some() && v.schedule.is_some() {
+            return Err(
+                "bandwidth: attributes trace and schedule exclude each other \
+                 (a schedule's rate would end the trace)"
+                    .into(),
+            );
+        }
+        Ok(v)
+    }
+
+    /// A latency toxic's `delay_trace` and `delay_trace_step`.
+    fn latency(mut v: Varying, attrs: &Map<String, Value>) -> Result<Varying, String> {
+        v.delay_trace_step = match attrs.get("delay_trace_step") {
+            None | Some(Value::Null) => 1,
+            Some(x) => x.as_i64().ok_or_else(|| {
+                format!("json: cannot unmarshal {x} into attribute delay_trace_step")
+            })?,
+        };
+        if !(1..=MAX_STEP_MS).contains(&v.delay_trace_step) {
+            return Err(format!(
+                "latency: attribute delay_trace_step is {} ms, from 1 to {MAX_STEP_MS} ms",
+                v.delay_trace_step
+            ));
+        }
+        if let Some(text) = Self::text(attrs, "delay_trace")? {
+            let step = Duration::from_millis(v.delay_trace_step as u64);
+            let value = DelayTrace::parse(&text, step)
+                .map_err(|e| format!("latency: attribute delay_trace: {e}"))?;
+            v.delay_trace = Some(Parsed { text, value });
+        }
+        if v.delay_trace.is_some() && v.schedule.is_some() {
+            return Err(
+                "latency: attributes delay_trace and schedule exclude each other \
+                 (a schedule's delay would end the delay trace)"
+                    .into(),
+            );
         }
         Ok(v)
     }
