@@ -505,3 +505,57 @@ fn a_generated_trace_is_the_mean_it_was_asked_for() {
         r.links[0].capacity_mbps
     );
 }
+
+#[test]
+fn a_delay_trace_gives_each_packet_the_delay_of_the_moment_it_leaves() {
+    // 20 ms for the first second, 80 ms for the second, repeating; pings
+    // sent at 0.5 s and 1.5 s (each leaves the router about 1 ms later)
+    // see 1 + 20 + 10 + 1 and 1 + 80 + 10 + 1 ms (10 ms back on the fixed
+    // `delay`; the trace is on a → b only).
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("d.txt"), "20\n80\n").unwrap();
+    let sc = scenario(
+        "rate = \"100mbit\"\ndelay_trace_ab = \"d.txt\"\ndelay_trace_step = \"1s\"",
+        "pfifo",
+        r#"
+[[workload]]
+type = "ping"
+name = "p"
+from = "sender"
+to = "receiver"
+interval = "1s"
+start = "500ms"
+stop = "2s"
+"#,
+        Some(dir.path()),
+    );
+    let r = run(built(&sc), "t", false);
+    let p = &r.pings[0];
+    assert_eq!(p.received, 2, "{p:?}");
+    assert!((p.min_ms - 32.0).abs() < 0.2, "{p:?}");
+    assert!((p.max_ms - 92.0).abs() < 0.2, "{p:?}");
+    // Its queueing delay is not measured (the wire's delay is the trace's).
+    assert_eq!(r.links[0].queue_delay_ms, None);
+    // A bad line is refused with the file's name and the line.
+    std::fs::write(dir.path().join("bad.txt"), "20\nsoon\n").unwrap();
+    let e = error(&scenario(
+        "rate = \"100mbit\"\ndelay_trace_ba = \"bad.txt\"",
+        "pfifo",
+        "",
+        Some(dir.path()),
+    ));
+    assert!(
+        e.contains("delay_trace_ba: bad.txt: line 2: \"soon\" is not a whole number"),
+        "{e}"
+    );
+    let e = error(&scenario(
+        "rate = \"100mbit\"\ntrace_once = true",
+        "pfifo",
+        "",
+        Some(dir.path()),
+    ));
+    assert!(
+        e.contains("trace_once: the link has no trace_ab or trace_ba"),
+        "{e}"
+    );
+}
