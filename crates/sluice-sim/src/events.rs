@@ -12,7 +12,8 @@
 //! at = "20s"
 //! link = "bottleneck"        # its name, `A-B` as its ends are written, or one end
 //! direction = "ab"           # ab | ba | both (default)
-//! rate = "0"                 # an outage; or down = true / up = true, delay, loss, buffer
+//! rate = "0"                 # an outage; or down = true / up = true, delay, loss, buffer,
+//!                            # trace (+ trace_once), schedule (played from this time)
 //! ```
 //!
 //! Everything is checked when the scenario is built, before anything runs:
@@ -26,6 +27,7 @@ use crate::scenario::{substitute, value_text, EventSpec, LinkSpec};
 use sluice_core::port::{TxBuffer, WireChange};
 use sluice_core::time::{Duration, Time};
 use std::collections::BTreeMap;
+use std::path::Path;
 
 /// What an event does.
 #[derive(Clone, Debug)]
@@ -62,17 +64,26 @@ pub struct Timed {
 /// Where each link's ends are: `(node, iface)` of a and of b, by link index.
 pub type LinkEnds = [((usize, usize), (usize, usize))];
 
+/// Where the events of a scenario act, and what they may read.
+pub struct Context<'a> {
+    /// The scenario's links.
+    pub links: &'a [LinkSpec],
+    /// Where each link's ends are.
+    pub ends: &'a LinkEnds,
+    /// A node's index by name.
+    pub node_index: &'a dyn Fn(&str) -> Option<usize>,
+    /// The variables in force.
+    pub vars: &'a BTreeMap<String, String>,
+    /// The end of the run.
+    pub duration: Time,
+    /// Where trace and schedule files are read from.
+    pub dir: Option<&'a Path>,
+}
+
 /// The scenario's events, checked, as actions sorted by time (a wire
-/// event over both directions becomes two). `link_index` finds a link by
-/// how an event names it; `node_index` a node.
-pub fn build(
-    events: &[EventSpec],
-    links: &[LinkSpec],
-    ends: &LinkEnds,
-    node_index: &dyn Fn(&str) -> Option<usize>,
-    vars: &BTreeMap<String, String>,
-    duration: Time,
-) -> Result<Vec<Timed>, String> {
+/// event over both directions becomes two).
+pub fn build(events: &[EventSpec], cx: &Context) -> Result<Vec<Timed>, String> {
+    let (vars, duration) = (cx.vars, cx.duration);
     let mut out = vec![];
     for e in events {
         let at = limits::time(
@@ -101,7 +112,7 @@ pub fn build(
                 ))
             }
             (Some(n), None) => {
-                let node = commands_event(e, n, &what, node_index, vars)?;
+                let node = commands_event(e, n, &what, cx.node_index, vars)?;
                 out.push(Timed {
                     at,
                     what,
@@ -109,7 +120,7 @@ pub fn build(
                 });
             }
             (None, Some(l)) => {
-                for (node, iface, change) in wire_event(e, l, links, ends, &what, vars)? {
+                for (node, iface, change) in wire_event(e, l, cx, &what)? {
                     out.push(Timed {
                         at,
                         what: what.clone(),
@@ -143,6 +154,9 @@ fn commands_event(
         ("buffer", e.buffer.is_some()),
         ("down", e.down.is_some()),
         ("up", e.up.is_some()),
+        ("trace", e.trace.is_some()),
+        ("trace_once", e.trace_once.is_some()),
+        ("schedule", e.schedule.is_some()),
     ];
     if let Some((k, _)) = wire_keys.iter().find(|(_, given)| *given) {
         return Err(format!(
@@ -185,11 +199,10 @@ fn find_link(name: &str, links: &[LinkSpec]) -> Option<usize> {
 fn wire_event(
     e: &EventSpec,
     link: &str,
-    links: &[LinkSpec],
-    ends: &LinkEnds,
+    cx: &Context,
     what: &str,
-    vars: &BTreeMap<String, String>,
 ) -> Result<Vec<(usize, usize, WireChange)>, String> {
+    let (links, ends, vars) = (cx.links, cx.ends, cx.vars);
     if e.commands.is_some() {
         return Err(format!(
             "{what}: commands: a key of a node event (node = \"...\"), not of a link's"
@@ -230,6 +243,24 @@ fn wire_event(
     if let Some(b) = &e.buffer {
         change.buffer = Some(buffer(&sub(b)?, &key("buffer"))?);
     }
+    if let Some(t) = &e.trace {
+        if e.rate.is_some() {
+            return Err(format!(
+                "{what}: trace and rate: the capacity is a trace or a rate, not both"
+            ));
+        }
+        let trace = crate::varying::trace(t, &key("trace"), cx.dir, vars)?;
+        change.trace = Some((trace, e.trace_once.unwrap_or(false)));
+    } else if e.trace_once.is_some() {
+        return Err(format!("{what}: trace_once: the event starts no trace"));
+    }
+    if let Some(sch) = &e.schedule {
+        change.schedule = Some(crate::varying::schedule(
+            &sub(sch)?,
+            &key("schedule"),
+            cx.dir,
+        )?);
+    }
     match (e.down, e.up) {
         (Some(true), Some(true)) => {
             return Err(format!("{what}: down and up: one or the other"));
@@ -241,7 +272,7 @@ fn wire_event(
     }
     if change == WireChange::default() {
         return Err(format!(
-            "{what}: a link event changes something: rate, delay, loss, buffer, down or up"
+            "{what}: a link event changes something: rate, delay, loss, buffer, down, up, trace or schedule"
         ));
     }
     let (a, b) = ends[li];

@@ -225,7 +225,17 @@ pub fn build_with(
     }
     world.compute_routes();
     let node_index = |n: &str| sc.nodes.iter().position(|o| o.name == n);
-    let timed = events::build(&sc.events, &sc.links, &ends, &node_index, vars, duration)?;
+    let timed = events::build(
+        &sc.events,
+        &events::Context {
+            links: &sc.links,
+            ends: &ends,
+            node_index: &node_index,
+            vars,
+            duration,
+            dir: sc.dir.as_deref(),
+        },
+    )?;
     if timed
         .iter()
         .any(|t| matches!(t.action, events::Action::Commands { .. }))

@@ -114,6 +114,14 @@ pub struct EventSpec {
     pub down: Option<bool>,
     /// Carrier back.
     pub up: Option<bool>,
+    /// A trace to play from now (a file name or a model table), instead of
+    /// the rate.
+    pub trace: Option<toml::Value>,
+    /// Play that trace once.
+    pub trace_once: Option<bool>,
+    /// A schedule to follow from now (a file name or CSV text), replacing
+    /// any schedule the wire follows.
+    pub schedule: Option<String>,
 }
 
 /// One row of the result table.

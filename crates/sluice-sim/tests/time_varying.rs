@@ -559,3 +559,43 @@ stop = "2s"
         "{e}"
     );
 }
+
+#[test]
+fn a_link_event_can_start_a_trace_mid_run() {
+    // 100 Mbit/s until 2 s, then the trace "1" from 2 s: its opportunities
+    // fall at 2.001 s, 2.002 s, ... and each carries one 1500-byte packet
+    // of the 20 Mbit/s stream; bin k from 2.1 s receives the departures of
+    // [k·100 − 10, k·100 + 90) ms, 100 of them.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("one.trace"), "1\n").unwrap();
+    let sc = scenario(
+        "rate = \"100mbit\"\nbuffer = \"1p\"",
+        "pfifo limit 100000",
+        &(udp("20mbit", "0s", "20s")
+            + r#"
+[[event]]
+at = "2s"
+link = "bottleneck"
+direction = "ab"
+trace = "one.trace"
+"#),
+        Some(dir.path()),
+    );
+    let mut b = built(&sc);
+    b.world.run_until(Time(5 * S));
+    let bins = udp_bins(&b);
+    // Before: all of the 20 Mbit/s (1666 or 1667 packets a second).
+    assert!((166..=167).contains(&(bins[&15] / 1500)), "{}", bins[&15]);
+    for k in 21..49 {
+        assert_eq!(bins[&k], 100 * 1500, "bin {k}");
+    }
+    // The report's capacity: 100 Mbit/s for 2 s, then 12.032 Mbit/s.
+    let r = run(built(&sc), "t", false);
+    let l = &r.links[0];
+    let expected = (100.0 * 2.0 + 12.032 * 18.0 - 0.012032) / 20.0;
+    assert!(
+        (l.capacity_mbps - expected).abs() < 1e-3,
+        "{} {expected}",
+        l.capacity_mbps
+    );
+}
