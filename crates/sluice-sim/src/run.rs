@@ -632,8 +632,11 @@ fn port_configs(
         let b = b.or(l.buffer.as_ref()).map(sub).transpose()?;
         let what = format!("{what}: {key}");
         let buffer = match &b {
-            // On a trace, `0p` is no ring: opportunities take from the qdisc.
+            // On a trace, `0p` is no ring: opportunities take from the
+            // qdisc, as Mahimahi's link takes from its queue; that is the
+            // default there.
             Some(b) if init.trace.is_some() => events::buffer(b, &what)?,
+            None if init.trace.is_some() => TxBuffer::Packets(0),
             b => buffer(b.as_ref(), &what)?,
         };
         Ok(WireSpec {
