@@ -37,7 +37,12 @@
 //!
 //! Everything is drawn from one xoshiro256++ generator seeded with `seed`
 //! (normal deviates by Box–Muller): the same parameters give the same
-//! trace on every machine. Nothing here reads a clock or a global RNG.
+//! trace on every run. Across machines the random draws are the same too;
+//! the capacities go through `exp`, `ln` and `cos`, which Rust takes from
+//! the platform's math library, so a library that rounds one of them
+//! differently in the last bit could move an opportunity by a millisecond
+//! now and then (the mean stays exact). Nothing here reads a clock or a
+//! global RNG.
 
 use crate::time::Duration;
 use crate::trace::{Trace, OPPORTUNITY_BYTES};
