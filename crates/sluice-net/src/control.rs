@@ -77,9 +77,9 @@ pub enum Request {
     /// once (`Port::change` when the packet thread takes the request).
     Wire {
         /// What to set on the a→b wire.
-        ab: Option<crate::wire::WireSettings>,
+        ab: Option<Box<crate::wire::WireSettings>>,
         /// What to set on the b→a wire.
-        ba: Option<crate::wire::WireSettings>,
+        ba: Option<Box<crate::wire::WireSettings>>,
     },
 }
 
@@ -184,7 +184,7 @@ pub fn handle(req: Request, plane: &mut Plane, io: &IoStats, now: Time) -> Respo
 fn set_wire(
     plane: &mut Plane,
     now: Time,
-    wires: [Option<crate::wire::WireSettings>; 2],
+    wires: [Option<Box<crate::wire::WireSettings>>; 2],
 ) -> Response {
     let mut changes = vec![];
     for (dir, settings) in Dir::BOTH.into_iter().zip(wires) {

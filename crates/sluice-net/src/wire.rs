@@ -200,7 +200,7 @@ mod tests {
         let back: WireSettings = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
         assert_eq!(back, s);
         let c = back.change().unwrap();
-        assert_eq!(c.trace.unwrap().1, true);
+        assert!(c.trace.unwrap().1);
         assert_eq!(c.buffer, Some(TxBuffer::Packets(0)));
         assert!(s.without_texts().trace.unwrap().text.is_empty());
         assert!(WireSettings::default().is_empty());

@@ -11,7 +11,7 @@ use sluice_net::wire::{read_bounded, Buffer, WireSettings};
     name = "sluice link",
     about = "Two network namespaces joined through sluice's qdiscs"
 )]
-struct LinkCli {
+pub(crate) struct LinkCli {
     #[command(subcommand)]
     cmd: LinkCmd,
 }
@@ -534,7 +534,11 @@ fn link_set(a: &SetArgs) -> i32 {
         eprintln!("sluice link set: {e}");
         return 2;
     }
-    match sluice_net::control::request(&a.name, &sluice_net::control::Request::Wire { ab, ba }) {
+    let req = sluice_net::control::Request::Wire {
+        ab: ab.map(Box::new),
+        ba: ba.map(Box::new),
+    };
+    match sluice_net::control::request(&a.name, &req) {
         Ok(r) => {
             eprint!("{}", r.stderr);
             r.code
@@ -551,7 +555,7 @@ fn link_set(a: &SetArgs) -> i32 {
     name = "sluice shell",
     about = "Run a command in a fresh namespace whose traffic goes through sluice's qdiscs (NAT to the host)"
 )]
-struct ShellCli {
+pub(crate) struct ShellCli {
     /// The uplink's root qdisc, e.g. 'tbf rate 1mbit burst 10k latency 50ms' (dev a0).
     #[arg(long)]
     uplink: Option<String>,

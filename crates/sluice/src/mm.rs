@@ -455,7 +455,7 @@ mod tests {
             o.tc[0].join(" "),
             "qdisc replace dev a0 root pfifo limit 10"
         );
-        assert!(link_opts(&words(&format!("{t}"))).is_err());
+        assert!(link_opts(&words(t)).is_err());
         assert!(link_opts(&words(&format!("{t} {t} --bogus"))).is_err());
         std::fs::write(&dir, "1\nx\n").unwrap();
         let e = link_opts(&words(&format!("{t} {t}"))).unwrap_err();

@@ -145,14 +145,14 @@ fn link_set_rate_takes_effect_within_1ms() {
             2_000_000_000
         };
         let req = Request::Wire {
-            ab: Some(WireSettings {
+            ab: Some(Box::new(WireSettings {
                 rate_bps: Some(rate),
                 ..Default::default()
-            }),
-            ba: Some(WireSettings {
+            })),
+            ba: Some(Box::new(WireSettings {
                 rate_bps: Some(rate),
                 ..Default::default()
-            }),
+            })),
         };
         let sent = sluice_net::clock::now();
         let r = l.request(&req);
