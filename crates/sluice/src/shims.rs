@@ -1,6 +1,7 @@
-//! `sluice shims DIR`: put `tc`, `ip` and `iptables` in DIR as tiny shell
-//! scripts that run this binary, so DIR first on PATH makes existing
-//! scripts and tools use sluice.
+//! `sluice shims DIR`: put `tc`, `ip` and `iptables` (and Mahimahi's
+//! `mm-link`, `mm-delay`, `mm-loss`) in DIR as tiny shell scripts that run
+//! this binary, so DIR first on PATH makes existing scripts and tools use
+//! sluice.
 //!
 //! Symbolic links named `tc` would do for a shell, but some tools resolve
 //! the program they call to its real path first (tcconfig does, through
@@ -13,7 +14,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// The tools a shim is made for.
-const TOOLS: [&str; 3] = ["tc", "ip", "iptables"];
+const TOOLS: [&str; 6] = ["tc", "ip", "iptables", "mm-link", "mm-delay", "mm-loss"];
 
 /// The second line of every shim, by which it is recognized.
 const MARK: &str = "# sluice shim";
@@ -21,7 +22,10 @@ const MARK: &str = "# sluice shim";
 /// Run `sluice shims ARGS`; returns the exit status.
 pub fn main(args: &[String]) -> i32 {
     let [dir] = args else {
-        eprintln!("usage: sluice shims DIR   (writes DIR/tc, DIR/ip and DIR/iptables)");
+        eprintln!(
+            "usage: sluice shims DIR   (writes DIR/tc, DIR/ip, DIR/iptables, DIR/mm-link, \
+             DIR/mm-delay and DIR/mm-loss)"
+        );
         return 2;
     };
     match install(Path::new(dir)) {
