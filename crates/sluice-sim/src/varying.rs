@@ -27,8 +27,9 @@ use std::path::Path;
 pub const OPPORTUNITY_BITS: u64 = OPPORTUNITY_BYTES as u64 * 8;
 
 /// The most changes a link direction's capacity may go through in one run
-/// (a schedule's steps, ramps expanded and loops repeated, plus events).
-pub const MAX_CHANGES: usize = 10_000_000;
+/// (a schedule's rate steps, ramps expanded and loops repeated, plus
+/// events): about 50 MB of timeline. A 140 s ramp in 1 ms steps is 140 000.
+pub const MAX_CHANGES: usize = 1_000_000;
 
 /// Read a file a scenario names, relative to `dir` (the scenario's
 /// directory), at most [`limits::MAX_TRACE_FILE`] bytes.
@@ -277,6 +278,8 @@ impl Timeline {
             self.delay_range = (self.delay_range.0.min(d), self.delay_range.1.max(d));
         }
         match self.stretches.last_mut() {
+            // Delay or loss only: the capacity goes on as it was.
+            Some(last) if last.1 == carrier && last.2 == up => {}
             Some(last) if last.0 == at => *last = (at, carrier, up),
             _ => self.stretches.push((at, carrier, up)),
         }
