@@ -10,12 +10,14 @@ use std::io::Write;
 mod bench;
 mod bench_live;
 mod bench_proxy;
+mod completions;
 mod live;
 mod mm;
 mod proxy;
 mod replay;
 mod shims;
 mod sim;
+mod sweep;
 use std::process::ExitCode;
 
 fn emit(o: &Outcome) -> ExitCode {
@@ -356,6 +358,7 @@ fn is_tc_command(args: &[String]) -> bool {
 
 const USAGE: &str = "usage: sluice { tc | ip | iptables | sim } ARGS...
   sluice sim NAME|FILE  run a network scenario in virtual time (--list, --help)
+  sluice sweep FILE     a scenario over a grid of its variables and seeds (docs/sweeps.md)
   sluice replay ...     run a capture through a tc script's qdiscs (--help)
   sluice bench [...]    measure qdisc and simulator speed (live: the live data plane's)
   sluice link up|down|list ...  namespaces joined through qdiscs, live (--help)
@@ -364,6 +367,7 @@ const USAGE: &str = "usage: sluice { tc | ip | iptables | sim } ARGS...
                         Mahimahi's shells on the live plane (docs/mahimahi.md)
   sluice proxy [...]    a TCP proxy through qdiscs, Toxiproxy's REST API (--help)
   sluice shims DIR      put tc, ip and iptables scripts running sluice in DIR
+  sluice completions SHELL, sluice manpages DIR   shell completions, manual pages
   sluice tc ...   the tc command language (iproute2 6.x syntax and output)
   sluice ip ...   the ip link subset that creates and configures devices
   sluice iptables [-n NAME] ...  iptables (mangle and filter tables; -h for
@@ -423,6 +427,11 @@ fn main() -> ExitCode {
             Some("ip") => run_ip(&argv[2..]),
             Some("iptables") => run_iptables(&argv[2..], true),
             Some("sim") => return ExitCode::from(sim::main(&argv[2..]) as u8),
+            Some("sweep") => return ExitCode::from(sweep::main(&argv[2..]) as u8),
+            Some("completions") => {
+                return ExitCode::from(completions::completions_main(&argv[2..]) as u8)
+            }
+            Some("manpages") => return ExitCode::from(completions::manpages_main(&argv[2..]) as u8),
             Some("bench") if argv.get(2).map(String::as_str) == Some("live") => {
                 return ExitCode::from(bench_live::main(&argv[3..]) as u8)
             }

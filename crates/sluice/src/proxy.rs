@@ -31,7 +31,7 @@ session per client address). No privileges needed.";
     about = "A TCP/UDP proxy whose traffic runs through tc qdiscs, driven by Toxiproxy's REST API",
     after_help = AFTER_HELP
 )]
-struct ProxyArgs {
+pub(crate) struct ProxyArgs {
     /// Address the API listens on.
     #[arg(long, default_value = "localhost")]
     host: String,

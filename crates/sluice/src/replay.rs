@@ -85,7 +85,7 @@ Examples:
     about = "Run a packet capture through a tc script's qdiscs and a wire of a given rate",
     after_help = AFTER_HELP
 )]
-struct ReplayArgs {
+pub(crate) struct ReplayArgs {
     /// A file of tc commands for eth0 (without it: the default pfifo_fast).
     #[arg(long = "tc", value_name = "SCRIPT")]
     script: Option<PathBuf>,

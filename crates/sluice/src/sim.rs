@@ -75,6 +75,9 @@ pub struct SimArgs {
     /// Run only this variant.
     #[arg(long)]
     pub variant: Option<String>,
+    /// The seed every random choice derives from (default: the scenario's `seed`).
+    #[arg(long)]
+    pub seed: Option<u64>,
     /// Print JSON instead of the table.
     #[arg(long, conflicts_with = "csv")]
     pub json: bool,
@@ -181,6 +184,52 @@ impl ScriptRunner for BashRunner {
         std::env::remove_var("SLUICE_SEED");
         Ok(session.into_net())
     }
+}
+
+/// A scenario by bundled name or file (relative to `base` if given): a
+/// file's traces and schedules are read next to it.
+pub(crate) fn load_scenario(
+    name: &str,
+    base: Option<&std::path::Path>,
+) -> Result<Scenario, String> {
+    let bundled = BUNDLED.iter().any(|(n, _)| *n == name);
+    let path = match base {
+        Some(b) if !bundled && std::path::Path::new(name).is_relative() => {
+            b.join(name).to_string_lossy().into_owned()
+        }
+        _ => name.to_string(),
+    };
+    let (label, text) = load(&path)?;
+    let mut sc = Scenario::parse(&text).map_err(|e| format!("{label}: {e}"))?;
+    if !bundled {
+        sc.dir = std::path::Path::new(&label)
+            .parent()
+            .map(|p| p.to_path_buf());
+    }
+    Ok(sc)
+}
+
+/// The runner of node scripts for scenarios read from `base_dir`.
+pub(crate) fn script_runner(base_dir: Option<&std::path::Path>) -> impl ScriptRunner + Sync {
+    BashRunner {
+        exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("sluice")),
+        base_dir: base_dir.map(|p| p.to_path_buf()),
+    }
+}
+
+/// A bar counting `len` things on stderr, hidden unless it is a terminal.
+pub(crate) fn progress_bar(len: u64, what: &str) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let b = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
+    let style = ProgressStyle::with_template(&format!(
+        "[{{bar:40}}] {{pos}}/{{len}} {what} (eta {{eta}})"
+    ))
+    .unwrap_or_else(|_| ProgressStyle::default_bar())
+    .progress_chars("=> ");
+    b.set_style(style);
+    b
 }
 
 fn load(name: &str) -> Result<(String, String), String> {
@@ -337,28 +386,17 @@ pub fn main(args: &[String]) -> i32 {
         eprintln!("sluice sim: name a scenario (bundled: see --list) or a file");
         return 2;
     };
-    let (label, text) = match load(name) {
-        Ok(x) => x,
+    let label = name.as_str();
+    let mut sc = match load_scenario(name, None) {
+        Ok(s) => s,
         Err(e) => {
             eprintln!("sluice sim: {e}");
             return 1;
         }
     };
-    let sc = match Scenario::parse(&text) {
-        // A file's traces and schedules are read next to it.
-        Ok(mut s) => {
-            if !BUNDLED.iter().any(|(n, _)| *n == label) {
-                s.dir = std::path::Path::new(&label)
-                    .parent()
-                    .map(|p| p.to_path_buf());
-            }
-            s
-        }
-        Err(e) => {
-            eprintln!("sluice sim: {label}: {e}");
-            return 1;
-        }
-    };
+    if let Some(seed) = a.seed {
+        sc.seed = seed;
+    }
     let mut overrides = BTreeMap::new();
     for s in &a.set {
         let Some((k, v)) = s.split_once('=') else {
@@ -381,10 +419,7 @@ pub fn main(args: &[String]) -> i32 {
             return 2;
         }
     }
-    let runner = BashRunner {
-        exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("sluice")),
-        base_dir: std::path::Path::new(name).parent().map(|p| p.to_path_buf()),
-    };
+    let runner = script_runner(std::path::Path::new(name).parent());
     let mut bars = ProgressBars::new(std::io::stderr().is_terminal());
     let runs = run_all_observed(
         &sc,

@@ -139,6 +139,15 @@ fn listed(name: &str) -> BTreeMap<String, usize> {
         .collect()
 }
 
+/// A kind of object: its word, iproute2's kinds, "does sluice have it",
+/// and its tc-testing file.
+type Group<'a> = (
+    &'a str,
+    &'a [&'a str],
+    &'a dyn Fn(&str) -> bool,
+    &'a dyn Fn(&str) -> String,
+);
+
 fn generate() -> String {
     let cases = case_counts();
     let passing = listed("passing.txt");
@@ -159,37 +168,23 @@ fn generate() -> String {
     let mut t = String::from(
         "| kind | type | in sluice | kernel tc-testing cases passing |\n|---|---|---|---|\n",
     );
-    let groups: [(
-        &str,
-        &[&str],
-        &dyn Fn(&str) -> bool,
-        &dyn Fn(&str) -> String,
-    ); 3] = [
-        (
-            "qdisc",
-            QDISCS,
-            &|k| sluice_core::qdisc::KINDS.contains(&k),
-            &|k| {
-                let file = if ["pfifo", "bfifo", "pfifo_head_drop"].contains(&k) {
-                    "fifo"
-                } else {
-                    k
-                };
-                format!("qdiscs/{file}.json")
-            },
-        ),
-        (
-            "classifier",
-            FILTERS,
-            &|k| sluice_tc::filter::KINDS.contains(&k),
-            &|k| format!("filters/{k}.json"),
-        ),
-        (
-            "action",
-            ACTIONS,
-            &|k| sluice_core::act::KNOWN_KINDS.contains(&k),
-            &|k| format!("actions/{k}.json"),
-        ),
+    let has_qdisc = |k: &str| sluice_core::qdisc::KINDS.contains(&k);
+    let has_filter = |k: &str| sluice_tc::filter::KINDS.contains(&k);
+    let has_action = |k: &str| sluice_core::act::KNOWN_KINDS.contains(&k);
+    let qdisc_file = |k: &str| {
+        let file = if ["pfifo", "bfifo", "pfifo_head_drop"].contains(&k) {
+            "fifo"
+        } else {
+            k
+        };
+        format!("qdiscs/{file}.json")
+    };
+    let filter_file = |k: &str| format!("filters/{k}.json");
+    let action_file = |k: &str| format!("actions/{k}.json");
+    let groups: [Group; 3] = [
+        ("qdisc", QDISCS, &has_qdisc, &qdisc_file),
+        ("classifier", FILTERS, &has_filter, &filter_file),
+        ("action", ACTIONS, &has_action, &action_file),
     ];
     for (what, kinds, has, file) in groups {
         for k in kinds {
