@@ -236,23 +236,7 @@ pub fn build_with(
             dir: sc.dir.as_deref(),
         },
     )?;
-    if timed
-        .iter()
-        .any(|t| matches!(t.action, events::Action::Commands { .. }))
-    {
-        // The commands once on a copy of the network as it will be, so a
-        // command that fails is an error now, not in the middle of the run.
-        let (mut copy, _) = build_nets(sc, vars, runner)?;
-        for t in &timed {
-            if let events::Action::Commands { node, lines } = &t.action {
-                let (name, _, _, net) = &mut copy[*node];
-                net.now = t.at;
-                for (line, words) in lines {
-                    node_command(net, name, line, words).map_err(|e| format!("{}: {e}", t.what))?;
-                }
-            }
-        }
-    }
+    check_commands(sc, vars, runner, &timed)?;
     let watches = watch_links(&mut world, sc, &ends, initial, &timed, duration)?;
     if !watches.is_empty() {
         for n in &mut world.nodes {
@@ -304,6 +288,34 @@ pub fn build_with(
         warnings,
         links: watches,
     })
+}
+
+/// Run the timed events' commands once, in time order, on a copy of the
+/// network as the run will start it, so a command that fails is an error
+/// before the run, not in the middle of it.
+fn check_commands(
+    sc: &Scenario,
+    vars: &BTreeMap<String, String>,
+    runner: Option<&dyn ScriptRunner>,
+    timed: &[events::Timed],
+) -> Result<(), String> {
+    if !timed
+        .iter()
+        .any(|t| matches!(t.action, events::Action::Commands { .. }))
+    {
+        return Ok(());
+    }
+    let (mut copy, _) = build_nets(sc, vars, runner)?;
+    for t in timed {
+        if let events::Action::Commands { node, lines } = &t.action {
+            let (name, _, _, net) = &mut copy[*node];
+            net.now = t.at;
+            for (line, words) in lines {
+                node_command(net, name, line, words).map_err(|e| format!("{}: {e}", t.what))?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A node's namespace under construction: name, address, router, devices.
