@@ -10,7 +10,10 @@
 //! one needs both cores. iperf3's sender and receiver run at the lowest
 //! real-time priority, as the link daemon does (and as tests/live.rs runs
 //! its TCP), so the goodputs are the link's, not the share of CPU iperf3
-//! got beside other builds on this 2-core machine.
+//! got beside other builds on this 2-core machine. A client is stopped
+//! after 120 s (`timeout`), so a transfer that stalls fails the test
+//! instead of holding it up (one manual run at 84 opportunities/ms once
+//! stalled at the end of its transfer, cause not found).
 //!
 //! The goodputs compare with what the trace can carry: every opportunity
 //! takes one 1500-byte IP packet (1504 bytes with the TUN header Mahimahi
@@ -169,7 +172,7 @@ fn iperf_goodput(json: &str) -> (f64, Vec<f64>) {
 /// Goodput of bulk TCP from inside `sluice mm-link UP DOWN` to the host
 /// for `secs` (after 2 s that are not counted).
 fn mm_link_upload(state: &Path, up: &Path, down: &Path, secs: u32, port: u16) -> f64 {
-    let cmd = format!("chrt -f 1 iperf3 -c $MAHIMAHI_BASE -p {port} -t {secs} -O 2 -J");
+    let cmd = format!("timeout 120 chrt -f 1 iperf3 -c $MAHIMAHI_BASE -p {port} -t {secs} -O 2 -J");
     let o = sluice(
         state,
         &[
@@ -344,7 +347,7 @@ fn a_download_through_an_lte_trace_follows_its_capacity_second_by_second() {
     let log = state.path().join("down.log");
     let secs = 30;
     let cmd = format!(
-        "date +%s%N; chrt -f 1 iperf3 -c $MAHIMAHI_BASE -p {} -R -t {secs} -J",
+        "date +%s%N; timeout 120 chrt -f 1 iperf3 -c $MAHIMAHI_BASE -p {} -R -t {secs} -J",
         server.port
     );
     let o = sluice(
