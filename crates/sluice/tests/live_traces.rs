@@ -127,11 +127,11 @@ fn median(v: &[f64]) -> f64 {
 /// same monotonic clock) at the median and for at least 190 of 200
 /// requests. The tail is the control socket's thread waiting for a core:
 /// it runs at the default priority on purpose (control_thread.rs), so
-/// beside other builds on this 2-core machine a few requests wait
+/// beside other builds on a 2-core machine a few requests wait
 /// milliseconds (p99 0.29 ms at a load of 3, 4.1 ms at a load of 5);
 /// the p99 and maximum are printed. The requests follow each other at
 /// once: a request after the daemon's threads have slept waits for them
-/// to wake (on this virtual machine, a median of 1.9 ms at a load of 5
+/// to wake (on a 2-core virtual machine, a median of 1.9 ms at a load of 5
 /// with requests 2 ms apart). The wire's pace follows at once:
 /// 1400-byte pings take ~230 ms round a 100 kbit/s wire, and under a
 /// millisecond once `link set` makes it 1 Gbit/s.

@@ -10,7 +10,7 @@
 //! one needs both cores. iperf3's sender and receiver run at the lowest
 //! real-time priority, as the link daemon does (and as tests/live.rs runs
 //! its TCP), so the goodputs are the link's, not the share of CPU iperf3
-//! got beside other builds on this 2-core machine. A client is stopped
+//! got beside other builds on a 2-core machine. A client is stopped
 //! after 120 s (`timeout`), so a transfer that stalls fails the test
 //! instead of holding it up (one manual run at 84 opportunities/ms once
 //! stalled at the end of its transfer, cause not found).
@@ -188,7 +188,7 @@ fn mm_link_upload(state: &Path, up: &Path, down: &Path, secs: u32, port: u16) ->
     iperf_goodput(&String::from_utf8_lossy(&o.stdout)).0
 }
 
-/// Up to three runs of 10 s: a run that meets a stall of this shared
+/// Up to three runs of 10 s: a run that meets a stall of a shared
 /// machine (other builds run beside the tests) is repeated; a link that
 /// really carries less than the trace fails all three.
 fn constant_trace_goodput(per_ms: usize, k: u16) {
