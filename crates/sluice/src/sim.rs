@@ -90,8 +90,10 @@ pub struct SimArgs {
     /// Check the scenario's expectations; exit 1 if one fails.
     #[arg(long)]
     pub check: bool,
-    /// Write SVG and PNG plots of each variant's RTT, per-flow throughput
-    /// and page-load times over time into this directory.
+    /// Write SVG and PNG plots of each variant's RTT, per-flow throughput,
+    /// page-load times, and each time-varying link's capacity (beside the
+    /// goodput of the flows it limits) and queueing delay over time into
+    /// this directory.
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
 }
