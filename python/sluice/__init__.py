@@ -1,0 +1,163 @@
+"""sluice's deterministic network simulator from Python.
+
+>>> import sluice
+>>> r = sluice.run("examples/dumbbell.toml", variant="fq_codel")
+>>> r.summary                       # one row per variant, workload and metric
+>>> r.series["rtt"]                 # ping RTT samples over time
+>>> table = sluice.sweep("examples/dumbbell.toml", {"flows": [1, 2, 4]}, seeds=range(1, 6),
+...                      metrics=["ping.median_ms", "goodput_mbps"])
+
+``sweep`` takes any ``concurrent.futures.Executor``: a ``ProcessPoolExecutor``
+on one machine, or a Dask cluster's (``distributed.Client(...).get_executor()``)
+for many. Every run releases the GIL while it simulates.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+import pandas as pd
+
+from . import _sluice
+from ._sluice import ScenarioError
+
+__all__ = ["run", "sweep", "Result", "ScenarioError"]
+
+
+def _load(scenario: str) -> Tuple[str, Optional[str]]:
+    """A scenario's text and the directory its relative file names are read from."""
+    if "\n" in scenario:
+        return scenario, None
+    try:
+        with open(scenario, "r", encoding="utf-8") as f:
+            text = f.read(1 << 20)
+    except OSError as e:
+        raise ScenarioError(f"{scenario}: {e.strerror}") from None
+    return text, os.path.dirname(os.path.abspath(scenario))
+
+
+@dataclass
+class Result:
+    """One scenario's runs, one per variant."""
+
+    runs: List[Dict[str, Any]]
+    checks: List[Tuple[bool, str]] = field(default_factory=list)
+
+    @property
+    def summary(self) -> pd.DataFrame:
+        """Columns ``variant, kind, name, metric, value``: what ``sluice sim --csv`` prints."""
+        rows = []
+        for r in self.runs:
+            v = r["variant"]
+            for p in r["pings"]:
+                for m in ("min_ms", "avg_ms", "median_ms", "max_ms", "loss_pct"):
+                    rows.append((v, "ping", p["name"], m, p[m]))
+            for f in r["flows"]:
+                rows.append((v, f["kind"], f["name"], "goodput_mbps", f["goodput_mbps"]))
+                rows.append((v, f["kind"], f["name"], "share", f["share"]))
+            for w in r["webs"]:
+                for m in ("load_ms", "min_ms", "max_ms", "loads"):
+                    rows.append((v, "web", w["name"], m, w[m]))
+        return pd.DataFrame(rows, columns=["variant", "kind", "name", "metric", "value"])
+
+    @property
+    def series(self) -> Dict[str, pd.DataFrame]:
+        """Time series: ``rtt`` (ping samples, ms) and ``goodput`` (per flow, Mbit/s)."""
+        rtt, goodput = [], []
+        for r in self.runs:
+            v = r["variant"]
+            for p in r["pings"]:
+                rtt += [(v, p["name"], t, ms) for t, ms in p["series"]]
+            for f in r["flows"]:
+                goodput += [(v, f["name"], t, m) for t, m in f["series"]]
+        return {
+            "rtt": pd.DataFrame(rtt, columns=["variant", "name", "t", "rtt_ms"]),
+            "goodput": pd.DataFrame(goodput, columns=["variant", "name", "t", "mbps"]),
+        }
+
+    @property
+    def tc_stats(self) -> Dict[str, str]:
+        """Per variant, every device's ``tc -s`` output (``run(..., tc_stats=True)``)."""
+        return {r["variant"]: r.get("tc_stats") or "" for r in self.runs}
+
+    def check(self) -> bool:
+        """Whether the scenario's ``[[expect]]`` ranges all hold (``self.checks`` has each line)."""
+        return all(ok for ok, _ in self.checks)
+
+
+def run(
+    scenario: str,
+    vars: Optional[Mapping[str, Any]] = None,
+    seed: Optional[int] = None,
+    variant: Optional[str] = None,
+    tc_stats: bool = False,
+) -> Result:
+    """Run a scenario (a file name, or TOML text) and return its results.
+
+    ``vars`` override the scenario's variables (as ``--set``), ``seed`` its
+    seed, ``variant`` picks one variant (default: all). A scenario sluice
+    refuses raises ``ScenarioError`` with the reason.
+    """
+    text, base = _load(scenario)
+    out = json.loads(
+        _sluice.run(
+            text,
+            base,
+            {k: str(v) for k, v in (vars or {}).items()},
+            seed,
+            variant,
+            tc_stats,
+        )
+    )
+    return Result(runs=out["runs"], checks=[(ok, line) for ok, line in out["check"]])
+
+
+def _job(spec: str, text: str, base: Optional[str], point: int, seed: int) -> List[Dict[str, Any]]:
+    return json.loads(_sluice.sweep_job(spec, text, point, seed, base))
+
+
+def sweep(
+    scenario: str,
+    grid: Mapping[str, Sequence[Any]],
+    seeds: Iterable[int] = (1,),
+    metrics: Sequence[str] = ("goodput_mbps",),
+    variants: Optional[Sequence[str]] = None,
+    combine: str = "product",
+    executor: Optional[Executor] = None,
+) -> pd.DataFrame:
+    """Run ``scenario`` at every point of ``grid`` for every seed; the tidy table.
+
+    Columns ``point, <grid variables>, seed, variant, metric, value, error``:
+    the rows ``sluice sweep`` writes to ``runs.csv``, in the same order,
+    whatever executor runs them.
+    """
+    text, base = _load(scenario)
+    spec = json.dumps(
+        {
+            "seeds": [int(s) for s in seeds],
+            "metrics": list(metrics),
+            "variants": list(variants or []),
+            "combine": combine,
+            "grid": {k: [str(v) for v in vs] for k, vs in grid.items()},
+        }
+    )
+    jobs = _sluice.sweep_jobs(spec, text, base)
+    if executor is None:
+        results = [_job(spec, text, base, p, s) for p, s in jobs]
+    else:
+        futures = [executor.submit(_job, spec, text, base, p, s) for p, s in jobs]
+        results = [f.result() for f in futures]
+    names = list(grid.keys())
+    rows = []
+    for r in itertools.chain.from_iterable(results):
+        rows.append(
+            [r["point"]]
+            + [r["vars"].get(n, "") for n in names]
+            + [r["seed"], r["variant"], r["metric"], r["value"], r.get("error")]
+        )
+    return pd.DataFrame(rows, columns=["point", *names, "seed", "variant", "metric", "value", "error"])

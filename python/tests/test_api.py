@@ -1,0 +1,121 @@
+"""The Python API against the physics of its scenarios and against the CLI.
+
+Run by ``cargo test --release -p sluice --test python_api``, which builds
+this package into a venv and passes the ``sluice`` binary as $SLUICE_BIN.
+"""
+
+import os
+import subprocess
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import sluice
+
+ROOT = Path(__file__).resolve().parents[2]
+DUMBBELL = str(ROOT / "examples" / "dumbbell.toml")
+
+LOSSY = """
+name = "lossy"
+duration = "3s"
+seed = 1
+
+[vars]
+rate = "10mbit"
+
+[[node]]
+name = "a"
+addr = "10.0.0.1"
+
+[[node]]
+name = "b"
+addr = "10.0.0.2"
+
+[[link]]
+a = "a:eth0"
+b = "b:eth0"
+rate = "${rate}"
+delay = "5ms"
+loss = 0.01
+
+[[workload]]
+type = "tcp"
+name = "bulk"
+from = "a"
+to = "b"
+"""
+
+GRID = {"rate": ["2mbit", "5mbit", "10mbit"]}
+SEEDS = [1, 2, 3]
+METRICS = ["goodput_mbps", "flow.bulk.goodput_mbps"]
+
+
+def test_a_run_gives_the_tables_and_meets_the_scenarios_expectations():
+    r = sluice.run(DUMBBELL, variant="fq_codel")
+    s = r.summary
+    median = s[(s.kind == "ping") & (s.metric == "median_ms")].value.iloc[0]
+    # fq_codel serves the ping ahead of the bulk flows: the 22 ms path plus
+    # a few ms, where pfifo_fast queues it behind 4 x 128 KiB (~440 ms).
+    assert 22.0 <= median <= 30.0
+    goodput = s[s.metric == "goodput_mbps"].value.sum()
+    assert 9.0 <= goodput <= 10.0
+    assert r.check(), r.checks
+    rtt = r.series["rtt"]
+    assert len(rtt) > 250 and rtt.t.min() >= 1.0
+    assert set(r.series["goodput"].name) == {"bulk.0", "bulk.1", "bulk.2", "bulk.3"}
+
+
+def test_scenario_errors_are_exceptions_with_the_reason():
+    with pytest.raises(sluice.ScenarioError, match="no variable .nope.*buf, flows, qdisc"):
+        sluice.run(DUMBBELL, vars={"nope": 1})
+    with pytest.raises(sluice.ScenarioError, match="no-such.toml"):
+        sluice.run("no-such.toml")
+    with pytest.raises(sluice.ScenarioError, match="variants"):
+        sluice.sweep(LOSSY, GRID, variants=["codel"])
+
+
+def test_a_failing_point_is_a_row_with_its_parameters_and_error():
+    t = sluice.sweep(LOSSY, {"rate": ["10mbit", "-1mbit"]}, metrics=["goodput_mbps"])
+    bad = t[t.rate == "-1mbit"]
+    assert len(bad) == 1 and "negative" in bad.error.iloc[0]
+    assert t[t.rate == "10mbit"].value.notna().all()
+
+
+def serial():
+    return sluice.sweep(LOSSY, GRID, seeds=SEEDS, metrics=METRICS)
+
+
+def test_executors_give_exactly_the_serial_table():
+    base = serial()
+    assert len(base) == 3 * 3 * 2
+    with ProcessPoolExecutor(max_workers=2) as ex:
+        pd.testing.assert_frame_equal(sluice.sweep(LOSSY, GRID, seeds=SEEDS, metrics=METRICS, executor=ex), base)
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        with distributed.Client(cluster) as client:
+            dask = sluice.sweep(LOSSY, GRID, seeds=SEEDS, metrics=METRICS, executor=client.get_executor())
+    pd.testing.assert_frame_equal(dask, base)
+    # Loss is drawn from the seed, and a slower wire carries less.
+    g = base[base.metric == "goodput_mbps"]
+    assert g.groupby("rate").value.std().min() > 0
+    means = g.groupby("rate").value.mean()
+    assert means["2mbit"] < means["5mbit"] < means["10mbit"] and means["2mbit"] < 2.0
+
+
+def test_the_cli_writes_the_same_table(tmp_path):
+    exe = os.environ.get("SLUICE_BIN")
+    assert exe, "SLUICE_BIN names the sluice binary (the cargo test that runs this suite sets it)"
+    (tmp_path / "lossy.toml").write_text(LOSSY)
+    (tmp_path / "sweep.toml").write_text(
+        'scenario = "lossy.toml"\nseeds = [1, 2, 3]\nmetrics = ["goodput_mbps", "flow.bulk.goodput_mbps"]\n'
+        '[grid]\nrate = ["2mbit", "5mbit", "10mbit"]\n'
+    )
+    subprocess.run([exe, "sweep", "sweep.toml", "--out", "out"], cwd=tmp_path, check=True, capture_output=True)
+    cli = pd.read_csv(tmp_path / "out" / "runs.csv", dtype={"rate": str, "variant": str, "error": object})
+    py = serial()
+    assert list(cli.columns) == list(py.columns)
+    assert cli.rate.tolist() == py.rate.tolist() and cli.seed.tolist() == py.seed.tolist()
+    assert cli.metric.tolist() == py.metric.tolist()
+    assert cli.value.tolist() == py.value.tolist()
