@@ -17,6 +17,9 @@ mod replay;
 
 pub fn pcap_reader(data: &[u8]) {
     if let Ok((packets_in, packets_out)) = replay::replay_bytes(data) {
-        assert!(packets_out <= packets_in, "{packets_out} out of {packets_in}");
+        assert!(
+            packets_out <= packets_in,
+            "{packets_out} out of {packets_in}"
+        );
     }
 }

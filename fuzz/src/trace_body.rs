@@ -123,7 +123,7 @@ pub fn trace_parser(data: &[u8]) {
         assert_eq!(Trace::parse(&t.to_mahimahi()).as_ref(), Ok(&t));
         let _ = t.mean_bps();
         let _ = t.opportunities_between(Time(0), Time(u64::MAX / 2), false);
-        let once = data.len() % 2 == 0;
+        let once = data.len().is_multiple_of(2);
         drive(
             data,
             WireChange {
