@@ -282,7 +282,10 @@ fn meaningless_values_are_refused_naming_the_field() {
             w("tcp", "bytes = \"-5\""),
             &["workload w: bytes", "negative"],
         ),
-        (w("tcp", "cc = \"vegas\""), &["workload w: cc", "vegas", "cubic, reno or bbr"]),
+        (
+            w("tcp", "cc = \"vegas\""),
+            &["workload w: cc", "vegas", "cubic, reno or bbr"],
+        ),
         (
             w("tcp", "count = 3\nstagger = \"1s\""),
             &["workload w: stagger", "last of 3 flows"],

@@ -170,12 +170,12 @@ fn iperf_goodput(json: &str) -> (f64, Vec<f64>) {
 }
 
 /// Goodput of bulk TCP from inside `sluice mm-link UP DOWN` to the host
-/// for `secs` (after 2 s that are not counted).
-fn mm_link_upload(state: &Path, up: &Path, down: &Path, secs: u32, port: u16) -> f64 {
+/// for `secs` (after 2 s that are not counted); `None` if iperf3 did not
+/// finish (see [`constant_trace_goodput`]).
+fn mm_link_upload(state: &Path, up: &Path, down: &Path, secs: u32, port: u16) -> Option<f64> {
     let cmd = format!("timeout 120 chrt -f 1 iperf3 -c $MAHIMAHI_BASE -p {port} -t {secs} -O 2 -J");
-    let o = sluice(
-        state,
-        &[
+    let o = Command::new(EXE)
+        .args([
             "mm-link",
             up.to_str().unwrap(),
             down.to_str().unwrap(),
@@ -183,14 +183,29 @@ fn mm_link_upload(state: &Path, up: &Path, down: &Path, secs: u32, port: u16) ->
             "sh",
             "-c",
             &cmd,
-        ],
+        ])
+        .env("SLUICE_STATE_DIR", state)
+        .output()
+        .expect("run sluice");
+    let out = String::from_utf8_lossy(&o.stdout);
+    if !o.status.success() && out.contains("the client has terminated") {
+        eprintln!("STALL: iperf3 did not finish its test within 120 s:\n{out}");
+        return None;
+    }
+    assert!(
+        o.status.success(),
+        "sluice mm-link: {out}{}",
+        String::from_utf8_lossy(&o.stderr)
     );
-    iperf_goodput(&String::from_utf8_lossy(&o.stdout)).0
+    Some(iperf_goodput(&out).0)
 }
 
 /// Up to three runs of 10 s: a run that meets a stall of a shared
 /// machine (other builds run beside the tests) is repeated; a link that
-/// really carries less than the trace fails all three.
+/// really carries less than the trace fails all three. A run whose iperf3
+/// never finishes (rarely, under load, the transfer's last segments are
+/// retransmitted without an answer until `timeout` ends it; the cause is
+/// not yet known) is repeated too, and said so loudly.
 fn constant_trace_goodput(per_ms: usize, k: u16) {
     require(&["iperf3", "chrt"]);
     let _g = serial();
@@ -200,7 +215,10 @@ fn constant_trace_goodput(per_ms: usize, k: u16) {
     let mut ratios = vec![];
     for attempt in 0..3 {
         let server = Server::start(k * 10 + attempt);
-        let got = mm_link_upload(state.path(), &trace, &trace, 10, server.port);
+        let Some(got) = mm_link_upload(state.path(), &trace, &trace, 10, server.port) else {
+            ratios.push(f64::NAN);
+            continue;
+        };
         let ratio = got / expect;
         eprintln!(
             "mm-link, {per_ms} opportunities/ms: goodput {:.3} Mbit/s, expected {:.3} ({:.2} %)",

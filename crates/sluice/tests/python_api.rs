@@ -54,7 +54,11 @@ fn the_python_package_passes_its_suite() {
     }
     let target = root().join("target/python");
     // maturin's build hook runs the `maturin` the venv installed.
-    let path = format!("{}:{}", venv.join("bin").display(), std::env::var("PATH").unwrap_or_default());
+    let path = format!(
+        "{}:{}",
+        venv.join("bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
     run(
         Command::new(&py)
             .args([
