@@ -853,6 +853,25 @@ mod tests {
         (port, dev)
     }
 
+    /// A pfifo device and a port at `rate_bps` that follows `schedule`
+    /// from time 0, with `n` packets of `ip_len` bytes sent at 0.
+    fn scheduled(rate_bps: u64, schedule: &str, n: u64, ip_len: u16) -> Vec<(Time, Packet)> {
+        let mut dev = device_with_pfifo(100);
+        let mut port = Port::new(PortConfig {
+            rate_bps,
+            ..Default::default()
+        });
+        let change = WireChange {
+            schedule: Some(Schedule::parse(schedule).unwrap()),
+            ..Default::default()
+        };
+        port.change(&mut dev, Time(0), change);
+        for i in 0..n {
+            port.send(&mut dev, ip(i, ip_len), Time(0)).unwrap();
+        }
+        run(&mut port, &mut dev, Time(100 * MS))
+    }
+
     fn departures(out: &[(Time, Packet)]) -> Vec<(u64, u64)> {
         out.iter().map(|(t, p)| (p.id, t.0 / MS)).collect()
     }
@@ -937,24 +956,7 @@ mod tests {
         // other half takes 1 ms more (done at 1.5 ms). The next packet
         // starts at 1.5 ms; an outage from 2 ms to 5 ms stops it after a
         // quarter, and the rest (1.5 ms at 6 Mbit/s) ends at 6.5 ms.
-        let mut dev = device_with_pfifo(100);
-        let mut port = Port::new(PortConfig {
-            rate_bps: 12_000_000,
-            ..Default::default()
-        });
-        let s = Schedule::parse("0.5ms,6mbit,,\n2ms,0,,\n5ms,6mbit,,\n").unwrap();
-        port.change(
-            &mut dev,
-            Time(0),
-            WireChange {
-                schedule: Some(s),
-                ..Default::default()
-            },
-        );
-        for i in 0..2 {
-            port.send(&mut dev, ip(i, 1500), Time(0)).unwrap();
-        }
-        let out = run(&mut port, &mut dev, Time(100 * MS));
+        let out = scheduled(12_000_000, "0.5ms,6mbit,,\n2ms,0,,\n5ms,6mbit,,\n", 2, 1500);
         let t: Vec<u64> = out.iter().map(|(t, _)| t.0 / 1000).collect();
         assert_eq!(t, [1500, 6500]);
     }
@@ -964,24 +966,7 @@ mod tests {
         // 1 Mbit/s rising to 11 Mbit/s over 10 ms: 1 ms at each rate from
         // 2 to 10 Mbit/s carries 250..1250 bytes; 1250-byte packets sent
         // back to back finish ever sooner after one another.
-        let mut dev = device_with_pfifo(100);
-        let mut port = Port::new(PortConfig {
-            rate_bps: 1_000_000,
-            ..Default::default()
-        });
-        let s = Schedule::parse("0s,1mbit,,\n10ms,11mbit,,,ramp\n").unwrap();
-        port.change(
-            &mut dev,
-            Time(0),
-            WireChange {
-                schedule: Some(s),
-                ..Default::default()
-            },
-        );
-        for i in 0..4 {
-            port.send(&mut dev, ip(i, 1250), Time(0)).unwrap();
-        }
-        let out = run(&mut port, &mut dev, Time(100 * MS));
+        let out = scheduled(1_000_000, "0s,1mbit,,\n10ms,11mbit,,,ramp\n", 4, 1250);
         let gaps: Vec<u64> = out
             .windows(2)
             .map(|w| (w[1].0 .0 - w[0].0 .0) / 1000)

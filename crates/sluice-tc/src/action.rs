@@ -17,6 +17,10 @@ use crate::tc::Opts;
 use sluice_core::act::ActionDump;
 use sluice_core::error::TcError;
 
+/// The action kinds iproute2 6.1's tc knows (sluice has
+/// `sluice_core::act::KNOWN_KINDS` of them).
+pub const IPROUTE2_KINDS: [&str; 21] = m::IPROUTE2_KINDS;
+
 const USAGE: &str = "usage: tc actions <ACTSPECOP>*
 Where: \tACTSPECOP := ACR | GD | FL
 \tACR := add | change | replace <ACTSPEC>*

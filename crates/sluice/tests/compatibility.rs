@@ -60,29 +60,7 @@ const QDISCS: &[&str] = &[
 const FILTERS: &[&str] = &[
     "basic", "bpf", "cgroup", "flow", "flower", "fw", "matchall", "route", "rsvp", "tcindex", "u32",
 ];
-const ACTIONS: &[&str] = &[
-    "bpf",
-    "connmark",
-    "csum",
-    "ct",
-    "ctinfo",
-    "gact",
-    "gate",
-    "ife",
-    "ipt",
-    "mirred",
-    "mpls",
-    "nat",
-    "pedit",
-    "police",
-    "sample",
-    "simple",
-    "skbedit",
-    "skbmod",
-    "tunnel_key",
-    "vlan",
-    "xt",
-];
+const ACTIONS: &[&str] = &sluice_tc::action::IPROUTE2_KINDS;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
