@@ -17,35 +17,7 @@ import sluice
 ROOT = Path(__file__).resolve().parents[2]
 DUMBBELL = str(ROOT / "examples" / "dumbbell.toml")
 
-LOSSY = """
-name = "lossy"
-duration = "3s"
-seed = 1
-
-[vars]
-rate = "10mbit"
-
-[[node]]
-name = "a"
-addr = "10.0.0.1"
-
-[[node]]
-name = "b"
-addr = "10.0.0.2"
-
-[[link]]
-a = "a:eth0"
-b = "b:eth0"
-rate = "${rate}"
-delay = "5ms"
-loss = 0.01
-
-[[workload]]
-type = "tcp"
-name = "bulk"
-from = "a"
-to = "b"
-"""
+LOSSY = (ROOT / "tests" / "sweep" / "lossy.toml").read_text()
 
 GRID = {"rate": ["2mbit", "5mbit", "10mbit"]}
 SEEDS = [1, 2, 3]

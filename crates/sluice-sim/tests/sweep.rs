@@ -5,47 +5,17 @@
 use sluice_sim::scenario::Scenario;
 use sluice_sim::sweep::{summarize, Sweep, SweepFile};
 
-const SCENARIO: &str = r#"
-name = "lossy"
-duration = "5s"
-seed = 1
-
-[vars]
-rate = "10mbit"
-buf = "64KiB"
-
-[[variant]]
-name = "fifo"
-set = {}
-
-[[node]]
-name = "a"
-addr = "10.0.0.1"
-
-[[node]]
-name = "b"
-addr = "10.0.0.2"
-
-[[link]]
-a = "a:eth0"
-b = "b:eth0"
-rate = "${rate}"
-delay = "10ms"
-loss = 0.01
-
-[[workload]]
-type = "tcp"
-name = "bulk"
-from = "a"
-to = "b"
-sndbuf = "${buf}"
-rcvbuf = "${buf}"
-"#;
+/// The scenario the sweep tests share: a 1 % lossy wire of rate `${rate}`.
+fn scenario() -> Scenario {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/sweep/lossy.toml");
+    Scenario::parse(&std::fs::read_to_string(path).expect("tests/sweep/lossy.toml"))
+        .expect("scenario")
+}
 
 fn sweep(extra: &str) -> Sweep {
     let text = format!("scenario = \"lossy\"\nmetrics = [\"goodput_mbps\"]\n{extra}");
     let f: SweepFile = toml::from_str(&text).expect("sweep file");
-    Sweep::new(&f, Scenario::parse(SCENARIO).expect("scenario")).expect("sweep")
+    Sweep::new(&f, scenario()).expect("sweep")
 }
 
 #[test]
@@ -102,11 +72,11 @@ fn unknown_variables_and_variants_are_refused_naming_what_exists() {
     let f: SweepFile =
         toml::from_str("scenario = \"x\"\nmetrics = [\"goodput_mbps\"]\n[grid]\nqdisc = [1]\n")
             .unwrap();
-    let e = Sweep::new(&f, Scenario::parse(SCENARIO).unwrap()).unwrap_err();
+    let e = Sweep::new(&f, scenario()).unwrap_err();
     assert!(e.contains("qdisc") && e.contains("rate"), "{e}");
     let f: SweepFile =
         toml::from_str("scenario = \"x\"\nmetrics = [\"goodput_mbps\"]\nvariants = [\"codel\"]\n")
             .unwrap();
-    let e = Sweep::new(&f, Scenario::parse(SCENARIO).unwrap()).unwrap_err();
+    let e = Sweep::new(&f, scenario()).unwrap_err();
     assert!(e.contains("codel") && e.contains("fifo"), "{e}");
 }

@@ -7,35 +7,11 @@ use std::process::{Command, Output};
 
 const EXE: &str = env!("CARGO_BIN_EXE_sluice");
 
-const SCENARIO: &str = r#"
-name = "lossy"
-duration = "3s"
-seed = 1
-
-[vars]
-rate = "10mbit"
-
-[[node]]
-name = "a"
-addr = "10.0.0.1"
-
-[[node]]
-name = "b"
-addr = "10.0.0.2"
-
-[[link]]
-a = "a:eth0"
-b = "b:eth0"
-rate = "${rate}"
-delay = "5ms"
-loss = 0.01
-
-[[workload]]
-type = "tcp"
-name = "bulk"
-from = "a"
-to = "b"
-"#;
+/// The scenario the sweep tests share: a 1 % lossy wire of rate `${rate}`.
+fn scenario() -> String {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/sweep/lossy.toml");
+    std::fs::read_to_string(path).expect("tests/sweep/lossy.toml")
+}
 
 const SWEEP: &str = r#"
 scenario = "lossy.toml"
@@ -73,7 +49,7 @@ fn read(dir: &Path, out: &str, file: &str) -> String {
 fn jobs_shards_and_resume_give_the_same_tables() {
     let d = tempfile::tempdir().unwrap();
     let dir = d.path();
-    std::fs::write(dir.join("lossy.toml"), SCENARIO).unwrap();
+    std::fs::write(dir.join("lossy.toml"), scenario()).unwrap();
     std::fs::write(dir.join("sweep.toml"), SWEEP).unwrap();
     ok(sweep(dir, &["sweep.toml", "--jobs", "1", "--out", "one"]));
     ok(sweep(dir, &["sweep.toml", "--jobs", "2", "--out", "two"]));
@@ -112,7 +88,7 @@ fn jobs_shards_and_resume_give_the_same_tables() {
 fn bad_sweeps_are_refused_naming_what_is_wrong() {
     let d = tempfile::tempdir().unwrap();
     let dir = d.path();
-    std::fs::write(dir.join("lossy.toml"), SCENARIO).unwrap();
+    std::fs::write(dir.join("lossy.toml"), scenario()).unwrap();
     let cases = [
         ("grid]\n", "sweep.toml"),
         (
