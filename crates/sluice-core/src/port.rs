@@ -988,56 +988,40 @@ mod tests {
         }
     }
 
+    /// Two 1500-byte packets at 12 Mbit/s (leaving at 1 and 2 ms) under
+    /// delay trace `trace` (1 ms steps): their arrivals, ms.
+    fn delayed(trace: &str, reorder: bool) -> Vec<(u64, u64)> {
+        let mut dev = device_with_pfifo(100);
+        let mut port = Port::new(PortConfig {
+            rate_bps: 12_000_000,
+            ..Default::default()
+        });
+        let mut d = DelayTrace::parse(trace, Duration::from_millis(1)).unwrap();
+        d.reorder = reorder;
+        let change = WireChange {
+            delay_trace: Some(d),
+            ..Default::default()
+        };
+        port.change(&mut dev, Time(0), change);
+        for i in 0..2 {
+            port.send(&mut dev, ip(i, 1500), Time(0)).unwrap();
+        }
+        departures(&run(&mut port, &mut dev, Time(100 * MS)))
+    }
+
     #[test]
     fn a_delay_trace_never_reorders_unless_asked() {
         for reorder in [false, true] {
-            let mut dev = device_with_pfifo(100);
-            let mut port = Port::new(PortConfig {
-                rate_bps: 12_000_000,
-                ..Default::default()
-            });
-            let mut d = DelayTrace::parse("50\n10\n", Duration::from_millis(1)).unwrap();
-            d.reorder = reorder;
-            port.change(
-                &mut dev,
-                Time(0),
-                WireChange {
-                    delay_trace: Some(d),
-                    ..Default::default()
-                },
-            );
-            for i in 0..2 {
-                port.send(&mut dev, ip(i, 1500), Time(0)).unwrap();
-            }
             // Packet 0 leaves at 1 ms (delay 10 ms: step 1), packet 1 at
             // 2 ms (delay 50 ms: step 2 wraps to the first line).
-            let out = run(&mut port, &mut dev, Time(100 * MS));
-            assert_eq!(departures(&out), [(0, 11), (1, 52)]);
-            // Now a slow one ahead of a fast one.
-            let mut port2 = Port::new(PortConfig {
-                rate_bps: 12_000_000,
-                ..Default::default()
-            });
-            let mut d = DelayTrace::parse("0\n50\n10\n", Duration::from_millis(1)).unwrap();
-            d.reorder = reorder;
-            port2.change(
-                &mut dev,
-                Time(0),
-                WireChange {
-                    delay_trace: Some(d),
-                    ..Default::default()
-                },
-            );
-            for i in 0..2 {
-                port2.send(&mut dev, ip(i, 1500), Time(0)).unwrap();
-            }
-            let out = run(&mut port2, &mut dev, Time(100 * MS));
-            let want: &[(u64, u64)] = if reorder {
-                &[(0, 51), (1, 12)]
+            assert_eq!(delayed("50\n10\n", reorder), [(0, 11), (1, 52)]);
+            // A slow one ahead of a fast one: held behind it unless asked.
+            let want = if reorder {
+                [(0, 51), (1, 12)]
             } else {
-                &[(0, 51), (1, 51)]
+                [(0, 51), (1, 51)]
             };
-            assert_eq!(departures(&out), want, "reorder {reorder}");
+            assert_eq!(delayed("0\n50\n10\n", reorder), want, "reorder {reorder}");
         }
     }
 
