@@ -31,6 +31,7 @@ pub fn cli() -> Command {
         .subcommand(passthrough("ip", "iproute2's ip: links, addresses, routes (what tc needs)"))
         .subcommand(passthrough("iptables", "iptables' filter and mangle tables"))
         .subcommand(crate::sim::SimArgs::command().name("sim"))
+        .subcommand(crate::sweep::SweepArgs::command().name("sweep"))
         .subcommand(crate::replay::ReplayArgs::command().name("replay"))
         .subcommand(crate::live::LinkCli::command().name("link"))
         .subcommand(crate::live::ShellCli::command().name("shell"))
