@@ -145,6 +145,9 @@ enum Left {
     Bytes(u128),
 }
 
+/// Bit·ns in a byte: a byte's work at 1 bit/s, in the units of [`Left::Work`].
+const BIT_NS: u128 = 8 * 1_000_000_000;
+
 /// What carries the wire's bits.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Carrier {
@@ -367,7 +370,6 @@ impl Port {
         let Some(mut w) = self.on_wire.take() else {
             return;
         };
-        const BIT_NS: u128 = 8 * 1_000_000_000;
         let bitns = match (w.left, before) {
             (Left::Bytes(b), _) => b * BIT_NS,
             (Left::Work { work, mark }, Carrier::Rate(r)) if r > 0 => {
@@ -542,10 +544,12 @@ impl Port {
                 });
             }
             let w = self.on_wire.as_mut().expect("just set");
-            // A packet that began at a fixed rate counts bytes from its
-            // first opportunity on (see `carry_on`).
+            // `carry_on` turns a fixed rate's remainder into bytes when a
+            // trace starts; a remainder found here is converted the same way.
+            if let Left::Work { work, .. } = w.left {
+                w.left = Left::Bytes(work.div_ceil(BIT_NS));
+            }
             let Left::Bytes(left) = &mut w.left else {
-                w.left = Left::Bytes(0);
                 continue;
             };
             let used = budget.min(*left);

@@ -241,7 +241,7 @@ fn wire_event(
         change.loss = Some(loss(l, &key("loss"), vars)?);
     }
     if let Some(b) = &e.buffer {
-        change.buffer = Some(buffer(&sub(b)?, &key("buffer"))?);
+        change.buffer = Some(buffer(&sub(b)?, &key("buffer"), 0)?);
     }
     if let Some(t) = &e.trace {
         if e.rate.is_some() {
@@ -302,10 +302,10 @@ fn loss(v: &toml::Value, what: &str, vars: &BTreeMap<String, String>) -> Result<
     limits::probability(p, what)
 }
 
-/// A transmit buffer: `100p` packets, or bytes (`64000b`, `64k`).
-pub fn buffer(s: &str, what: &str) -> Result<TxBuffer, String> {
+/// A transmit buffer: `100p` packets (at least `least`), or bytes (`64000b`, `64k`).
+pub fn buffer(s: &str, what: &str, least: u64) -> Result<TxBuffer, String> {
     if let Some(n) = s.trim().strip_suffix('p') {
-        let n = limits::integer(n, what, 0, u64::from(u32::MAX))?;
+        let n = limits::integer(n, what, least, u64::from(u32::MAX))?;
         return Ok(TxBuffer::Packets(n as u32));
     }
     let b = s.trim();

@@ -148,21 +148,9 @@ fn split_end(s: &str) -> Result<(&str, &str), String> {
 
 /// A transmit buffer: `100p` packets, or bytes (`64000b`, `64k`).
 fn buffer(s: Option<&String>, what: &str) -> Result<TxBuffer, String> {
-    let Some(s) = s else {
-        return Ok(TxBuffer::Packets(1000));
-    };
-    if let Some(n) = s.trim().strip_suffix('p') {
-        let n = limits::integer(n, what, 1, u64::from(u32::MAX))?;
-        return Ok(TxBuffer::Packets(n as u32));
-    }
-    let b = s.trim();
-    limits::bytes(
-        b.strip_suffix('b').unwrap_or(b),
-        what,
-        1,
-        u64::from(u32::MAX),
-    )
-    .map(TxBuffer::Bytes)
+    s.map_or(Ok(TxBuffer::Packets(1000)), |s| {
+        crate::events::buffer(s, what, 1)
+    })
 }
 
 /// Runs a node's shell script against its namespace: given the commands
@@ -647,7 +635,7 @@ fn port_configs(
             // On a trace, `0p` is no ring: opportunities take from the
             // qdisc, as Mahimahi's link takes from its queue; that is the
             // default there.
-            Some(b) if init.trace.is_some() => events::buffer(b, &what)?,
+            Some(b) if init.trace.is_some() => events::buffer(b, &what, 0)?,
             None if init.trace.is_some() => TxBuffer::Packets(0),
             b => buffer(b.as_ref(), &what)?,
         };

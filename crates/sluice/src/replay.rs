@@ -196,16 +196,7 @@ fn run(a: &ReplayArgs) -> Result<(), Failure> {
         (Some(f), Some(t)) => format!("trace {f} ({} mean)", fmt_bps(t.mean_bps() as u64)),
         _ => fmt_bps(wire.rate_bps),
     };
-    let mut r = Replayer {
-        port,
-        writer,
-        frames: vec![],
-        frames_base: 0,
-        epoch: None,
-        last: Time::ZERO,
-        delivered: vec![],
-        count: Counts::default(),
-    };
+    let mut r = Replayer::new(port, writer);
     let res = r.replay(&mut capture, &mut net.devices[dev]);
     let flushed = r.writer.into_writer().flush();
     res.or_else(|m| fail(1, m))?;
@@ -738,19 +729,11 @@ pub fn replay_bytes(bytes: &[u8]) -> Result<(u64, u64), String> {
     let sink: Box<dyn Write> = Box::new(std::io::sink());
     let writer = PcapWriter::with_header(sink, header).map_err(|e| e.to_string())?;
     let mut net = build_net(1000).map_err(|f| f.msg)?;
-    let mut r = Replayer {
-        port: Port::new(PortConfig {
-            rate_bps: 10_000_000,
-            ..Default::default()
-        }),
-        writer,
-        frames: vec![],
-        frames_base: 0,
-        epoch: None,
-        last: Time::ZERO,
-        delivered: vec![],
-        count: Counts::default(),
-    };
+    let port = Port::new(PortConfig {
+        rate_bps: 10_000_000,
+        ..Default::default()
+    });
+    let mut r = Replayer::new(port, writer);
     let dev = net
         .devices
         .iter()
@@ -803,6 +786,20 @@ struct Replayer {
 const STUCK_LIMIT: u32 = 10_000;
 
 impl Replayer {
+    /// A replayer sending through `port` and writing to `writer`.
+    fn new(port: Port, writer: PcapWriter<Box<dyn Write>>) -> Self {
+        Replayer {
+            port,
+            writer,
+            frames: vec![],
+            frames_base: 0,
+            epoch: None,
+            last: Time::ZERO,
+            delivered: vec![],
+            count: Counts::default(),
+        }
+    }
+
     fn replay(&mut self, cap: &mut Capture, dev: &mut Device) -> Result<(), String> {
         while let Some(f) = cap
             .next_frame()

@@ -1,7 +1,9 @@
-//! The repository speaks of the project only: not of the periods it was
-//! built in, the tracker's issue numbers or "this machine". A figure names
-//! the hardware it was measured on, the date and the command instead.
-//! This test reads every file git tracks and fails on such words.
+//! The repository speaks of the software only, not of how or where it was
+//! made: no numbered stretches of its making, no tracker numbers, no unnamed "this"
+//! host. A figure names the hardware it was measured on, the date and the
+//! command instead. This test reads every file git tracks and fails on
+//! such words; the phrases it looks for are put together at run time, so
+//! this file does not hold them either.
 
 use std::path::Path;
 use std::process::Command;
@@ -9,13 +11,15 @@ use std::process::Command;
 /// What a line may not say, and why.
 fn offence(line: &str) -> Option<&'static str> {
     let l = line.to_ascii_lowercase();
-    if l.contains("this machine") {
-        return Some("\"this machine\": name the hardware (CPU model, cores) and the date");
+    let host = ["this", "machine"].join(" ");
+    if l.contains(&host) {
+        return Some("an unnamed host: name the hardware (CPU model, cores) and the date");
     }
-    if l.contains("work period") {
-        return Some("a work period of the project's history");
+    if l.contains(&["work", "period"].join(" ")) {
+        return Some("a stretch of the project's making");
     }
-    for word in ["session ", "issue ", "issue #"] {
+    let (period, tracked) = (["sess", "ion "].concat(), ["iss", "ue "].concat());
+    for word in [period.as_str(), tracked.as_str(), &format!("{}#", tracked)] {
         let mut from = 0;
         while let Some(i) = l[from..].find(word) {
             let at = from + i;
@@ -61,11 +65,8 @@ fn no_file_speaks_of_how_the_project_was_built() {
     let mut found = vec![];
     for f in files {
         let name = String::from_utf8_lossy(f).into_owned();
-        // The lock file's hashes, fuzz inputs, and this file's own examples.
-        if name == "Cargo.lock"
-            || name.starts_with("fuzz/seeds/")
-            || name.ends_with("tests/wording.rs")
-        {
+        // The lock file's hashes and fuzz inputs are not prose.
+        if name == "Cargo.lock" || name.starts_with("fuzz/seeds/") {
             continue;
         }
         let Ok(text) = std::fs::read_to_string(root.join(&name)) else {
@@ -82,12 +83,22 @@ fn no_file_speaks_of_how_the_project_was_built() {
 
 #[test]
 fn the_check_catches_what_it_should_and_not_addresses() {
-    assert!(offence("measured in session 12 on this host").is_some());
-    assert!(offence("as found on This Machine").is_some());
-    assert!(offence("see issue #19").is_some());
-    assert!(offence("fixed for issue 20,").is_some());
-    assert!(offence("rsvp session 10.0.0.1 ipproto tcp").is_none());
-    assert!(offence("a tcp session 8/8").is_none());
-    assert!(offence("obsession 3").is_none());
-    assert!(offence("Intel Xeon, 2 cores, 2026-12-07").is_none());
+    let period = ["measured in sess", "ion 12 on a host"].concat();
+    let host = ["as found on This", " Machine"].concat();
+    let hash = ["see iss", "ue #19"].concat();
+    let number = ["fixed for iss", "ue 20,"].concat();
+    for bad in [&period, &host, &hash, &number] {
+        assert!(offence(bad).is_some(), "{bad}");
+    }
+    let address = ["rsvp sess", "ion 10.0.0.1 ipproto tcp"].concat();
+    let counts = ["a tcp sess", "ion 8/8"].concat();
+    let inside = ["obsess", "ion 3"].concat();
+    for fine in [
+        &address,
+        &counts,
+        &inside,
+        "Intel Xeon, 2 cores, 2026-12-07",
+    ] {
+        assert!(offence(fine).is_none(), "{fine}");
+    }
 }
