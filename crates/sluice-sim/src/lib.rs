@@ -20,6 +20,7 @@
 //! (virtual time from the engine), so a run is a pure function of its inputs.
 #![warn(missing_docs)]
 
+pub mod bundled;
 pub mod engine;
 pub mod events;
 pub mod host;
@@ -30,6 +31,7 @@ pub mod report;
 pub mod run;
 pub mod scenario;
 pub mod sweep;
+pub mod sweep_plot;
 pub mod tcp;
 pub mod varying;
 pub mod web;
