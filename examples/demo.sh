@@ -11,7 +11,7 @@ trap 'rm -rf "$links" "$state"' EXIT
 ln -s "$bin" "$links/tc"; ln -s "$bin" "$links/ip"
 export SLUICE_STATE_DIR="$state" PATH="$links:$PATH"
 ip link add dev ppp0 type dummy && ip link set dev ppp0 up
-script=${1:-$here/seed003-htb.sh}
+script=${1:-$here/ultimate-traffic-conditioner-htb.sh}
 echo "### bash $script  (tc = sluice)"
 bash "$script"
 echo "### tc -s -d qdisc show dev ppp0"

@@ -19,28 +19,28 @@ use std::time::{Duration, Instant};
 pub const BUNDLED: &[(&str, &str)] = &[
     ("dumbbell", include_str!("../../../examples/dumbbell.toml")),
     (
-        "seed000",
-        include_str!("../../../examples/seed000-netem-pageload.toml"),
+        "http2-pageload-delay",
+        include_str!("../../../examples/http2-pageload-delay.toml"),
     ),
     (
-        "seed001",
-        include_str!("../../../examples/seed001-hostfair.toml"),
+        "per-host-fairness",
+        include_str!("../../../examples/per-host-fairness.toml"),
     ),
     (
-        "seed002",
-        include_str!("../../../examples/seed002-cable-upload.toml"),
+        "cable-upload-tbf",
+        include_str!("../../../examples/cable-upload-tbf.toml"),
     ),
     (
-        "seed003",
-        include_str!("../../../examples/seed003-conditioner.toml"),
+        "ultimate-traffic-conditioner",
+        include_str!("../../../examples/ultimate-traffic-conditioner.toml"),
     ),
     (
-        "seed004",
-        include_str!("../../../examples/seed004-lan-bufferbloat.toml"),
+        "lan-bufferbloat",
+        include_str!("../../../examples/lan-bufferbloat.toml"),
     ),
     (
-        "seed004-gateway",
-        include_str!("../../../examples/seed004-home-gateway.toml"),
+        "home-gateway-htb",
+        include_str!("../../../examples/home-gateway-htb.toml"),
     ),
     (
         "tsn-taprio",
@@ -101,20 +101,20 @@ pub struct SimArgs {
 /// Files bundled scenarios refer to (their scripts), by name.
 pub const BUNDLED_FILES: &[(&str, &str)] = &[
     (
-        "seed001-hostfair.sh",
-        include_str!("../../../examples/seed001-hostfair.sh"),
+        "per-host-fairness.sh",
+        include_str!("../../../examples/per-host-fairness.sh"),
     ),
     (
-        "seed003-htb.sh",
-        include_str!("../../../examples/seed003-htb.sh"),
+        "ultimate-traffic-conditioner-htb.sh",
+        include_str!("../../../examples/ultimate-traffic-conditioner-htb.sh"),
     ),
     (
-        "seed003-cbq.sh",
-        include_str!("../../../examples/seed003-cbq.sh"),
+        "ultimate-traffic-conditioner-cbq.sh",
+        include_str!("../../../examples/ultimate-traffic-conditioner-cbq.sh"),
     ),
     (
-        "seed004-gateway.sh",
-        include_str!("../../../examples/seed004-gateway.sh"),
+        "home-gateway.sh",
+        include_str!("../../../examples/home-gateway.sh"),
     ),
 ];
 

@@ -1037,9 +1037,10 @@ fn tbf_total_matches_the_kernels_within_3_percent() {
     );
 }
 
-/// The repository's copy of seed 003's HTB script (examples/seed003-htb.sh).
-fn seed003_htb_script() -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/seed003-htb.sh");
+/// The repository's copy of the LARTC HOWTO's HTB conditioner
+/// (examples/ultimate-traffic-conditioner-htb.sh).
+fn conditioner_htb_script() -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/ultimate-traffic-conditioner-htb.sh");
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
@@ -1077,8 +1078,8 @@ fn run_tc_script(l: &Link, script: &str) -> String {
 }
 
 /// RTTs in ms of pings from side a to side b during an upload (bulk TCP
-/// a→b with the 128 KiB socket buffers of the seed's era and a loss-based
-/// congestion control, cubic, as Linux's default is and the seed's era's
+/// a→b with the 128 KiB socket buffers of the HOWTO's era and a loss-based
+/// congestion control, cubic, as Linux's default is and the HOWTO's era's
 /// was; a default of bbr, as some distributions set, keeps the queue short by itself): the
 /// upload runs 12 s; 30 echoes go 200 ms apart from its fourth second on,
 /// when the upload has filled whatever queue it can.
@@ -1108,10 +1109,10 @@ fn rtts_during_upload(l: &Link) -> Vec<f64> {
 }
 
 #[test]
-fn seed003_htb_conditioner_keeps_pings_under_100ms_during_an_upload() {
+fn lartc_htb_conditioner_keeps_pings_under_100ms_during_an_upload() {
     require!("bash");
     let _g = light();
-    // The seed's ADSL line: 256 kbit/s up, 1000 kbit/s down, 7 ms each way,
+    // The HOWTO's ADSL line: 256 kbit/s up, 1000 kbit/s down, 7 ms each way,
     // a modem buffering 64000 bytes (2 s at 256 kbit/s) in front of the uplink.
     let line = [
         "--rate-ab",
@@ -1129,7 +1130,7 @@ fn seed003_htb_conditioner_keeps_pings_under_100ms_during_an_upload() {
     // The script unchanged but for its parameter DEV (the router's ppp0 is
     // the link's a0); UPLINK=220 and DOWNLINK=800 already sit "somewhat
     // less" than this line's 256 and 1000 kbit/s, as the script asks.
-    let script = seed003_htb_script();
+    let script = conditioner_htb_script();
     assert!(
         script.contains("\nDEV=ppp0\n"),
         "the script's DEV parameter"
@@ -1163,7 +1164,7 @@ fn seed003_htb_conditioner_keeps_pings_under_100ms_during_an_upload() {
     };
     let (b, c) = (stats(&bare_rtts), stats(&shaped_rtts));
     eprintln!(
-        "seed 003 live: ping min/avg/max during an upload {:.1}/{:.1}/{:.1} ms ({} echoes) without the conditioner, {:.1}/{:.1}/{:.1} ms ({} echoes) with its HTB script (seed: 2041/2332/2428 and 15.7/51.8/79.9)",
+        "ultimate traffic conditioner, live: ping min/avg/max during an upload {:.1}/{:.1}/{:.1} ms ({} echoes) without the conditioner, {:.1}/{:.1}/{:.1} ms ({} echoes) with its HTB script (the HOWTO: 2041/2332/2428 and 15.7/51.8/79.9)",
         b.0, b.1, b.2, bare_rtts.len(), c.0, c.1, c.2, shaped_rtts.len()
     );
     eprintln!(
@@ -1180,7 +1181,8 @@ fn seed003_htb_conditioner_keeps_pings_under_100ms_during_an_upload() {
         b.1 >= 1000.0,
         "no bufferbloat without the conditioner: {bare_rtts:?}"
     );
-    // With it, as the seed (avg 51.8 ms) and the simulator's seed003 scenario.
+    // With it, as in the HOWTO (avg 51.8 ms) and the simulator's
+    // ultimate-traffic-conditioner scenario.
     assert!(
         shaped_rtts.len() >= 29,
         "echoes lost with the conditioner: {shaped_rtts:?}"

@@ -1,7 +1,7 @@
 //! `sluice sim NAME --check` for every bundled scenario: each states what it
-//! should show (from its seed document and from physics) and the command
+//! should show (from the article it reproduces and from physics) and the command
 //! exits 1 if a stated expectation fails. Scenarios whose nodes run shell
-//! scripts (seed 003's conditioner) are only checkable here, through the binary.
+//! scripts (the ultimate traffic conditioner's) are only checkable here, through the binary.
 
 use std::process::Command;
 

@@ -96,8 +96,9 @@ fn seed004_mark_80_reaches_the_packet_and_counts_ip_bytes() {
 
 #[test]
 fn connmark_on_syn_then_restore_marks_the_whole_connection() {
-    // Seed 004's SSH policy: CONNMARK --set-mark 300 on the SYN, then
-    // CONNMARK --restore-mark for every packet.
+    // The home gateway's SSH policy (examples/home-gateway.sh): CONNMARK
+    // --set-mark 300 on the SYN, then CONNMARK --restore-mark for every
+    // packet.
     let mut nf = Netfilter::default();
     let syn = rule(|r| {
         r.oif = Inv::new("eth0".into());

@@ -1,5 +1,6 @@
 #!/bin/bash
-# Upstream shaping in the manner of seed 001 (../shared/seeds/001_*.txt).
+# Upstream shaping after a blog post about a DSL shaping script (credited in
+# docs/examples.md).
 # The post links its script without reproducing it, so this follows its
 # description: shape just below the DSL's upstream rate so packets do not
 # queue in the modem, hash the hosts of the LAN into buckets so no host can

@@ -1,7 +1,7 @@
-#!/bin/bash 
-# LARTC HOWTO 15.8.2, "The Ultimate Traffic Conditioner" (CBQ version), as
-# published (../shared/seeds/003_*.txt). Run unchanged: sluice's `tc` link
-# comes first on PATH.
+#!/bin/bash
+# "The Ultimate Traffic Conditioner" (HTB version), section 15.8.3 of the
+# Linux Advanced Routing & Traffic Control HOWTO (LARTC, Bert Hubert et al.),
+# as published. Run unchanged: sluice's `tc` link comes first on PATH.
 
 # The Ultimate Setup For Your Internet Connection At Home
 # 
@@ -18,46 +18,43 @@ tc qdisc del dev $DEV ingress 2> /dev/null > /dev/null
 
 ###### uplink
 
-# install root CBQ
+# install root HTB, point default traffic to 1:20:
 
-tc qdisc add dev $DEV root handle 1: cbq avpkt 1000 bandwidth 10mbit 
+tc qdisc add dev $DEV root handle 1: htb default 20
 
 # shape everything at $UPLINK speed - this prevents huge queues in your
 # DSL modem which destroy latency:
-# main class
 
-tc class add dev $DEV parent 1: classid 1:1 cbq rate ${UPLINK}kbit \
-allot 1500 prio 5 bounded isolated 
+tc class add dev $DEV parent 1: classid 1:1 htb rate ${UPLINK}kbit burst 6k
 
 # high prio class 1:10:
 
-tc class add dev $DEV parent 1:1 classid 1:10 cbq rate ${UPLINK}kbit \
-   allot 1600 prio 1 avpkt 1000
+tc class add dev $DEV parent 1:1 classid 1:10 htb rate ${UPLINK}kbit \
+   burst 6k prio 1
 
-# bulk and default class 1:20 - gets slightly less traffic, 
-#  and a lower priority:
+# bulk & default class 1:20 - gets slightly less traffic, 
+# and a lower priority:
 
-tc class add dev $DEV parent 1:1 classid 1:20 cbq rate $[9*$UPLINK/10]kbit \
-   allot 1600 prio 2 avpkt 1000
+tc class add dev $DEV parent 1:1 classid 1:20 htb rate $[9*$UPLINK/10]kbit \
+   burst 6k prio 2
 
 # both get Stochastic Fairness:
 tc qdisc add dev $DEV parent 1:10 handle 10: sfq perturb 10
 tc qdisc add dev $DEV parent 1:20 handle 20: sfq perturb 10
 
-# start filters
 # TOS Minimum Delay (ssh, NOT scp) in 1:10:
 tc filter add dev $DEV parent 1:0 protocol ip prio 10 u32 \
       match ip tos 0x10 0xff  flowid 1:10
 
 # ICMP (ip protocol 1) in the interactive class 1:10 so we 
 # can do measurements & impress our friends:
-tc filter add dev $DEV parent 1:0 protocol ip prio 11 u32 \
+tc filter add dev $DEV parent 1:0 protocol ip prio 10 u32 \
 	match ip protocol 1 0xff flowid 1:10
 
 # To speed up downloads while an upload is going on, put ACK packets in
 # the interactive class:
 
-tc filter add dev $DEV parent 1: protocol ip prio 12 u32 \
+tc filter add dev $DEV parent 1: protocol ip prio 10 u32 \
    match ip protocol 6 0xff \
    match u8 0x05 0x0f at 0 \
    match u16 0x0000 0xffc0 at 2 \
@@ -66,8 +63,6 @@ tc filter add dev $DEV parent 1: protocol ip prio 12 u32 \
 
 # rest is 'non-interactive' ie 'bulk' and ends up in 1:20
 
-tc filter add dev $DEV parent 1: protocol ip prio 13 u32 \
-   match ip dst 0.0.0.0/0 flowid 1:20
 
 ########## downlink #############
 # slow downloads down to somewhat less than the real speed  to prevent 

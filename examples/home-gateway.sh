@@ -1,15 +1,17 @@
 #!/bin/bash
-# Seed 004's home-gateway policy ("Shaping the traffic on the Home Network",
-# ../shared/seeds/004_*.txt), run unchanged by bash with sluice's tc and
-# iptables links first on PATH. The seed prints the SSH block verbatim and,
-# for the other classes, the script's progress lines, its `tc qdisc show`
-# and one `tc -s class show` entry; the commands of those classes are
-# rebuilt here from those lines (ids, rates, ceils, prios, leaf qdiscs).
-# Marks are set on a connection's first packet with CONNMARK and copied to
-# every packet by `--restore-mark`, as the seed explains; bare TCP ACKs are
-# marked last. The seed's `-dport 22` (which iptables refuses: `-d port`,
-# then a stray `22`) is its script's `--dport 22`; its `/sbin/` prefixes are
-# dropped so that the links on PATH are the tools that run.
+# The home-gateway policy of "Journey to the Center of the Linux Kernel:
+# Traffic Control, Shaping and QoS" by Julien Vehent (its section "Shaping
+# the traffic on the Home Network"), run unchanged by bash with sluice's tc
+# and iptables links first on PATH. The article prints the SSH block
+# verbatim and, for the other classes, the script's progress lines, its
+# `tc qdisc show` and one `tc -s class show` entry; the commands of those
+# classes are rebuilt here from those lines (ids, rates, ceils, prios, leaf
+# qdiscs). Marks are set on a connection's first packet with CONNMARK and
+# copied to every packet by `--restore-mark`, as the article explains; bare
+# TCP ACKs are marked last. The article's `-dport 22` (which iptables
+# refuses: `-d port`, then a stray `22`) is its script's `--dport 22`; its
+# `/sbin/` prefixes are dropped so that the links on PATH are the tools
+# that run.
 
 IFACE=eth0
 echo "~~~~ LOADING $IFACE TRAFFIC CONTROL RULES ~~~~"

@@ -1,7 +1,10 @@
-//! Seed 004's marking examples, run as the seed writes them through the
-//! `tc` and `iptables` languages, then fed packets: the netfilter hooks a
-//! locally generated packet crosses (OUTPUT, POSTROUTING) and the device's
-//! qdiscs. What must hold comes from the seed and the kernel: a packet with
+//! The marking examples of "Journey to the Center of the Linux Kernel:
+//! Traffic Control, Shaping and QoS" (Julien Vehent; the home-gateway
+//! scenario, examples/home-gateway-htb.toml, runs its whole policy), run as
+//! the article writes them through the `tc` and `iptables` languages, then
+//! fed packets: the netfilter hooks a locally generated packet crosses
+//! (OUTPUT, POSTROUTING) and the device's qdiscs. What must hold comes from
+//! the article and the kernel: a packet with
 //! mark 80 goes through `handle 80 fw flowid 1:10` into the 200 kbit class,
 //! everything else to the default class 1:20; the SSH policy's SYN sets the
 //! connection mark and `--restore-mark` carries it to every later packet of
@@ -15,7 +18,7 @@ use sluice_tc::net::Net;
 use sluice_tc::{ip, iptables, tc};
 use std::collections::BTreeMap;
 
-/// Run one seed command line (`tc ...`, `iptables ...`, `ip ...`) and insist it succeeds.
+/// Run one of the article's command lines (`tc ...`, `iptables ...`, `ip ...`) and insist it succeeds.
 fn run(net: &mut Net, line: &str) -> String {
     let words: Vec<String> = line.split_whitespace().map(String::from).collect();
     let o = match words[0].as_str() {
@@ -105,11 +108,11 @@ fn drive(net: &mut Net, rate: u64, secs: u64, mut pkts: Vec<(Time, Packet)>) -> 
 }
 
 #[test]
-fn seed004_first_example_marks_web_traffic_into_the_200kbit_class() {
+fn first_example_marks_web_traffic_into_the_200kbit_class() {
     let mut net = Net::new();
     run(&mut net, "ip link add dev eth0 type ether");
     run(&mut net, "ip link set dev eth0 up");
-    // The seed's commands, unchanged.
+    // The article's commands, unchanged.
     for line in [
         "iptables -t mangle -A OUTPUT -o eth0 -p tcp --sport 80 -j MARK --set-mark 80",
         "tc qdisc add dev eth0 root handle 1: htb default 20",
@@ -134,7 +137,7 @@ fn seed004_first_example_marks_web_traffic_into_the_200kbit_class() {
     let (web_bytes, web_pkts) = class_sent(&mut net, "1:10");
     let (other_bytes, other_pkts) = class_sent(&mut net, "1:20");
     assert!(web_pkts > 0 && other_pkts > 0);
-    // The seed measured 199.2 kbit/s for the web class; HTB's ceil bounds it
+    // The article measured 199.2 kbit/s for the web class; HTB's ceil bounds it
     // at 200 kbit/s (plus its initial burst), and the rest of the 1024 kbit/s
     // wire goes to 1:20 (rate 824 kbit/s).
     let web_kbit = web_bytes as f64 * 8.0 / 10.0 / 1000.0;
@@ -156,7 +159,7 @@ fn seed004_first_example_marks_web_traffic_into_the_200kbit_class() {
 }
 
 #[test]
-fn seed004_ssh_connmark_policy_marks_the_whole_connection() {
+fn ssh_connmark_policy_marks_the_whole_connection() {
     let mut net = Net::new();
     run(&mut net, "ip link add dev eth0 type ether");
     run(&mut net, "ip link set dev eth0 up");
@@ -168,21 +171,21 @@ fn seed004_ssh_connmark_policy_marks_the_whole_connection() {
         "tc filter add dev eth0 parent 1:0 protocol ip prio 3 handle 300 fw flowid 1:300",
         "tc class add dev eth0 parent 1:1 classid 1:999 htb rate 160kbit ceil 1600kbit burst 15k prio 7",
         "tc qdisc add dev eth0 parent 1:999 handle 1999: sfq perturb 10 limit 32",
-        // The seed prints `-dport 22`, which iptables rejects (see below); the
+        // The article prints `-dport 22`, which iptables rejects (see below); the
         // script it comes from has `--dport 22`.
         "iptables -t mangle -A POSTROUTING -o eth0 -p tcp --tcp-flags SYN SYN --dport 22 -j CONNMARK --set-mark 300",
         "iptables -t mangle -A POSTROUTING -j CONNMARK --restore-mark",
     ] {
         run(&mut net, line);
     }
-    // The seed's line as printed is refused as iptables refuses it: `-dport`
+    // The article's line as printed is refused as iptables refuses it: `-dport`
     // is `-d port`, and `22` is a stray argument.
-    let seed_line: Vec<String> =
+    let printed: Vec<String> =
         "-t mangle -A POSTROUTING -o eth0 -p tcp --tcp-flags SYN SYN -dport 22 -j CONNMARK --set-mark 300"
             .split_whitespace()
             .map(String::from)
             .collect();
-    let o = iptables::run(&mut net, &seed_line);
+    let o = iptables::run(&mut net, &printed);
     assert_eq!(
         (o.code, o.stderr.as_str()),
         (
