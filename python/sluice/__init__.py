@@ -1,7 +1,8 @@
 """sluice's deterministic network simulator from Python.
 
 >>> import sluice
->>> r = sluice.run("examples/dumbbell.toml", variant="fq_codel")
+>>> sluice.bundled()                # the scenarios sluice ships, as `sluice sim --list`
+>>> r = sluice.run("dumbbell", variant="fq_codel")   # a bundled name, a file, or TOML text
 >>> r.summary                       # one row per variant, workload and metric
 >>> r.series["rtt"]                 # ping RTT samples over time
 >>> table = sluice.sweep("examples/dumbbell.toml", {"flows": [1, 2, 4]}, seeds=range(1, 6),
@@ -26,18 +27,34 @@ import pandas as pd
 from . import _sluice
 from ._sluice import ScenarioError
 
-__all__ = ["run", "sweep", "Result", "ScenarioError"]
+__all__ = ["run", "sweep", "bundled", "Result", "ScenarioError"]
+
+
+def bundled() -> List[str]:
+    """The names of the scenarios bundled with sluice (``sluice sim --list``).
+
+    ``run`` and ``sweep`` take any of them where they take a file name.
+    """
+    return list(_sluice.bundled())
 
 
 def _load(scenario: str) -> Tuple[str, Optional[str]]:
-    """A scenario's text and the directory its relative file names are read from."""
+    """A scenario's text and the directory its relative file names are read from.
+
+    As on the command line, a bundled name comes before a file of that name.
+    """
     if "\n" in scenario:
         return scenario, None
+    text = _sluice.bundled_scenario(scenario)
+    if text is not None:
+        return text, None
     try:
         with open(scenario, "r", encoding="utf-8") as f:
             text = f.read(1 << 20)
     except OSError as e:
-        raise ScenarioError(f"{scenario}: {e.strerror}") from None
+        raise ScenarioError(
+            f"{scenario}: not a bundled scenario (see sluice.bundled()) and not readable: {e.strerror}"
+        ) from None
     return text, os.path.dirname(os.path.abspath(scenario))
 
 
@@ -97,11 +114,13 @@ def run(
     variant: Optional[str] = None,
     tc_stats: bool = False,
 ) -> Result:
-    """Run a scenario (a file name, or TOML text) and return its results.
+    """Run a scenario (a bundled name, a file name, or TOML text) and return its results.
 
     ``vars`` override the scenario's variables (as ``--set``), ``seed`` its
     seed, ``variant`` picks one variant (default: all). A scenario sluice
-    refuses raises ``ScenarioError`` with the reason.
+    refuses raises ``ScenarioError`` with the reason; so does one whose nodes
+    run shell scripts, which need bash and the ``sluice`` binary
+    (``sluice sim`` runs those).
     """
     text, base = _load(scenario)
     out = json.loads(
@@ -130,7 +149,7 @@ def sweep(
     combine: str = "product",
     executor: Optional[Executor] = None,
 ) -> pd.DataFrame:
-    """Run ``scenario`` at every point of ``grid`` for every seed; the tidy table.
+    """Run ``scenario`` (as ``run`` takes it) at every point of ``grid`` for every seed; the tidy table.
 
     Columns ``point, <grid variables>, seed, variant, metric, value, error``:
     the rows ``sluice sweep`` writes to ``runs.csv``, in the same order,

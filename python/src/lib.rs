@@ -1,8 +1,10 @@
 //! `sluice._sluice`: the simulator's entry points for the Python package
-//! (`python/sluice/__init__.py` wraps them in pandas). Every function takes
-//! the scenario's text and the directory its relative file names are read
-//! from, runs with the GIL released, and answers JSON, so the Python side
-//! owns the data frames and the executors.
+//! (`python/sluice/__init__.py` wraps them in pandas). Every function that
+//! runs takes the scenario's text and the directory its relative file names
+//! are read from, runs with the GIL released, and answers JSON, so the
+//! Python side owns the data frames and the executors. The bundled
+//! scenarios' names and texts come from `sluice_sim::bundled`, as the
+//! command line's do.
 
 use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;
@@ -15,8 +17,16 @@ use std::collections::BTreeMap;
 
 create_exception!(_sluice, ScenarioError, PyValueError, "A scenario or sweep sluice refuses, with the reason.");
 
+/// A scenario from its text, refused if a node runs a shell script: those
+/// run with bash and the `sluice` binary's `tc`, which this package lacks.
 fn scenario(text: &str, dir: Option<String>) -> PyResult<Scenario> {
     let mut sc = Scenario::parse(text).map_err(ScenarioError::new_err)?;
+    if let Some(n) = sc.nodes.iter().find(|n| n.script.is_some()) {
+        return Err(ScenarioError::new_err(format!(
+            "node {}: runs a shell script, which needs bash and the sluice binary: run this scenario with `sluice sim` or `sluice sweep`",
+            n.name
+        )));
+    }
     sc.dir = dir.map(Into::into);
     Ok(sc)
 }
@@ -42,11 +52,6 @@ fn run(
     tc_stats: bool,
 ) -> PyResult<String> {
     let mut sc = scenario(text, dir)?;
-    if sc.nodes.iter().any(|n| n.script.is_some()) {
-        return Err(ScenarioError::new_err(
-            "a node runs a shell script: run this scenario with `sluice sim`",
-        ));
-    }
     if let Some(s) = seed {
         sc.seed = s;
     }
@@ -79,11 +84,25 @@ fn sweep_job(py: Python<'_>, spec: &str, text: &str, point: usize, seed: u64, di
     serde_json::to_string(&rows).map_err(|e| ScenarioError::new_err(e.to_string()))
 }
 
+/// The bundled scenarios' names, as `sluice sim --list` shows them.
+#[pyfunction]
+fn bundled() -> Vec<&'static str> {
+    sluice_sim::bundled::names().collect()
+}
+
+/// The text of the bundled scenario `name`, or `None`.
+#[pyfunction]
+fn bundled_scenario(name: &str) -> Option<&'static str> {
+    sluice_sim::bundled::scenario(name)
+}
+
 #[pymodule]
 fn _sluice(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ScenarioError", m.py().get_type::<ScenarioError>())?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(sweep_jobs, m)?)?;
     m.add_function(wrap_pyfunction!(sweep_job, m)?)?;
+    m.add_function(wrap_pyfunction!(bundled, m)?)?;
+    m.add_function(wrap_pyfunction!(bundled_scenario, m)?)?;
     Ok(())
 }

@@ -91,3 +91,39 @@ def test_the_cli_writes_the_same_table(tmp_path):
     assert cli.rate.tolist() == py.rate.tolist() and cli.seed.tolist() == py.seed.tolist()
     assert cli.metric.tolist() == py.metric.tolist()
     assert cli.value.tolist() == py.value.tolist()
+
+
+def test_a_bundled_name_runs_as_on_the_command_line(tmp_path):
+    names = sluice.bundled()
+    assert {"dumbbell", "lan-bufferbloat", "per-host-fairness"} <= set(names)
+    by_name = sluice.run("dumbbell", variant="fq_codel")
+    pd.testing.assert_frame_equal(by_name.summary, sluice.run(DUMBBELL, variant="fq_codel").summary)
+    assert by_name.check(), by_name.checks
+    # At 10 Mbit/s a bulk flow with a 4 MiB window fills the laptop's 1000
+    # packets of txqueuelen and its ring: (1000 + 32) x 1514 bytes drain in
+    # 1.25 s, (1000 + 511) x 1514 in 1.83 s, and the slowest ping waits that long.
+    grid = {"ring": ["32p", "511p"]}
+    t = sluice.sweep("lan-bufferbloat", grid, seeds=[4], variants=["10mbit"], metrics=["ping.max_ms"])
+    worst = t.set_index("ring").value
+    assert 1150 < worst["32p"] < 1300 and 1750 < worst["511p"] < 1900, t
+    exe = os.environ.get("SLUICE_BIN")
+    assert exe, "SLUICE_BIN names the sluice binary"
+    (tmp_path / "sweep.toml").write_text(
+        'scenario = "lan-bufferbloat"\nseeds = [4]\nvariants = ["10mbit"]\nmetrics = ["ping.max_ms"]\n'
+        '[grid]\nring = ["32p", "511p"]\n'
+    )
+    subprocess.run([exe, "sweep", "sweep.toml", "--out", "out"], cwd=tmp_path, check=True, capture_output=True)
+    cli = pd.read_csv(tmp_path / "out" / "runs.csv", dtype={"ring": str, "variant": str, "error": object})
+    assert cli.ring.tolist() == t.ring.tolist() and cli.value.tolist() == t.value.tolist()
+
+
+def test_a_scenario_whose_nodes_run_scripts_is_refused_with_the_reason():
+    # Its scripts run with bash and the sluice binary's tc: `sluice sim` runs it.
+    for call in (
+        lambda: sluice.run("per-host-fairness"),
+        lambda: sluice.sweep("ultimate-traffic-conditioner", {"upload": ["true"]}),
+    ):
+        with pytest.raises(sluice.ScenarioError, match="node .*shell script.*sluice sim"):
+            call()
+    with pytest.raises(sluice.ScenarioError, match="no-such-name: not a bundled scenario"):
+        sluice.run("no-such-name")

@@ -8,13 +8,6 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 #[allow(dead_code)]
 #[path = "../src/bench.rs"]
 mod bench;
-/// `bench.rs` names the simulator's bundled scenarios as `crate::sim::BUNDLED`;
-/// these benches run only the qdisc cases, so a stand-in keeps `sim.rs` (and
-/// its dependencies) out of this crate.
-#[allow(dead_code)]
-mod sim {
-    pub const BUNDLED: &[(&str, &str)] = &[];
-}
 
 fn qdiscs(c: &mut Criterion) {
     let mut g = c.benchmark_group("qdisc");

@@ -439,9 +439,7 @@ pub struct SimRun {
 /// Build and run every variant of the bundled scenario `name`.
 pub fn run_sim(name: &str) -> Result<Vec<SimRun>, String> {
     use sluice_sim::scenario::Scenario;
-    let (_, text) = crate::sim::BUNDLED
-        .iter()
-        .find(|(n, _)| *n == name)
+    let text = sluice_sim::bundled::scenario(name)
         .ok_or_else(|| format!("no bundled scenario {name:?}"))?;
     let sc = Scenario::parse(text)?;
     let none = Default::default();

@@ -5,6 +5,7 @@
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sluice_core::time::Time;
+use sluice_sim::bundled;
 use sluice_sim::report::{check, table, RunResult};
 use sluice_sim::run::{run_all_observed, ScriptRunner};
 use sluice_sim::scenario::Scenario;
@@ -14,51 +15,6 @@ use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-
-/// The scenarios shipped in `examples/`, by name.
-pub const BUNDLED: &[(&str, &str)] = &[
-    ("dumbbell", include_str!("../../../examples/dumbbell.toml")),
-    (
-        "http2-pageload-delay",
-        include_str!("../../../examples/http2-pageload-delay.toml"),
-    ),
-    (
-        "per-host-fairness",
-        include_str!("../../../examples/per-host-fairness.toml"),
-    ),
-    (
-        "cable-upload-tbf",
-        include_str!("../../../examples/cable-upload-tbf.toml"),
-    ),
-    (
-        "ultimate-traffic-conditioner",
-        include_str!("../../../examples/ultimate-traffic-conditioner.toml"),
-    ),
-    (
-        "lan-bufferbloat",
-        include_str!("../../../examples/lan-bufferbloat.toml"),
-    ),
-    (
-        "home-gateway-htb",
-        include_str!("../../../examples/home-gateway-htb.toml"),
-    ),
-    (
-        "tsn-taprio",
-        include_str!("../../../examples/tsn-taprio.toml"),
-    ),
-    (
-        "lte-drive",
-        include_str!("../../../examples/lte-drive.toml"),
-    ),
-    (
-        "starlink-handover",
-        include_str!("../../../examples/starlink-handover.toml"),
-    ),
-    (
-        "policy-change",
-        include_str!("../../../examples/policy-change.toml"),
-    ),
-];
 
 /// `sluice sim` options.
 #[derive(Parser, Debug)]
@@ -98,26 +54,6 @@ pub struct SimArgs {
     pub plot: Option<PathBuf>,
 }
 
-/// Files bundled scenarios refer to (their scripts), by name.
-pub const BUNDLED_FILES: &[(&str, &str)] = &[
-    (
-        "per-host-fairness.sh",
-        include_str!("../../../examples/per-host-fairness.sh"),
-    ),
-    (
-        "ultimate-traffic-conditioner-htb.sh",
-        include_str!("../../../examples/ultimate-traffic-conditioner-htb.sh"),
-    ),
-    (
-        "ultimate-traffic-conditioner-cbq.sh",
-        include_str!("../../../examples/ultimate-traffic-conditioner-cbq.sh"),
-    ),
-    (
-        "home-gateway.sh",
-        include_str!("../../../examples/home-gateway.sh"),
-    ),
-];
-
 /// Runs node scripts with bash, this binary's `tc`/`ip`/`iptables` links first on PATH,
 /// against a state directory holding the node's namespace.
 struct BashRunner {
@@ -130,7 +66,7 @@ impl BashRunner {
         if script.contains('\n') {
             return Ok(script.to_string());
         }
-        if let Some((_, text)) = BUNDLED_FILES.iter().find(|(n, _)| *n == script) {
+        if let Some(text) = bundled::file(script) {
             return Ok(text.to_string());
         }
         let path = match &self.base_dir {
@@ -194,7 +130,7 @@ pub(crate) fn load_scenario(
     name: &str,
     base: Option<&std::path::Path>,
 ) -> Result<Scenario, String> {
-    let bundled = BUNDLED.iter().any(|(n, _)| *n == name);
+    let bundled = bundled::scenario(name).is_some();
     let path = match base {
         Some(b) if !bundled && std::path::Path::new(name).is_relative() => {
             b.join(name).to_string_lossy().into_owned()
@@ -235,8 +171,8 @@ pub(crate) fn progress_bar(len: u64, what: &str) -> ProgressBar {
 }
 
 fn load(name: &str) -> Result<(String, String), String> {
-    if let Some((n, text)) = BUNDLED.iter().find(|(n, _)| *n == name) {
-        return Ok((n.to_string(), text.to_string()));
+    if let Some(text) = bundled::scenario(name) {
+        return Ok((name.to_string(), text.to_string()));
     }
     std::fs::read_to_string(name)
         .map(|t| (name.to_string(), t))
@@ -376,11 +312,13 @@ pub fn main(args: &[String]) -> i32 {
         }
     };
     if a.list {
-        for (n, text) in BUNDLED {
-            let desc = Scenario::parse(text)
+        let width = bundled::names().map(str::len).max().unwrap_or(0);
+        for n in bundled::names() {
+            let desc = bundled::scenario(n)
+                .and_then(|text| Scenario::parse(text).ok())
                 .map(|s| s.description)
                 .unwrap_or_default();
-            println!("{n:<12} {}", desc.lines().next().unwrap_or(""));
+            println!("{n:<width$}  {}", desc.lines().next().unwrap_or(""));
         }
         return 0;
     }

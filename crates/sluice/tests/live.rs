@@ -1040,7 +1040,8 @@ fn tbf_total_matches_the_kernels_within_3_percent() {
 /// The repository's copy of the LARTC HOWTO's HTB conditioner
 /// (examples/ultimate-traffic-conditioner-htb.sh).
 fn conditioner_htb_script() -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/ultimate-traffic-conditioner-htb.sh");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/ultimate-traffic-conditioner-htb.sh");
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
