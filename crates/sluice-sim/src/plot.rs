@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Once;
 
 /// Series colours (Tableau 10: distinct, and readable on white).
-const PALETTE: [(u8, u8, u8); 10] = [
+pub(crate) const PALETTE: [(u8, u8, u8); 10] = [
     (31, 119, 180),
     (255, 127, 14),
     (44, 160, 44),
@@ -188,36 +188,81 @@ pub fn write_plots(
     std::fs::create_dir_all(dir).map_err(io(dir))?;
     let mut written = vec![];
     for chart in runs.iter().flat_map(|r| charts(scenario, r)) {
-        let svg_path = dir.join(format!("{}.svg", chart.stem));
-        std::fs::write(&svg_path, svg(&chart)?).map_err(io(&svg_path))?;
-        written.push(svg_path);
-        let png_path = dir.join(format!("{}.png", chart.stem));
-        std::fs::write(&png_path, png(&chart)?).map_err(io(&png_path))?;
-        written.push(png_path);
+        written.extend(write_figure(dir, &chart)?);
     }
     Ok(written)
 }
 
+/// Something drawn on one chart-sized area, the same way on either backend:
+/// a [`Chart`] here, and the sweep's charts in [`crate::sweep_plot`].
+pub(crate) trait Figure {
+    /// File name stem.
+    fn stem(&self) -> &str;
+    /// Draw on `root` (the whole image).
+    fn draw_on<DB: DrawingBackend>(
+        &self,
+        root: &DrawingArea<DB, Shift>,
+    ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>>;
+}
+
+impl Figure for Chart {
+    fn stem(&self) -> &str {
+        &self.stem
+    }
+
+    fn draw_on<DB: DrawingBackend>(
+        &self,
+        root: &DrawingArea<DB, Shift>,
+    ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+        draw(root, self)
+    }
+}
+
+/// Write `STEM.svg` and `STEM.png` into `dir` (which must exist); returns
+/// their paths.
+pub(crate) fn write_figure(dir: &Path, fig: &impl Figure) -> Result<[PathBuf; 2], PlotError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| PlotError::Io { path, source }
+    };
+    let svg_path = dir.join(format!("{}.svg", fig.stem()));
+    std::fs::write(&svg_path, render_svg(fig)?).map_err(io(&svg_path))?;
+    let png_path = dir.join(format!("{}.png", fig.stem()));
+    std::fs::write(&png_path, render_png(fig)?).map_err(io(&png_path))?;
+    Ok([svg_path, png_path])
+}
+
 /// The chart as an SVG document.
 pub fn svg(chart: &Chart) -> Result<String, PlotError> {
-    let mut text = String::new();
-    {
-        let root = SVGBackend::with_string(&mut text, SIZE).into_drawing_area();
-        draw(&root, chart).map_err(|e| draw_error(chart, e))?;
-        root.present().map_err(|e| draw_error(chart, e))?;
-    }
-    Ok(text)
+    render_svg(chart)
 }
 
 /// The chart as a PNG file's bytes.
 pub fn png(chart: &Chart) -> Result<Vec<u8>, PlotError> {
+    render_png(chart)
+}
+
+/// A figure as an SVG document.
+pub(crate) fn render_svg(fig: &impl Figure) -> Result<String, PlotError> {
+    register_font();
+    let mut text = String::new();
+    {
+        let root = SVGBackend::with_string(&mut text, SIZE).into_drawing_area();
+        fig.draw_on(&root).map_err(|e| draw_error(fig, e))?;
+        root.present().map_err(|e| draw_error(fig, e))?;
+    }
+    Ok(text)
+}
+
+/// A figure as a PNG file's bytes.
+pub(crate) fn render_png(fig: &impl Figure) -> Result<Vec<u8>, PlotError> {
     register_font();
     let (w, h) = SIZE;
     let mut rgb = vec![0u8; (w * h * 3) as usize];
     {
         let root = BitMapBackend::with_buffer(&mut rgb, SIZE).into_drawing_area();
-        draw(&root, chart).map_err(|e| draw_error(chart, e))?;
-        root.present().map_err(|e| draw_error(chart, e))?;
+        fig.draw_on(&root).map_err(|e| draw_error(fig, e))?;
+        root.present().map_err(|e| draw_error(fig, e))?;
     }
     let mut out = vec![];
     let mut enc = ::png::Encoder::new(&mut out, w, h);
@@ -227,22 +272,22 @@ pub fn png(chart: &Chart) -> Result<Vec<u8>, PlotError> {
         .write_header()
         .and_then(|mut wr| wr.write_image_data(&rgb));
     encoded.map_err(|e| PlotError::Draw {
-        what: chart.stem.clone(),
+        what: fig.stem().to_string(),
         message: format!("PNG encoding: {e}"),
     })?;
     Ok(out)
 }
 
-fn draw_error(chart: &Chart, e: impl std::fmt::Display) -> PlotError {
+fn draw_error(fig: &impl Figure, e: impl std::fmt::Display) -> PlotError {
     PlotError::Draw {
-        what: chart.stem.clone(),
+        what: fig.stem().to_string(),
         message: e.to_string(),
     }
 }
 
 /// Text is laid out with ab_glyph for both backends; it needs the font
 /// registered once per process.
-fn register_font() {
+pub(crate) fn register_font() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         // DejaVu Sans is a valid font; if registration failed anyway, text
@@ -256,7 +301,7 @@ fn register_font() {
 }
 
 /// A variant's name as a file name: letters, digits, `-`, `_`, `.`.
-fn file_stem(variant: &str) -> String {
+pub(crate) fn file_stem(variant: &str) -> String {
     let s: String = variant
         .chars()
         .map(|c| {
@@ -292,7 +337,7 @@ fn moving_average(points: &[(f64, f64)], n: usize) -> Vec<(f64, f64)> {
 }
 
 /// Tick labels with as many decimals as the axis' span needs.
-fn tick_format(span: f64) -> impl Fn(&f64) -> String {
+pub(crate) fn tick_format(span: f64) -> impl Fn(&f64) -> String {
     let decimals = if span >= 20.0 {
         0
     } else if span >= 2.0 {

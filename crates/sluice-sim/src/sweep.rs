@@ -115,6 +115,18 @@ pub struct Summary {
     pub ci95: f64,
 }
 
+impl Summary {
+    /// The low end of the 95 % confidence interval.
+    pub fn ci95_low(&self) -> f64 {
+        self.mean - self.ci95
+    }
+
+    /// The high end of the 95 % confidence interval.
+    pub fn ci95_high(&self) -> f64 {
+        self.mean + self.ci95
+    }
+}
+
 fn value_text(v: &toml::Value) -> String {
     match v {
         toml::Value::String(s) => s.clone(),
@@ -216,6 +228,17 @@ impl Sweep {
 
     /// Run one job: its rows, one per variant and metric.
     pub fn run_job(&self, point: usize, seed: u64, runner: Option<&dyn ScriptRunner>) -> Vec<Row> {
+        self.job(point, seed, runner, false).0
+    }
+
+    /// Run one job: its rows, and, if `keep_rtts`, its ping replies' RTTs.
+    fn job(
+        &self,
+        point: usize,
+        seed: u64,
+        runner: Option<&dyn ScriptRunner>,
+        keep_rtts: bool,
+    ) -> (Vec<Row>, RttSamples) {
         let vars = &self.points[point];
         let mut sc = self.scenario.clone();
         sc.seed = seed;
@@ -228,8 +251,12 @@ impl Sweep {
         for o in only {
             match run_all(&sc, vars, o, false, runner) {
                 Ok(r) => runs.extend(r),
-                Err(e) => return vec![self.failed(point, seed, e)],
+                Err(e) => return (vec![self.failed(point, seed, e)], RttSamples::new()),
             }
+        }
+        let mut rtts = RttSamples::new();
+        if keep_rtts {
+            add_rtts(&mut rtts, &runs);
         }
         let mut rows = vec![];
         for r in &runs {
@@ -245,7 +272,7 @@ impl Sweep {
                 });
             }
         }
-        rows
+        (rows, rtts)
     }
 
     fn failed(&self, point: usize, seed: u64, error: String) -> Row {
@@ -269,8 +296,33 @@ impl Sweep {
         runner: Option<&(dyn ScriptRunner + Sync)>,
         done: &(dyn Fn(&[Row]) + Sync),
     ) -> Vec<Row> {
+        self.run_jobs(jobs, threads, runner, done, false).0
+    }
+
+    /// [`Sweep::run`], also handing back every ping reply's RTT, pooled
+    /// by variant over the jobs (for `sluice sweep --plot`'s CDF; the rows
+    /// are the same).
+    pub fn run_with_rtts(
+        &self,
+        jobs: &[(usize, u64)],
+        threads: usize,
+        runner: Option<&(dyn ScriptRunner + Sync)>,
+        done: &(dyn Fn(&[Row]) + Sync),
+    ) -> (Vec<Row>, RttSamples) {
+        self.run_jobs(jobs, threads, runner, done, true)
+    }
+
+    fn run_jobs(
+        &self,
+        jobs: &[(usize, u64)],
+        threads: usize,
+        runner: Option<&(dyn ScriptRunner + Sync)>,
+        done: &(dyn Fn(&[Row]) + Sync),
+        keep_rtts: bool,
+    ) -> (Vec<Row>, RttSamples) {
         let next = AtomicUsize::new(0);
-        let results: Mutex<Vec<(usize, Vec<Row>)>> = Mutex::new(Vec::with_capacity(jobs.len()));
+        type Done = (usize, (Vec<Row>, RttSamples));
+        let results: Mutex<Vec<Done>> = Mutex::new(Vec::with_capacity(jobs.len()));
         std::thread::scope(|s| {
             for _ in 0..threads.clamp(1, jobs.len().max(1)) {
                 s.spawn(|| loop {
@@ -278,18 +330,47 @@ impl Sweep {
                     let Some(&(p, seed)) = jobs.get(i) else {
                         break;
                     };
-                    let rows = self.run_job(p, seed, runner.map(|r| r as &dyn ScriptRunner));
-                    done(&rows);
+                    let runner = runner.map(|r| r as &dyn ScriptRunner);
+                    let out = self.job(p, seed, runner, keep_rtts);
+                    done(&out.0);
                     results
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
-                        .push((i, rows));
+                        .push((i, out));
                 });
             }
         });
         let mut all = results.into_inner().unwrap_or_else(|e| e.into_inner());
         all.sort_by_key(|(i, _)| *i);
-        all.into_iter().flat_map(|(_, r)| r).collect()
+        let mut rows = vec![];
+        let mut rtts = RttSamples::new();
+        for (_, (r, t)) in all {
+            rows.extend(r);
+            for (k, v) in t {
+                rtts.entry(k).or_default().extend(v);
+            }
+        }
+        (rows, rtts)
+    }
+}
+
+/// Ping round-trip times in milliseconds, every reply's, by series: the
+/// variant's name, or `VARIANT PING` when a run has more than one ping
+/// workload. Pooled over jobs in job order.
+pub type RttSamples = BTreeMap<String, Vec<f64>>;
+
+fn add_rtts(rtts: &mut RttSamples, runs: &[RunResult]) {
+    for r in runs {
+        for p in &r.pings {
+            let key = if r.pings.len() > 1 {
+                format!("{} {}", r.variant, p.name)
+            } else {
+                r.variant.clone()
+            };
+            rtts.entry(key)
+                .or_default()
+                .extend(p.series.iter().map(|&(_, ms)| ms));
+        }
     }
 }
 
@@ -436,8 +517,8 @@ pub fn summary_csv(sums: &[Summary], var_names: &[String]) -> String {
             s.n,
             s.mean,
             s.sd,
-            s.mean - s.ci95,
-            s.mean + s.ci95
+            s.ci95_low(),
+            s.ci95_high()
         );
     }
     out

@@ -12,7 +12,7 @@
 //! sharding.
 
 use clap::Parser;
-use sluice_sim::sweep::{summarize, summary_csv, to_csv, Row, Sweep, SweepFile};
+use sluice_sim::sweep::{summarize, summary_csv, to_csv, Row, RttSamples, Sweep, SweepFile};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
@@ -39,6 +39,13 @@ pub struct SweepArgs {
     /// Run only shard K of N (1-based): the jobs numbered K-1 modulo N
     #[arg(long, value_name = "K/N")]
     pub shard: Option<String>,
+    /// Also draw charts into DIR, SVG and PNG: each metric's mean and 95 %
+    /// interval against each grid variable, one line per variant; the CDF
+    /// of each metric over every run; and the CDF of every ping reply's RTT
+    /// per variant (`sluice sweep merge OUT DIR... --plot DIR` draws the
+    /// first two)
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
 }
 
 fn read_bounded(path: &Path) -> Result<String, String> {
@@ -175,7 +182,15 @@ fn run(args: &SweepArgs) -> Result<usize, String> {
     };
     let runner = crate::sim::script_runner(args.file.parent());
     let bar = crate::sim::progress_bar(jobs.len() as u64, "runs");
-    let rows = sweep.run(&jobs, threads, Some(&runner), &|_| bar.inc(1));
+    let done = |_: &[Row]| bar.inc(1);
+    let (rows, rtts) = if args.plot.is_some() {
+        sweep.run_with_rtts(&jobs, threads, Some(&runner), &done)
+    } else {
+        (
+            sweep.run(&jobs, threads, Some(&runner), &done),
+            RttSamples::new(),
+        )
+    };
     bar.finish_and_clear();
     let failed: Vec<&Row> = rows.iter().filter(|r| r.error.is_some()).collect();
     for r in &failed {
@@ -189,6 +204,9 @@ fn run(args: &SweepArgs) -> Result<usize, String> {
         );
     }
     let n_failed = failed.len();
+    // The RTTs of runs kept from an earlier invocation were not kept: a
+    // CDF of only this invocation's would pass for the whole sweep's.
+    let rtts = kept.is_empty().then_some(rtts);
     let mut all = kept;
     all.extend(rows);
     sort_rows(&mut all);
@@ -204,17 +222,69 @@ fn run(args: &SweepArgs) -> Result<usize, String> {
         jobs.len(),
         args.out.display()
     );
+    if let Some(dir) = &args.plot {
+        if rtts.is_none() {
+            eprintln!("sluice sweep: cdf-ping-rtt: not plotted: --resume kept runs whose RTTs were not kept");
+        }
+        plot(dir, Some(&sweep.scenario.name), &all, rtts.as_ref())?;
+    }
     Ok(n_failed)
 }
 
-/// `sluice sweep merge OUT DIR...`: the shards' rows as one table.
+/// Draw the charts (after the tables are written), and say what was left out.
+fn plot(
+    dir: &Path,
+    scenario: Option<&str>,
+    rows: &[Row],
+    rtts: Option<&RttSamples>,
+) -> Result<(), String> {
+    let w = sluice_sim::sweep_plot::write(dir, scenario, rows, rtts)
+        .map_err(|e| format!("--plot: {e}"))?;
+    for n in &w.notes {
+        eprintln!("sluice sweep: {n}");
+    }
+    eprintln!(
+        "sluice sweep: {} plot files in {}",
+        w.files.len(),
+        dir.display()
+    );
+    Ok(())
+}
+
+/// `--plot DIR` taken out of `argv`, and the rest.
+fn take_plot(argv: &[String]) -> Result<(Option<PathBuf>, Vec<String>), String> {
+    let mut plot = None;
+    let mut rest = vec![];
+    let mut it = argv.iter();
+    while let Some(a) = it.next() {
+        if let Some(dir) = a.strip_prefix("--plot=") {
+            plot = Some(PathBuf::from(dir));
+        } else if a == "--plot" {
+            let dir = it.next().ok_or("--plot needs a directory")?;
+            plot = Some(PathBuf::from(dir));
+        } else {
+            rest.push(a.clone());
+        }
+    }
+    Ok((plot, rest))
+}
+
+/// `sluice sweep merge OUT DIR... [--plot DIR]`: the shards' rows as one table.
 fn merge(argv: &[String]) -> i32 {
-    let [out, dirs @ ..] = argv else {
-        eprintln!("usage: sluice sweep merge OUT DIR...");
+    const USAGE: &str = "usage: sluice sweep merge OUT DIR... [--plot DIR]";
+    let (plot_dir, argv) = match take_plot(argv) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("sluice sweep merge: {e}\n{USAGE}");
+            return 2;
+        }
+    };
+    let [out, dirs @ ..] = argv.as_slice() else {
+        eprintln!("{USAGE}");
         return 2;
     };
     if dirs.is_empty() {
-        eprintln!("usage: sluice sweep merge OUT DIR...");
+        eprintln!("{USAGE}");
         return 2;
     }
     let mut all: Vec<Row> = vec![];
@@ -240,7 +310,9 @@ fn merge(argv: &[String]) -> i32 {
             return 2;
         }
     }
-    match write_tables(Path::new(out), &all) {
+    let plotted = write_tables(Path::new(out), &all)
+        .and_then(|()| plot_dir.map_or(Ok(()), |d| plot(&d, None, &all, None)));
+    match plotted {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("sluice sweep merge: {e}");

@@ -116,3 +116,96 @@ fn bad_sweeps_are_refused_naming_what_is_wrong() {
     let o = sweep(dir, &["sweep.toml", "--shard", "3/2"]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// A bulk flow and a ping under a fifo and fq_codel (tests/sweep/ping.toml).
+fn ping_scenario() -> String {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/sweep/ping.toml");
+    std::fs::read_to_string(path).expect("tests/sweep/ping.toml")
+}
+
+const PING_SWEEP: &str = r#"
+scenario = "ping.toml"
+seeds = "1..=2"
+metrics = ["goodput_mbps", "ping.median_ms", "web.load_ms"]
+
+[grid]
+rate = ["5mbit", "10mbit"]
+"#;
+
+fn svg(dir: &Path, plots: &str, stem: &str) -> String {
+    let text = read(dir, plots, &format!("{stem}.svg"));
+    assert!(
+        text.starts_with("<svg") && text.trim_end().ends_with("</svg>"),
+        "{stem}.svg is not an SVG document"
+    );
+    let png = std::fs::read(dir.join(plots).join(format!("{stem}.png"))).unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "{stem}.png");
+    text
+}
+
+#[test]
+fn plots_show_each_metric_against_the_grid_and_its_distribution() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    std::fs::write(dir.join("ping.toml"), ping_scenario()).unwrap();
+    std::fs::write(dir.join("sweep.toml"), PING_SWEEP).unwrap();
+    let a = sweep(dir, &["sweep.toml", "--out", "a", "--plot", "pa"]);
+    let err = String::from_utf8_lossy(&a.stderr).to_string();
+    // No run has a web workload: that metric is left out, and said so.
+    assert!(
+        err.contains("web.load_ms: no run produced a value"),
+        "{err}"
+    );
+    assert!(!dir.join("pa/web.load_ms-vs-rate.svg").exists());
+    assert!(!dir.join("pa/cdf-web.load_ms.svg").exists());
+    ok(a);
+    for stem in ["goodput_mbps-vs-rate", "ping.median_ms-vs-rate"] {
+        let text = svg(dir, "pa", stem);
+        assert!(text.contains("rate (Mbit/s)"), "{stem}: the x axis");
+        assert!(text.contains("fifo") && text.contains("fq_codel"), "{stem}");
+        // A dot at each mean: 2 rates x 2 variants.
+        assert_eq!(text.matches("<circle").count(), 4, "{stem}");
+    }
+    for stem in ["cdf-goodput_mbps", "cdf-ping.median_ms", "cdf-ping-rtt"] {
+        let text = svg(dir, "pa", stem);
+        assert!(text.contains("fifo") && text.contains("fq_codel"), "{stem}");
+    }
+    assert!(svg(dir, "pa", "cdf-ping-rtt").contains("RTT (ms)"));
+    // The same sweep on one thread: the same tables and the same drawings.
+    ok(sweep(
+        dir,
+        &["sweep.toml", "--jobs", "1", "--out", "b", "--plot", "pb"],
+    ));
+    assert_eq!(read(dir, "a", "runs.csv"), read(dir, "b", "runs.csv"));
+    for stem in ["goodput_mbps-vs-rate", "cdf-ping-rtt"] {
+        assert_eq!(svg(dir, "pa", stem), svg(dir, "pb", stem), "{stem}");
+    }
+    // merge draws from the tables alone: no RTT samples, so no RTT CDF.
+    ok(sweep(dir, &["merge", "m", "a", "--plot", "pm"]));
+    assert!(svg(dir, "pm", "ping.median_ms-vs-rate").contains("fq_codel"));
+    assert!(!dir.join("pm/cdf-ping-rtt.svg").exists());
+}
+
+#[test]
+fn a_plot_directory_that_cannot_be_made_fails_after_the_tables() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    std::fs::write(dir.join("lossy.toml"), scenario()).unwrap();
+    std::fs::write(
+        dir.join("sweep.toml"),
+        "scenario = \"lossy.toml\"\nmetrics = [\"goodput_mbps\"]\n",
+    )
+    .unwrap();
+    // A directory inside a file cannot be made.
+    let o = sweep(
+        dir,
+        &["sweep.toml", "--out", "t", "--plot", "lossy.toml/plots"],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--plot") && err.contains("lossy.toml/plots"),
+        "{err}"
+    );
+    assert!(read(dir, "t", "summary.csv").contains("goodput_mbps"));
+}
