@@ -37,6 +37,19 @@ fn every_bundled_scenario_passes_its_checks() {
 }
 
 #[test]
+fn former_names_still_run_but_are_not_listed() {
+    let list = String::from_utf8_lossy(&sluice(&["sim", "--list"]).stdout).into_owned();
+    assert!(
+        list.contains("cable-upload-tbf") && !list.lines().any(|l| l.starts_with("seed")),
+        "{list}"
+    );
+    let by_old = sluice(&["sim", "seed002", "--variant", "idle", "--csv"]);
+    let by_new = sluice(&["sim", "cable-upload-tbf", "--variant", "idle", "--csv"]);
+    assert!(by_old.status.success() && by_new.status.success());
+    assert_eq!(by_old.stdout, by_new.stdout);
+}
+
+#[test]
 fn bad_scenarios_are_refused_clearly() {
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.toml");
