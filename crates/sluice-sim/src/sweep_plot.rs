@@ -258,9 +258,14 @@ struct Grid {
 }
 
 impl Grid {
+    /// The grid of the jobs that ran (a failed job's values, which the
+    /// scenario refused, would make a numeric axis categorical).
     fn new(rows: &[Row]) -> Grid {
-        let points: BTreeMap<usize, BTreeMap<String, String>> =
-            rows.iter().map(|r| (r.point, r.vars.clone())).collect();
+        let points: BTreeMap<usize, BTreeMap<String, String>> = rows
+            .iter()
+            .filter(|r| r.error.is_none())
+            .map(|r| (r.point, r.vars.clone()))
+            .collect();
         let mut values: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for vars in points.values() {
             for (k, v) in vars {
@@ -696,6 +701,16 @@ mod tests {
         let c = charts(None, &[r], Some(&RttSamples::new()));
         assert!(c.means.is_empty() && c.cdfs.is_empty());
         assert_eq!(c.notes.len(), 2, "{:?}", c.notes);
+    }
+
+    #[test]
+    fn a_failed_jobs_value_stays_off_the_axis() {
+        let mut failed = row(1, &[("rate", "-1")], 1, "", f64::NAN);
+        (failed.value, failed.error) = (None, Some("refused".into()));
+        let rows = [row(0, &[("rate", "2mbit")], 1, "v", 1.0), failed];
+        let c = charts(None, &rows, None);
+        assert_eq!(c.means[0].axis, Axis::Numeric);
+        assert_eq!(c.means[0].lines[0].1.len(), 1);
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //! runs the jobs whose number is K−1 modulo N, for a Slurm job array or a
 //! Kubernetes Indexed Job, and `sluice sweep merge OUT DIR...` joins the
 //! shards' directories. The table is the same whatever `--jobs` or the
-//! sharding.
+//! sharding. `--plot DIR`, on either, draws charts of the tables once they
+//! are written (`sluice_sim::sweep_plot`).
 
 use clap::Parser;
 use sluice_sim::sweep::{summarize, summary_csv, to_csv, Row, RttSamples, Sweep, SweepFile};
@@ -39,11 +40,13 @@ pub struct SweepArgs {
     /// Run only shard K of N (1-based): the jobs numbered K-1 modulo N
     #[arg(long, value_name = "K/N")]
     pub shard: Option<String>,
-    /// Also draw charts into DIR, SVG and PNG: each metric's mean and 95 %
-    /// interval against each grid variable, one line per variant; the CDF
-    /// of each metric over every run; and the CDF of every ping reply's RTT
-    /// per variant (`sluice sweep merge OUT DIR... --plot DIR` draws the
-    /// first two)
+    /// Also draw charts into DIR, as SVG and PNG
+    ///
+    /// Each metric's mean and 95 % interval against each grid variable, one
+    /// line per variant (METRIC-vs-VAR); each metric's CDF over every run
+    /// (cdf-METRIC); and the CDF of every ping reply's RTT, one line per
+    /// variant (cdf-ping-rtt). `sluice sweep merge OUT DIR... --plot DIR`
+    /// draws the first two from the tables.
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
 }
