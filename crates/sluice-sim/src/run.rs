@@ -984,7 +984,7 @@ fn add_workload(
                     start: st,
                 });
             }
-            let window = cfg.send_buffer.min(cfg.recv_buffer).saturating_mul(count);
+            let window = crate::tcp::buffers::max_window(&cfg).saturating_mul(count);
             let mut estimate = tcp_packets(path_bps, path_delay, window, active);
             if let Some(b) = total {
                 estimate = estimate.min(b.saturating_mul(count) / 1000 * 2 + 10 * count);
@@ -1099,10 +1099,10 @@ fn tcp_config(cx: &Workload) -> Result<TcpConfig, String> {
         .transpose()
     };
     if let Some(b) = buf(w.sndbuf.as_ref(), "sndbuf")? {
-        cfg.send_buffer = b;
+        cfg.send_buffer = Some(b);
     }
     if let Some(b) = buf(w.rcvbuf.as_ref(), "rcvbuf")? {
-        cfg.recv_buffer = b;
+        cfg.recv_buffer = Some(b);
     }
     match w.cc.as_ref().map(|c| cx.sub(c)).transpose()?.as_deref() {
         None | Some("cubic") => {}

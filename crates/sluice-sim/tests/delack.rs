@@ -49,7 +49,11 @@ fn ack_every_second_segment_after_quickacks_and_lone_segment_after_40ms() {
         later.len(),
         pairs
     );
-    assert!(pairs * 10 >= later.len() * 9, "steps {later:?}");
+    // A segment that lets the receiver open its window further (while
+    // `rcv_ssthresh` climbs to the clamp autotuning keeps raising) is
+    // acknowledged at once (`tcp_grow_window` sets one quick ACK), so not
+    // every ACK of the opening covers two.
+    assert!(pairs * 10 >= later.len() * 8, "steps {later:?}");
     assert!(
         all.iter().all(|&(_, _, len)| len == 52),
         "pure ACKs are 52 bytes"

@@ -138,6 +138,10 @@ impl TcpConnection {
         if self.sb.is_empty() {
             self.ack_probe(now);
         }
+        // `tcp_check_space`: freed memory and cwnd not full grow the buffer.
+        if f.una_advanced && self.sb.in_flight() < self.w.cwnd {
+            self.expand_sndbuf();
+        }
     }
 
     /// `tcp_ack_update_window` with the SND.WL1 rule.

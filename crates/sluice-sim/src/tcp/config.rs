@@ -1,17 +1,7 @@
-//! Parameters of one TCP endpoint, with Linux's defaults.
-//!
-//! Buffers are what an application asks for with `SO_SNDBUF`/`SO_RCVBUF`
-//! (Linux's autotuning is out of scope: sizes are fixed). For the receive
-//! side the kernel doubles the requested value to cover bookkeeping overhead
-//! (`sk_rcvbuf = 2 × SO_RCVBUF`) and then advertises only half of its buffer
-//! space as window (`tcp_adv_win_scale = 1`: it assumes each payload byte
-//! costs about two bytes of `truesize`). The model keeps that arithmetic:
-//! the advertised window is at most `recv_buffer`, and every byte held in
-//! the receive or out-of-order queue is charged twice against the doubled
-//! buffer, so the free window is `recv_buffer − held bytes`. For the send
-//! side, `send_buffer` is the payload the socket can hold, unsent plus
-//! unacknowledged (the kernel's doubling and its `truesize` charging roughly
-//! cancel).
+//! Parameters of one TCP endpoint, with a stock Linux 6.18 kernel's
+//! defaults. Socket buffers are what a program asks for with
+//! `SO_SNDBUF`/`SO_RCVBUF`, or nothing: then they grow as the kernel grows
+//! them (`buffers.rs`, which also says what a buffer is worth as window).
 
 use sluice_core::time::Duration;
 
@@ -46,10 +36,14 @@ pub struct TcpConfig {
     /// 1500 MTU − 20 IP − 20 TCP − 12 timestamp option). The SYN advertises
     /// `mss + 12` when timestamps are enabled, as Linux advertises 1460.
     pub mss: u32,
-    /// `SO_SNDBUF`: payload bytes the socket may hold (unsent + unacked).
-    pub send_buffer: u64,
-    /// `SO_RCVBUF`: the advertised window never exceeds this (see module doc).
-    pub recv_buffer: u64,
+    /// `SO_SNDBUF` as the program sets it (the kernel doubles it), or
+    /// `None`: the buffer grows with cwnd (`tcp_wmem`).
+    pub send_buffer: Option<u64>,
+    /// `SO_RCVBUF` as the program sets it (the kernel doubles it), or
+    /// `None`: autotuned (`tcp_rmem`, `tcp_moderate_rcvbuf`).
+    pub recv_buffer: Option<u64>,
+    /// The sysctls that size buffers.
+    pub buffers: super::buffers::BufferSysctls,
     /// Initial congestion window in segments (`TCP_INIT_CWND`).
     pub initial_cwnd: u32,
     /// Lower bound of the RTO (`TCP_RTO_MIN`).
@@ -97,8 +91,9 @@ impl Default for TcpConfig {
     fn default() -> Self {
         TcpConfig {
             mss: 1448,
-            send_buffer: 4 << 20,
-            recv_buffer: 3 << 20,
+            send_buffer: None,
+            recv_buffer: None,
+            buffers: super::buffers::BufferSysctls::default(),
             initial_cwnd: 10,
             rto_min: Duration::from_millis(200),
             rto_initial: Duration::from_secs(1),
@@ -125,8 +120,6 @@ impl Default for TcpConfig {
 
 /// Bytes of the timestamp option with its two NOPs.
 pub const TS_OPTION_LEN: u32 = 12;
-/// Linux's `tcp_rmem[2]` default, which sets the window scale it offers.
-pub const TCP_RMEM_MAX: u64 = 6 << 20;
 /// Largest window scale shift (RFC 7323).
 pub const MAX_WSCALE: u8 = 14;
 
@@ -135,14 +128,5 @@ impl TcpConfig {
     pub fn advertised_mss(&self) -> u16 {
         let ts = if self.timestamps { TS_OPTION_LEN } else { 0 };
         (self.mss + ts).clamp(88, u32::from(u16::MAX)) as u16
-    }
-
-    /// The window scale shift offered in the SYN: Linux's
-    /// `tcp_select_initial_window()` sizes it for the larger of the buffer
-    /// and `tcp_rmem[2]`, so it is 7 unless the buffer exceeds 8 MiB.
-    pub fn offered_wscale(&self) -> u8 {
-        let space = self.recv_buffer.max(TCP_RMEM_MAX).max(1);
-        let log2 = 63 - space.leading_zeros() as u8;
-        log2.saturating_sub(15).min(MAX_WSCALE)
     }
 }

@@ -24,6 +24,7 @@
 //! machine, PRR, undo), `output.rs` (what to send now), `timers.rs` (RTO,
 //! TLP, RACK reordering timer, zero-window probes, delayed ACK, TIME-WAIT).
 
+use super::buffers::{RecvBuffer, SendBuffer};
 use super::cc::{CongestionControl, Window};
 use super::config::TcpConfig;
 use super::rack::Rack;
@@ -198,6 +199,8 @@ pub struct TcpConnection {
     pub(crate) wstamp: Time,
     /// Pacing held data back until this time (the pacing timer).
     pub(crate) pacing_wake: Option<Time>,
+    /// The send buffer.
+    pub(crate) sndbuf: SendBuffer,
 }
 
 /// The [`super::bbr::Cx`] of a connection: a macro, so that borrowing
@@ -227,7 +230,8 @@ impl TcpConnection {
             .iss
             .unwrap_or_else(|| derive_iss(local_port, remote_port));
         let rtt = RttEstimator::new(cfg.rto_initial, cfg.rto_min, cfg.rto_max);
-        let rcv = Receiver::new(cfg.recv_buffer, cfg.mss, cfg.delayed_ack);
+        let rcv = Receiver::new(RecvBuffer::new(&cfg), cfg.mss, cfg.delayed_ack);
+        let sndbuf = SendBuffer::new(&cfg);
         let cc = CongestionControl::new(cfg.congestion, cfg.hystart, Time::ZERO, 0);
         TcpConnection {
             mss: cfg.mss,
@@ -266,6 +270,7 @@ impl TcpConnection {
             rate: RateState::default(),
             wstamp: Time::ZERO,
             pacing_wake: None,
+            sndbuf,
         }
     }
 
@@ -314,7 +319,18 @@ impl TcpConnection {
     /// Free send-buffer space in bytes.
     pub fn send_buffer_space(&self) -> u64 {
         let queued = self.write_end.saturating_sub(self.snd_una.max(1));
-        self.cfg.send_buffer.saturating_sub(queued)
+        self.sndbuf.sndbuf.saturating_sub(queued)
+    }
+
+    /// `tcp_sndbuf_expand`: an unset send buffer grows with cwnd (BBR
+    /// provisions three windows, others two).
+    pub(crate) fn expand_sndbuf(&mut self) {
+        let per_cwnd = if self.cfg.congestion == super::config::CongestionAlgorithm::Bbr {
+            3
+        } else {
+            2
+        };
+        self.sndbuf.expand(self.w.cwnd, per_cwnd);
     }
 
     /// Bytes written but not yet acknowledged.
@@ -344,9 +360,9 @@ impl TcpConnection {
         self.rcv.readable()
     }
 
-    /// The application reads up to `n` bytes; returns how many.
-    pub fn read(&mut self, n: u64) -> u64 {
-        let got = self.rcv.read(n);
+    /// The application reads up to `n` bytes at `now`; returns how many.
+    pub fn read(&mut self, n: u64, now: Time) -> u64 {
+        let got = self.rcv.read(n, now);
         self.stats.bytes_read += got;
         got
     }

@@ -44,7 +44,7 @@ impl TcpConnection {
             _ => self.on_synchronized(seg, now),
         }
         if self.cfg.auto_read {
-            self.read(u64::MAX);
+            self.read(u64::MAX, now);
         }
     }
 
@@ -110,11 +110,12 @@ impl TcpConnection {
         match (self.cfg.window_scaling, o.window_scale) {
             (true, Some(ws)) => {
                 self.snd_wscale = ws.min(super::config::MAX_WSCALE);
-                self.rcv.wscale = self.cfg.offered_wscale();
+                self.rcv.wscale = self.rcv.buf.offered_wscale();
             }
             _ => {
                 self.snd_wscale = 0;
                 self.rcv.wscale = 0;
+                self.rcv.buf.no_scaling();
             }
         }
         let ours = u32::from(self.cfg.advertised_mss());
@@ -168,6 +169,8 @@ impl TcpConnection {
         self.cwnd_use.snd_cwnd_stamp = now;
         self.lsndtime = now;
         self.rec.high_seq = self.snd_nxt;
+        self.rcv.establish(now);
+        self.expand_sndbuf();
     }
 
     fn on_synchronized(&mut self, seg: &Segment, now: Time) {
@@ -184,8 +187,10 @@ impl TcpConnection {
             return;
         }
         let start = self.seg_start(seg);
-        if let Some((val, _)) = seg.options.timestamp.filter(|_| self.ts_ok) {
+        if let Some((val, ecr)) = seg.options.timestamp.filter(|_| self.ts_ok) {
             self.rcv.update_ts_recent(start, val);
+            let ts_now = self.ts_clock(now);
+            self.rcv.rtt_sample_ts(ecr, ts_now, seg.payload_len);
         }
         if self.state == TcpState::SynReceived && !self.complete_passive_open(seg, now) {
             return;

@@ -19,7 +19,8 @@
 //! | `segment.rs` | segment fields, Linux option layout, header sizes | `tcp_options_write` |
 //! | `wire.rs` | real IPv4 + TCP header bytes (emit/parse, etherparse) | RFC 791/9293 |
 //! | `seq.rs` | 32-bit wire vs 64-bit stream offsets, byte-range sets | RFC 9293 §3.4 |
-//! | `config.rs` | parameters and Linux defaults, buffer semantics | sysctls |
+//! | `config.rs` | parameters and Linux defaults | sysctls |
+//! | `buffers.rs` | SO_RCVBUF/SO_SNDBUF, `scaling_ratio`, receive and send buffer autotuning | `tcp_rcv_space_adjust`, `tcp_grow_window`, `tcp_sndbuf_expand` |
 //! | `conn.rs` | the endpoint and its application API | — |
 //! | `input.rs` | arrivals, handshake, states, FIN | `tcp_rcv_state_process` |
 //! | `receiver.rs` | reassembly, SACK/D-SACK, delayed ACK, window | `tcp_data_queue`, `__tcp_select_window` |
@@ -39,8 +40,7 @@
 //! each data segment's length at the pacing rate (`output.rs`).
 //!
 //! Not modelled (each file says more): TSO/GSO, TCP small queues,
-//! receive-buffer autotuning and `rcv_ssthresh`, SACK compression,
-//! F-RTO and D-SACK undo, PAWS, urgent data, simultaneous open, RST
+//! SACK compression, F-RTO and D-SACK undo, PAWS, urgent data, simultaneous open, RST
 //! generation, IPv6, path MTU discovery, reordering adaptation.
 //!
 //! # Driving an endpoint
@@ -68,6 +68,7 @@
 
 mod ack;
 pub mod bbr;
+pub mod buffers;
 pub mod cc;
 pub mod config;
 mod conn;

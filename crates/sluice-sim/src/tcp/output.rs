@@ -342,7 +342,10 @@ impl TcpConnection {
         self.hs.our_syn_window = u64::from(self.rcv.syn_window(mss));
         let options = TcpOptions {
             mss: Some(self.cfg.advertised_mss()),
-            window_scale: self.cfg.window_scaling.then(|| self.cfg.offered_wscale()),
+            window_scale: self
+                .cfg
+                .window_scaling
+                .then(|| self.rcv.buf.offered_wscale()),
             sack_permitted: self.cfg.sack,
             timestamp: self.cfg.timestamps.then(|| (self.ts_clock(now), 0)),
             ..Default::default()

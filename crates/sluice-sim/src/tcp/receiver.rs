@@ -15,19 +15,19 @@
 //! buffer empties after a pushed segment, or a read frees enough space to
 //! double the window, the ACK is sent then (`tcp_cleanup_rbuf`).
 //!
-//! **Window.** `recv_buffer` bytes of window at most (see `config.rs` for the
-//! SO_RCVBUF doubling and `tcp_adv_win_scale`); bytes held in the receive or
-//! out-of-order queue reduce it byte for byte. Below half the buffer the
-//! window is rounded down to the scale granule and closed under one MSS
-//! (silly window avoidance); the right edge never moves left. Linux's
-//! `rcv_ssthresh` growth of the initial window is not modelled: after the
-//! handshake the full free space is offered at once (a sender's IW10 slow
-//! start never reaches it first).
+//! **Window.** What the receive buffer is worth (`buffers.rs`: the
+//! measured `scaling_ratio`, autotuning), less the bytes held in the
+//! receive and out-of-order queues, at most `rcv_ssthresh` (which each
+//! full in-order segment raises by two) and the clamp. Below half the
+//! buffer's worth the window is rounded down to the scale granule and
+//! closed under one MSS or 1/16 of the buffer (silly window avoidance);
+//! the right edge never moves left.
 //!
 //! **SACK blocks** (RFC 2018 as Linux orders them): the block changed by the
 //! latest out-of-order arrival comes first; at most four are remembered; a
 //! D-SACK block (RFC 2883) for duplicate data precedes them once.
 
+use super::buffers::RecvBuffer;
 use super::segment::SackBlocks;
 use super::seq::{to_wire, RangeSet};
 use sluice_core::time::{Duration, Time};
@@ -100,7 +100,8 @@ pub struct Receiver {
     rcv_wup: u64,
     /// Our window scale shift (0 unless both sides agreed).
     pub wscale: u8,
-    space: u64,
+    /// The receive buffer and what it is worth.
+    pub buf: RecvBuffer,
     adv_mss: u32,
     fin_seq: Option<u64>,
     /// The peer's FIN has been received in order.
@@ -127,8 +128,8 @@ pub struct Accepted {
 }
 
 impl Receiver {
-    /// A receiver with `space` bytes of window and full segments of `adv_mss`.
-    pub fn new(space: u64, adv_mss: u32, delayed_ack: bool) -> Self {
+    /// A receiver with buffer `buf` that advertises an MSS of `adv_mss`.
+    pub fn new(buf: RecvBuffer, adv_mss: u32, delayed_ack: bool) -> Self {
         Receiver {
             irs: 0,
             rcv_nxt: 0,
@@ -141,7 +142,7 @@ impl Receiver {
             rcv_wnd: 0,
             rcv_wup: 0,
             wscale: 0,
-            space,
+            buf,
             adv_mss: adv_mss.max(1),
             fin_seq: None,
             fin_received: false,
@@ -175,14 +176,12 @@ impl Receiver {
         self.rcv_wnd = syn_window;
     }
 
-    /// The window for a SYN or SYN-ACK: unscaled, rounded down to whole
-    /// segments of `mss` (`tcp_select_initial_window`; Linux rounds a SYN
-    /// to 1460-byte segments — 64240 — and a SYN-ACK with timestamps to
-    /// 1448-byte ones — 65160).
-    pub fn syn_window(&self, mss: u32) -> u16 {
-        let w = self.space.min(u64::from(u16::MAX));
-        let mss = u64::from(mss.max(1)).min(w.max(1));
-        (w - w % mss) as u16
+    /// The window for a SYN or SYN-ACK: unscaled, the buffer's worth
+    /// rounded down to whole segments of `mss` (`tcp_select_initial_window`;
+    /// Linux rounds a SYN to 1460-byte segments — 64240 — and a SYN-ACK
+    /// with timestamps to 1448-byte ones — 65160).
+    pub fn syn_window(&mut self, mss: u32) -> u16 {
+        self.buf.initial_window(mss).min(u64::from(u16::MAX)) as u16
     }
 
     /// Bytes held in the receive and out-of-order queues.
@@ -346,6 +345,7 @@ impl Receiver {
     /// `tcp_event_data_recv` for in-order data.
     fn event_data_recv(&mut self, a: &Arrival, now: Time, rto: Duration) {
         self.measure_rcv_mss(a);
+        self.buf.rtt_sample_window(self.rcv_nxt, self.rcv_wnd, now);
         match self.ack.lrcvtime {
             None => {
                 self.incr_quickack(MAX_QUICKACKS);
@@ -354,6 +354,9 @@ impl Receiver {
             Some(last) => self.adapt_ato(now.saturating_since(last), rto),
         }
         self.ack.lrcvtime = Some(now);
+        if self.buf.grow_window(a.len, self.held(), self.adv_mss) {
+            self.ack.quick |= 1;
+        }
     }
 
     fn adapt_ato(&mut self, m: Duration, rto: Duration) {
@@ -374,6 +377,9 @@ impl Receiver {
         let lss = ack.last_seg_size;
         ack.last_seg_size = 0;
         if a.len >= ack.rcv_mss {
+            if a.len != ack.rcv_mss {
+                self.buf.measure_ratio(a.len, self.rcv_wnd);
+            }
             ack.rcv_mss = a.len.min(self.adv_mss);
             if a.psh {
                 ack.pushed = true;
@@ -535,20 +541,22 @@ impl Receiver {
 
     /// `__tcp_select_window`: the window we could offer now, in bytes.
     fn compute_window(&mut self) -> u64 {
-        let full = self.space;
+        let allowed = self.buf.full_space();
+        let full = allowed.min(self.buf.window_clamp);
         let mss = u64::from(self.ack.rcv_mss).min(full);
         if mss == 0 {
             return 0;
         }
-        let mut free = full.saturating_sub(self.held());
+        let mut free = self.buf.free_space(self.held());
         let granule = 1u64 << self.wscale;
         if free < full / 2 {
             self.ack.quick = 0;
             free -= free % granule;
-            if free < full / 16 || free < mss {
+            if free < allowed / 16 || free < mss {
                 return 0;
             }
         }
+        free = free.min(self.buf.rcv_ssthresh);
         if self.wscale > 0 {
             free.div_ceil(granule) * granule
         } else {
@@ -576,15 +584,31 @@ impl Receiver {
         (new.min(max) >> self.wscale) as u16
     }
 
-    /// The application reads up to `n` bytes (`tcp_recvmsg` + `tcp_cleanup_rbuf`).
-    pub fn read(&mut self, n: u64) -> u64 {
+    /// The application reads up to `n` bytes at `now` (`tcp_recvmsg`:
+    /// `tcp_rcv_space_adjust`, then `tcp_cleanup_rbuf`).
+    pub fn read(&mut self, n: u64, now: Time) -> u64 {
         let got = n.min(self.buffered);
         self.buffered -= got;
         self.read_total += got;
         if got > 0 {
+            let ooo = self.ooo.last().map_or(0, |(_, e)| e - self.rcv_nxt);
+            self.buf
+                .space_adjust(now, self.read_total, self.buffered, ooo);
             self.cleanup_rbuf();
         }
         got
+    }
+
+    /// The connection is established (`tcp_init_buffer_space`).
+    pub fn establish(&mut self, now: Time) {
+        let (wnd, read) = (self.rcv_wnd, self.read_total);
+        self.buf.establish(self.adv_mss, wnd, now, read);
+    }
+
+    /// An arriving segment echoed `tsecr` when our timestamp clock read
+    /// `ts_now` (`tcp_rcv_rtt_measure_ts`).
+    pub fn rtt_sample_ts(&mut self, tsecr: u32, ts_now: u32, len: u32) {
+        self.buf.rtt_sample_ts(tsecr, ts_now, len, self.ack.rcv_mss);
     }
 
     fn cleanup_rbuf(&mut self) {
@@ -594,7 +618,7 @@ impl Receiver {
                 || ((a.pushed2 || a.pushed) && self.held() == 0));
         if !ack && !self.fin_received {
             let now_wnd = self.right_edge().saturating_sub(self.rcv_nxt);
-            if 2 * now_wnd <= self.space {
+            if 2 * now_wnd <= self.buf.window_clamp {
                 let new = self.compute_window();
                 ack = new > 0 && new >= 2 * now_wnd;
             }
@@ -610,10 +634,17 @@ impl Receiver {
 mod tests {
     use super::*;
 
+    /// A receiver with a 512 KiB SO_RCVBUF whose window has fully opened.
     fn rx() -> Receiver {
-        let mut r = Receiver::new(1 << 20, 1448, true);
+        let cfg = crate::tcp::TcpConfig {
+            recv_buffer: Some(512 << 10),
+            ..Default::default()
+        };
+        let mut r = Receiver::new(RecvBuffer::new(&cfg), 1448, true);
         r.on_syn(1000, 65535);
         r.wscale = 7;
+        r.buf.window_clamp = u64::MAX;
+        r.buf.rcv_ssthresh = u64::MAX;
         r
     }
 
@@ -659,12 +690,14 @@ mod tests {
     fn window_shrinks_with_held_data_but_not_its_right_edge() {
         let mut r = rx();
         r.window_field();
-        let w0 = r.rcv_wnd;
+        assert_eq!(r.rcv_wnd, 512 << 10); // 1 MiB of memory at 128/256
         r.on_data(&seg(1, 1448), false, Time::ZERO, Duration::from_secs(1));
+        // The first full segment measures 160/256: 640 KiB, less the
+        // segment held, rounded up to 128-byte granules.
         r.window_field();
-        assert_eq!(r.rcv_wnd, w0 - 1408); // rounded up to 128-byte granules
-        r.read(1448);
+        assert_eq!(r.rcv_wnd, (640 << 10) - 1408);
+        r.read(1448, Time::ZERO);
         r.window_field();
-        assert_eq!(r.rcv_wnd, 1 << 20);
+        assert_eq!(r.rcv_wnd, 640 << 10);
     }
 }

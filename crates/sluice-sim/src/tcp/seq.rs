@@ -86,6 +86,11 @@ impl RangeSet {
         self.map.iter().next().map(|(&s, &e)| (s, e))
     }
 
+    /// The highest range.
+    pub fn last(&self) -> Option<(u64, u64)> {
+        self.map.iter().next_back().map(|(&s, &e)| (s, e))
+    }
+
     /// Remove and return the lowest range.
     pub fn pop_first(&mut self) -> Option<(u64, u64)> {
         let (s, e) = self.map.pop_first()?;
