@@ -704,6 +704,20 @@ mod tests {
     }
 
     #[test]
+    fn every_category_is_labelled() {
+        for k in [2, 3, 5, 7, 12] {
+            let rows: Vec<Row> = (0..k)
+                .map(|i| row(i, &[("q", &format!("qd{i}x"))], 1, "v", i as f64))
+                .collect();
+            let c = charts(None, &rows, None);
+            let svg = crate::plot::render_svg(&c.means[0]).unwrap();
+            for i in 0..k {
+                assert!(svg.contains(&format!("qd{i}x")), "{k} categories: qd{i}x");
+            }
+        }
+    }
+
+    #[test]
     fn a_failed_jobs_value_stays_off_the_axis() {
         let mut failed = row(1, &[("rate", "-1")], 1, "", f64::NAN);
         (failed.value, failed.error) = (None, Some("refused".into()));
