@@ -24,6 +24,12 @@
 //!   percentile ten times apart. Pooling spans the whole grid, so it
 //!   compares variants across the conditions swept, not at one point.
 //!
+//! Each mean is a dot on its line with a capped bar over its interval (a
+//! single seed's interval is empty: the bar shrinks to the dot). The y axis
+//! starts at zero, so a difference of a few percent looks like one, and
+//! the legend sits in the upper corner over the half whose bars reach less
+//! high.
+//!
 //! A CDF is drawn as steps: at each distinct value x, the fraction of
 //! samples at most x. A series of more than [`CDF_STEPS`] distinct values
 //! keeps that many steps, evenly spaced in rank, so a long run's chart
