@@ -196,7 +196,7 @@ impl RecvBuffer {
 
     /// `tcp_win_from_space`: the payload `space` bytes of memory can hold.
     fn win_from_space(&self, space: u64) -> u64 {
-        space * self.ratio >> RATIO_SHIFT
+        (space * self.ratio) >> RATIO_SHIFT
     }
 
     /// `tcp_space_from_win`: the memory `win` bytes of payload need.
@@ -529,7 +529,7 @@ mod tests {
         b.space_adjust(Time::ZERO + Duration::from_millis(20), 100_000, 0, 0);
         let rcvwin: u64 = 200_000 + 2 * (200_000 * (100_000 - 14_600) / 14_600);
         assert_eq!(b.rcvbuf(), (rcvwin << 8) / 160);
-        assert_eq!(b.window_clamp, b.rcvbuf() * 160 >> 8);
+        assert_eq!(b.window_clamp, (b.rcvbuf() * 160) >> 8);
         // A locked buffer never grows.
         let c = cfg(Some(64 << 10));
         let mut l = RecvBuffer::new(&c);
