@@ -25,6 +25,10 @@
 //! The summary gives, per point, variant and metric, the mean over the
 //! seeds, the sample standard deviation and a 95 % confidence interval from
 //! Student's t distribution (the interval of a single seed is empty).
+//!
+//! Asked to ([`Sweep::run_with_rtts`]), a sweep also hands back every ping
+//! reply's round-trip time, pooled by variant, for the RTT CDF that
+//! [`crate::sweep_plot`] draws; the tables never hold them.
 
 use crate::report::{metric, RunResult};
 use crate::run::{run_all, ScriptRunner};
