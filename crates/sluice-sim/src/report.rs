@@ -1,5 +1,6 @@
-//! Results of a run, in the shape of the seed documents' tables: ping
-//! min/avg/median/max and loss, per-flow goodput and share, page-load times.
+//! Results of a run, in the shape of the tables of the articles the examples
+//! reproduce (docs/examples.md): ping min/avg/median/max and loss, per-flow
+//! goodput and share, page-load times.
 
 use crate::host::BIN;
 use crate::world::LossCounters;
@@ -318,7 +319,7 @@ impl RunResult {
     }
 }
 
-/// The result table on stdout, in the seed documents' terms.
+/// The result table on stdout, in the terms of those articles' tables.
 pub fn table(scenario: &str, runs: &[RunResult]) -> String {
     let mut out = format!("{scenario}\n");
     for r in runs {

@@ -310,7 +310,7 @@ pub struct Expect {
     pub min: Option<f64>,
     /// Upper bound.
     pub max: Option<f64>,
-    /// Why this range (the seed's number, or the physics).
+    /// Why this range (the reproduced article's number, or the physics).
     #[serde(default)]
     pub why: String,
 }
