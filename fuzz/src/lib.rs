@@ -6,7 +6,7 @@
 //! - [`tc_parser`]: tc commands against a veth pair, then every listing.
 //! - [`ip_parser`]: ip commands against a fresh namespace.
 //! - [`packet_parser`]: bytes as an IPv4 packet, through the simulator's
-//!   parsers and the seed 003 u32 filters.
+//!   parsers and the Ultimate Traffic Conditioner's u32 filters.
 //! - [`scenario_parser`]: text as a scenario file, built and run for 1 ms.
 //! - [`iptables_parser`]: iptables commands, every listing, packets through the hooks.
 //! - [`proxy_api`]: requests to the proxy's REST API (never binding sockets).

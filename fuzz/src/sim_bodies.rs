@@ -13,7 +13,8 @@ use std::collections::BTreeMap;
 
 /// `packet_parser`: `data` as an IPv4 packet through the simulator's header
 /// readers (`ipv4_info`, ICMP echo, UDP, `Segment::parse_ipv4`) and through
-/// the seed 003 u32 filters, policer and HTB tree. Must never panic.
+/// the Ultimate Traffic Conditioner's u32 filters, policer and HTB tree.
+/// Must never panic.
 pub fn packet_parser(data: &[u8]) {
     let pkt = Packet::new(data.to_vec(), data.len() as u32 + 14, ETH_P_IP);
     if let Some(info) = ipv4_info(&pkt) {

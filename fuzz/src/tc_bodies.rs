@@ -108,9 +108,10 @@ pub fn ip_parser(data: &[u8]) {
     }
 }
 
-/// The seed 003 ("Ultimate Traffic Conditioner", LARTC 15.8.3) uplink
-/// classes and every filter of the script, with its ingress policer.
-pub const SEED_003: [&str; 12] = [
+/// The uplink classes of "The Ultimate Traffic Conditioner" (LARTC 15.8.3,
+/// examples/ultimate-traffic-conditioner-htb.sh) and every filter of the
+/// script, with its ingress policer.
+pub const CONDITIONER: [&str; 12] = [
     "qdisc add dev DEV root handle 1: htb default 20",
     "class add dev DEV parent 1: classid 1:1 htb rate 220kbit burst 6k",
     "class add dev DEV parent 1:1 classid 1:10 htb rate 220kbit burst 6k prio 1",
@@ -129,10 +130,10 @@ pub const SEED_003: [&str; 12] = [
      match ip dport 22 0xffff flowid 1:20",
 ];
 
-/// `DEV` set up with [`SEED_003`].
-pub fn seed_003() -> Net {
+/// `DEV` set up with [`CONDITIONER`].
+pub fn conditioner() -> Net {
     let mut net = veth();
-    for c in SEED_003 {
+    for c in CONDITIONER {
         let o = run_tc(&mut net, &words(c));
         assert_eq!(o.code, 0, "{c}: {}", o.stderr);
     }
@@ -140,11 +141,11 @@ pub fn seed_003() -> Net {
 }
 
 /// The classifying half of `packet_parser`: `data` as an IPv4 packet
-/// (network header first, as u32 offsets index it) classified by the seed
-/// 003 filters, received through the ingress policer, and enqueued into the
-/// HTB tree and dequeued. Must never panic.
+/// (network header first, as u32 offsets index it) classified by the
+/// conditioner's filters, received through the ingress policer, and
+/// enqueued into the HTB tree and dequeued. Must never panic.
 pub fn classify_packet(data: &[u8]) {
-    let mut net = seed_003();
+    let mut net = conditioner();
     let len = (data.len() as u32).saturating_add(14);
     let mut pkt = Packet::new(data.to_vec(), len, ETH_P_IP);
     let dev = net.dev_mut("DEV").expect("DEV exists");

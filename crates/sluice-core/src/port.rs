@@ -6,7 +6,7 @@
 //! where bufferbloat lives: Linux's `qdisc_run` dequeues from the root qdisc
 //! only while the driver's transmit ring has room, so a big ring holds the
 //! queue and a small one moves it into the qdisc where tc can manage it
-//! (seed 004: `ethtool -G eth0 tx 32`). The port models exactly that: a ring
+//! (the lan-bufferbloat example's `ethtool -G eth0 tx 32`). The port models exactly that: a ring
 //! of N packets (or bytes), one packet on the wire at a time at `rate`, and
 //! arrival at the far end `delay` after the last bit left. A device whose
 //! root is `noqueue` hands packets straight to the ring and loses them when

@@ -1,16 +1,15 @@
 //! One direction of a UDP session, without I/O: datagrams in, the toxics'
 //! qdisc stages, datagrams out when they leave.
 //!
-//! A datagram is one packet (DESIGN.md: "UDP: one datagram, one packet")
-//! with a synthesized IPv4/UDP header carrying the session's addresses and
-//! ports. Unlike a TCP stream, nothing is put back in order and nothing is
-//! sent again: what netem reorders arrives reordered, what a qdisc drops
-//! is lost, as on a network. Of the stream toxics, `timeout` lets nothing
-//! through, `limit_data` lets datagrams through until that many bytes have
-//! passed (then none), and the others (`slicer`, `slow_close`,
-//! `reset_peer`, which act on a byte stream or a connection) let datagrams
-//! pass unchanged. A stage that is removed hands what it holds to the next
-//! at once.
+//! A datagram is one packet (docs/proxy.md) with a synthesized IPv4/UDP
+//! header carrying the session's addresses and ports. Unlike a TCP stream,
+//! nothing is put back in order and nothing is sent again: what netem
+//! reorders arrives reordered, what a qdisc drops is lost, as on a network.
+//! Of the stream toxics, `timeout` lets nothing through, `limit_data` lets
+//! datagrams through until that many bytes have passed (then none), and the
+//! others (`slicer`, `slow_close`, `reset_peer`, which act on a byte stream
+//! or a connection) let datagrams pass unchanged. A stage that is removed
+//! hands what it holds to the next at once.
 //!
 //! A datagram a `tc` stage corrupts (`netem corrupt`) is lost: it enters
 //! the stage with real IPv4 and UDP checksums, and one that leaves with a

@@ -15,6 +15,9 @@
 //!   generated models, schedules, delay traces) and the capacity they offer.
 //! - [`events`]: a scenario's timed events (commands on a node, link changes).
 //! - [`sweep`]: a scenario over a grid of its variables and many seeds, as one tidy table.
+//! - [`sweep_plot`]: a sweep's results as SVG and PNG charts (`sluice sweep --plot`).
+//! - [`bundled`]: the scenarios shipped in `examples/`, by name, and the files
+//!   they refer to.
 //!
 //! Nothing here reads a clock or a global RNG: every call takes `now`
 //! (virtual time from the engine), so a run is a pure function of its inputs.

@@ -1,5 +1,6 @@
 //! Bulk transfers through a drop-tail bottleneck, checked against physics
-//! and against what Linux and ns-3 measure (DESIGN.md, "The simulator").
+//! and against what Linux and ns-3 measure (docs/simulator.md,
+//! docs/validation.md).
 
 mod common;
 
@@ -39,7 +40,7 @@ fn ten_megabytes_at_line_rate() {
     assert_eq!(sim.b[0].stats().bytes_received, 10_000_000);
 }
 
-/// DESIGN.md's probe: one flow, 4 MiB buffers, 1000-packet FIFO, 22 ms
+/// The probe of docs/simulator.md: one flow, 4 MiB buffers, 1000-packet FIFO, 22 ms
 /// base RTT, 30 s. Linux/ns-3 CUBIC+SACK fill the queue (1000 packets ×
 /// 1.2 ms = 1.2 s of delay) and still reach ≈ 9.6 Mbit/s; losses when the
 /// queue overflows are repaired by SACK recovery, not by timeouts.

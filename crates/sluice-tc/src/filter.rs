@@ -769,7 +769,7 @@ mod tests {
     }
 
     #[test]
-    fn seed_003_filters_print_as_in_seed_golden() {
+    fn conditioner_filters_print_as_in_conditioner_golden() {
         let mut net = veth();
         for c in [
             "qdisc add dev DEV root handle 1: htb default 20",

@@ -51,8 +51,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn seed_003_burst_arithmetic_matches_the_kernel_dump() {
-        // `htb rate 220kbit burst 6k` dumps tokens 3490906 (tests/golden/seed.golden).
+    fn conditioner_burst_arithmetic_matches_the_kernel_dump() {
+        // `htb rate 220kbit burst 6k` dumps tokens 3490906 (tests/golden/conditioner.golden).
         assert_eq!(xmittime(27_500, 6144), 3_490_906);
         // the default cburst, rate/HZ + mtu = 1600 bytes, dumps ctokens 909078 and prints 1599b.
         assert_eq!(xmittime(27_500, 1600), 909_078);

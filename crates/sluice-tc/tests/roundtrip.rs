@@ -1,5 +1,5 @@
 //! Round trips: printing a configuration and parsing it back gives the same
-//! configuration (STYLE.md habit 5), and no command line makes tc panic.
+//! configuration, and no command line makes tc panic.
 //!
 //! Each round trip adds a configuration to `DEV` of one namespace (A), prints
 //! it with `tc -d ... show`, turns the printed options back into a `tc ...
@@ -1924,9 +1924,9 @@ fn fuzz_bodies_survive_a_fixed_corpus() {
         assert!(run.is_ok(), "rewrite_packet panicked on {bytes:02x?}");
     }
     // Known-good configurations first, then a random command against them.
-    for (i, seed) in tc_bodies::SEED_003.iter().enumerate() {
+    for (i, line) in tc_bodies::CONDITIONER.iter().enumerate() {
         let more = random_tc_line(&mut r);
-        let input = format!("{}\n{seed}\n{more}", tc_bodies::SEED_003[..i].join("\n"));
+        let input = format!("{}\n{line}\n{more}", tc_bodies::CONDITIONER[..i].join("\n"));
         let run = std::panic::catch_unwind(|| tc_bodies::tc_parser(input.as_bytes()));
         assert!(run.is_ok(), "tc_parser panicked on:\n{input}");
     }

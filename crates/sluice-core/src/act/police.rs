@@ -16,7 +16,7 @@
 //! would go negative the packet conforms, the buckets are committed and the
 //! conform action (`TCA_POLICE_RESULT`, default `ok`) is the verdict; else
 //! nothing is committed and the exceed action (default `reclassify` in tc,
-//! `drop` in the seed scripts) is. Exceeding packets count as overlimits, and
+//! `drop` in the conditioner scripts in `examples/`) is. Exceeding packets count as overlimits, and
 //! any packet whose verdict is `drop` as a drop. With `avrate`, a packet
 //! exceeds whenever the estimated rate is at or above it (the estimator comes
 //! from the filter's `estimator` option; without it the kernel refuses
@@ -481,7 +481,7 @@ mod tests {
     }
 
     #[test]
-    fn the_seed_policer_passes_its_rate_plus_the_burst_and_drops_the_rest() {
+    fn the_conditioner_policer_passes_its_rate_plus_the_burst_and_drops_the_rest() {
         // police rate 800kbit burst 10k drop, offered 2 Mbit/s of 1000-byte
         // packets (one every 4 ms) for 10 s of virtual time.
         let o = tc_police(100_000, 10 * 1024, 0, Verdict::Shot);

@@ -15,7 +15,7 @@
 //!   (the minor wraps at 16 bits). It defaults to `QDISC_MAJOR:1`.
 //!
 //! So `hash keys src divisor 8 baseclass 1:10` spreads source hosts over the
-//! eight classes 1:10 .. 1:17 — seed 001's per-host fairness.
+//! eight classes 1:10 .. 1:17 — the per-host-fairness example.
 //!
 //! Classification walks the filters in the order they were added; a filter
 //! whose ematches do not match, or whose actions answer `continue`, passes

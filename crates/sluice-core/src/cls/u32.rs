@@ -1236,7 +1236,7 @@ mod tests {
         b.classify(&mut p, Time(0)).map(|r| r.classid)
     }
 
-    /// The seed's "ACK" selector: protocol 6, IHL 5, total length < 64, flags == ACK.
+    /// The conditioner scripts' "ACK" selector: protocol 6, IHL 5, total length < 64, flags == ACK.
     fn ack_keys() -> Vec<U32Key> {
         vec![
             key(0x0006_0000, 0x00ff_0000, 8),
@@ -1248,8 +1248,8 @@ mod tests {
     const A: [u8; 4] = [192, 168, 1, 10];
     const B: [u8; 4] = [203, 0, 113, 7];
 
-    /// Seed 003, the CBQ script's filters (prio 10..13) on `1:`.
-    fn seed_cbq(net: &mut Net) -> Block {
+    /// The CBQ conditioner script's filters (prio 10..13) on `1:`.
+    fn conditioner_cbq(net: &mut Net) -> Block {
         let mut b = Block::default();
         let q = h(1, 0);
         let c10 = Some(h(1, 0x10));
@@ -1296,9 +1296,9 @@ mod tests {
     }
 
     #[test]
-    fn seed_filters_classify_real_packets() {
+    fn conditioner_filters_classify_real_packets() {
         let mut net = Net::default();
-        let mut b = seed_cbq(&mut net);
+        let mut b = conditioner_cbq(&mut net);
         // ssh with TOS "minimum delay".
         let ssh = tcp(A, B, 40000, 22, 0x10, true, &[0u8; 48]);
         assert_eq!(class_of(&mut b, ssh), Some(h(1, 0x10)));
@@ -1329,8 +1329,8 @@ mod tests {
     }
 
     #[test]
-    fn seed_htb_filters_share_one_instance_and_count_hits() {
-        // Golden "seed script": three knodes in prio 10.
+    fn conditioner_htb_filters_share_one_instance_and_count_hits() {
+        // Golden "conditioner script": three knodes in prio 10.
         let (mut net, mut b) = (Net::default(), Block::default());
         let q = h(1, 0);
         let c10 = Some(h(1, 0x10));
@@ -2159,7 +2159,7 @@ mod tests {
     }
 
     #[test]
-    fn the_seed_ingress_policer_through_u32() {
+    fn the_conditioner_ingress_policer_through_u32() {
         // tc filter add dev $DEV parent ffff: protocol ip prio 50 u32 match ip
         // src 0.0.0.0/0 police rate 800kbit burst 10k drop flowid :1
         let (mut net, mut b) = (Net::default(), Block::default());

@@ -51,7 +51,7 @@ fn tcp_ports(sport: Option<u16>, dport: Option<u16>) -> Match {
 }
 
 #[test]
-fn seed004_mark_80_reaches_the_packet_and_counts_ip_bytes() {
+fn mark_80_on_sport_80_reaches_the_packet_and_counts_ip_bytes() {
     // iptables -t mangle -A OUTPUT -o eth0 -p tcp --sport 80 -j MARK --set-mark 80
     let mut nf = Netfilter::default();
     let r = rule(|r| {

@@ -7,9 +7,9 @@
 //! added with `parent ffff:fff2`, alias `ingress`) and an egress block
 //! (`parent ffff:fff3`, alias `egress`) run on every transmitted packet before
 //! the root qdisc sees it. Nothing is queued: the filters' verdict decides at
-//! once whether the packet goes on (policing, e.g. seed 003's
-//! `police rate 800kbit burst 10k drop` on `parent ffff:`), is dropped, or was
-//! taken by an action (mirred redirect, stolen).
+//! once whether the packet goes on (policing, e.g. the Ultimate Traffic
+//! Conditioner's `police rate 800kbit burst 10k drop` on `parent ffff:`), is
+//! dropped, or was taken by an action (mirred redirect, stolen).
 //!
 //! How a front end uses it: call [`Ingress::run`] with the hook and the packet
 //! before delivering a received packet (ingress hook) or before enqueueing a
@@ -597,8 +597,8 @@ mod tests {
 
     #[test]
     fn ingress_policing_limits_the_received_rate() {
-        // Seed 003: police rate 800kbit burst 10k drop (the bucket starts
-        // full), offered 1600 kbit/s of 1000-byte network-layer packets for 10 s.
+        // The conditioner's police rate 800kbit burst 10k drop (the bucket
+        // starts full), offered 1600 kbit/s of 1000-byte network-layer packets for 10 s.
         let (rate, burst) = (100_000u64, 10 * 1024u64);
         let police = Police {
             rate,
@@ -633,7 +633,7 @@ mod tests {
     }
 
     #[test]
-    fn seed_003_with_the_real_police_action() {
+    fn conditioner_policer_with_the_real_police_action() {
         // `police rate 800kbit burst 10k drop flowid :1` as tc sends it: rate
         // 100000 B/s, cell_log 3 (mtu 2047), burst = 10240 B at that rate =
         // 102.4 ms = 1_600_000 psched ticks. Attached with an fw filter.

@@ -2,15 +2,15 @@
 //!
 //! # Why a model of our own
 //!
-//! The seed experiments (bufferbloat behind a 1000-packet queue, LARTC's
-//! upload RTTs, shaping with TBF/HTB) are made of Linux's congestion
-//! behaviour. smoltcp, measured in DESIGN.md, recovers a slow-start
-//! overshoot by timeouts (no SACK) and reaches 1.6 Mbit/s where Linux and
-//! ns-3 reach 9.6. Extending it would mean replacing its congestion control,
-//! loss recovery, timers and ACK policy — most of a TCP. So, as ns-3 does,
-//! this is a focused model of one endpoint: everything that shapes timing
-//! and sizes on the wire is Linux's, everything else (payload bytes, socket
-//! API, options nobody negotiates in the seeds) is left out.
+//! The bundled examples' experiments (bufferbloat behind a 1000-packet queue,
+//! LARTC's upload RTTs, shaping with TBF/HTB) are made of Linux's congestion
+//! behaviour. smoltcp, measured in docs/simulator.md, recovers a slow-start
+//! overshoot by timeouts (no SACK) and reaches 1.6 Mbit/s where Linux and ns-3
+//! reach 9.6. Extending it would mean replacing its congestion control, loss
+//! recovery, timers and ACK policy — most of a TCP. So, as ns-3 does, this is
+//! a focused model of one endpoint: everything that shapes timing and sizes on
+//! the wire is Linux's, everything else (payload bytes, socket API, options
+//! nobody negotiates in the examples) is left out.
 //!
 //! # What is modelled, and where
 //!

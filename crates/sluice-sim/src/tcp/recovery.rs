@@ -3,14 +3,15 @@
 //! loss detection (RFC 8985) and Proportional Rate Reduction (RFC 6937).
 //!
 //! **Why RACK-TLP rather than RFC 6675.** Linux detects loss with RACK only
-//! (since 4.18 by default; the dupack-threshold rule survives inside RACK as
-//! a zero reordering window once three segments are SACKed), so RACK is
-//! what makes the model behave like Linux. It also matters for the seed
-//! experiments: after a slow-start overshoot into a full drop-tail queue,
-//! many retransmissions are themselves dropped; RFC 6675 can only repair a
-//! lost retransmission with an RTO, while RACK detects it one RTT later
-//! because segments sent after it are SACKed. That difference is the one
-//! between smoltcp's 1.6 Mbit/s and ns-3/Linux's 9.6 Mbit/s in DESIGN.md.
+//! (since 4.18 by default; the dupack-threshold rule survives inside RACK as a
+//! zero reordering window once three segments are SACKed), so RACK is what
+//! makes the model behave like Linux. It also matters for the bundled
+//! examples' experiments: after a slow-start overshoot into a full drop-tail
+//! queue, many retransmissions are themselves dropped; RFC 6675 can only
+//! repair a lost retransmission with an RTO, while RACK detects it one RTT
+//! later because segments sent after it are SACKed. That difference is the one
+//! between smoltcp's 1.6 Mbit/s and ns-3/Linux's 9.6 Mbit/s in
+//! docs/simulator.md.
 //!
 //! States (`CaState`): **Open**; **Disorder** (SACKs seen, no loss);
 //! **CWR** (ECE received, or a loss repaired by a tail loss probe: window

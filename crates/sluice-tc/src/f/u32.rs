@@ -1123,8 +1123,8 @@ mod tests {
     }
 
     #[test]
-    fn the_seed_selectors_pack_as_the_kernel_shows_them() {
-        // tests/golden/seed.golden: `match 00060000/00ff0000 at 8`,
+    fn the_conditioner_selectors_pack_as_the_kernel_shows_them() {
+        // tests/golden/conditioner.golden: `match 00060000/00ff0000 at 8`,
         // `05000000/0f00ffc0 at 0`, `00100000/00ff0000 at 32`.
         let o = sel_of(
             "match ip protocol 6 0xff match u8 0x05 0x0f at 0 match u16 0x0000 0xffc0 at 2 \

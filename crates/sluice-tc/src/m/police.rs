@@ -342,8 +342,9 @@ mod tests {
     }
 
     #[test]
-    fn the_seed_policer_as_tc_sends_it() {
-        // seed 003: `police rate 800kbit burst 10k drop flowid :1`.
+    fn the_conditioner_policer_as_tc_sends_it() {
+        // The Ultimate Traffic Conditioner's ingress policer:
+        // `police rate 800kbit burst 10k drop flowid :1`.
         let w = words("rate 800kbit burst 10k drop flowid :1");
         let mut a = Args::new(&w);
         let p = parse_old(&mut a).unwrap();

@@ -596,7 +596,8 @@ mod tests {
 
     #[test]
     fn class_options_as_iproute2_sends_them() {
-        // seed 003's 1:1.
+        // The CBQ conditioner script's 1:1
+        // (examples/ultimate-traffic-conditioner-cbq.sh).
         let o = class("rate 220kbit allot 1500 prio 5 bounded isolated", true).unwrap();
         let l = o.lss.unwrap();
         assert_eq!(
@@ -611,7 +612,7 @@ mod tests {
             (27500, 3, 4531, 9078, 1_163_625)
         );
         assert_eq!(&r.rtab[186..190], &[850_000, 854_531, 859_078, 863_625]);
-        // seed 003's 1:10.
+        // Its 1:10.
         let o = class("rate 220kbit allot 1600 prio 1 avpkt 1000", true).unwrap();
         let l = o.lss.unwrap();
         assert_eq!((l.change, l.avpkt), (0x21, 1000));
@@ -847,12 +848,13 @@ mod tests {
         crate::tc::run(net, &opts, &rest)
     }
 
-    /// Seed 003's CBQ script (its tc lines, DEV for ppp0) and what `tc class
-    /// show` prints for it: q_cbq.c's format with the values the kernel
-    /// keeps (the link class is listed, as tdc 492a expects; `1:1` inherits
-    /// avpkt and maxidle from the link; levels count up from the leaves).
+    /// The CBQ conditioner script (examples/ultimate-traffic-conditioner-cbq.sh:
+    /// its tc lines, DEV for ppp0) and what `tc class show` prints for it:
+    /// q_cbq.c's format with the values the kernel keeps (the link class is
+    /// listed, as tdc 492a expects; `1:1` inherits avpkt and maxidle from the
+    /// link; levels count up from the leaves).
     #[test]
-    fn seed_003_cbq_script_shows_as_the_kernel_would() {
+    fn conditioner_cbq_script_shows_as_the_kernel_would() {
         let mut net = crate::net::Net::new();
         let o = crate::ip::run(&mut net, &words("link add dev DEV type dummy"));
         assert_eq!(o.code, 0);
