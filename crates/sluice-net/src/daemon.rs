@@ -194,7 +194,10 @@ pub fn setup(spec: &LinkSpec, dir: &Path) -> Result<Running, String> {
     let (a, b, netns) = if spec.rootless {
         make_rootless(spec)?
     } else {
-        for side in [&spec.a, &spec.b] {
+        for side in [&spec.a, &spec.b]
+            .into_iter()
+            .filter(|_| !spec.shared_netns)
+        {
             if let Some(ns) = &side.netns {
                 link::run("ip", &["netns", "add", ns])?;
             }

@@ -128,6 +128,11 @@ pub struct LinkSpec {
     /// Mahimahi logs of the wires ([`crate::mmlog`]).
     #[serde(default)]
     pub logs: Vec<crate::mmlog::LogSpec>,
+    /// The sides' namespaces exist already and outlive the link (a
+    /// scenario run live, whose nodes have several links): the link
+    /// neither makes nor removes them.
+    #[serde(default)]
+    pub shared_netns: bool,
 }
 
 impl LinkSpec {
@@ -315,8 +320,10 @@ pub fn netns_exists(name: &str) -> bool {
 /// Remove everything a link made, whether or not its daemon still runs:
 /// namespaces, NAT rules, socket and record. Safe to repeat.
 pub fn remove_leftovers(dir: &Path, spec: &LinkSpec) {
-    // A rootless link's namespaces are nobody's names: they went with its daemon.
-    for side in [&spec.a, &spec.b].into_iter().filter(|_| !spec.rootless) {
+    // A rootless link's namespaces are nobody's names: they went with its
+    // daemon; shared ones are their owner's to remove.
+    let owned = !spec.rootless && !spec.shared_netns;
+    for side in [&spec.a, &spec.b].into_iter().filter(|_| owned) {
         if let Some(ns) = &side.netns {
             if netns_exists(ns) {
                 let _ = run("ip", &["netns", "del", ns]);
@@ -379,8 +386,12 @@ pub fn up_tied(exe: &Path, mut spec: LinkSpec, tied: bool) -> Result<Record, Lin
     }
     for side in [&spec.a, &spec.b].into_iter().filter(|_| !spec.rootless) {
         if let Some(ns) = &side.netns {
-            if netns_exists(ns) {
-                return Err(LinkError::ForeignNamespace(ns.clone()));
+            if netns_exists(ns) != spec.shared_netns {
+                return Err(if spec.shared_netns {
+                    LinkError::Invalid(format!("namespace {ns} does not exist"))
+                } else {
+                    LinkError::ForeignNamespace(ns.clone())
+                });
             }
         }
     }

@@ -132,6 +132,7 @@ pub fn spec(name: &str, o: &ShellOpts) -> LinkSpec {
         ab_start: o.up_start.clone(),
         ba_start: o.down_start.clone(),
         logs: o.logs.clone(),
+        shared_netns: false,
     }
 }
 

@@ -167,6 +167,7 @@ impl BenchLink {
             ab_start: Default::default(),
             ba_start: Default::default(),
             logs: vec![],
+            shared_netns: false,
         };
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
         // Tied: the daemon goes (and cleans up) if this process is killed.

@@ -460,6 +460,7 @@ pub fn link_main(args: &[String]) -> i32 {
                 ab_start,
                 ba_start,
                 logs: vec![],
+                shared_netns: false,
             };
             match link::up(&exe(), spec) {
                 Ok(rec) => {

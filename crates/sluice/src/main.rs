@@ -17,6 +17,7 @@ mod proxy;
 mod replay;
 mod shims;
 mod sim;
+mod sim_live;
 mod sweep;
 use std::process::ExitCode;
 

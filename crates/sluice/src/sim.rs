@@ -52,6 +52,25 @@ pub struct SimArgs {
     /// this directory.
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
+    /// Run the scenario for real instead: every node a network namespace,
+    /// every link a live wire, the workloads real programs (iperf3, ping)
+    /// over the kernel's TCP, in real time. Needs root.
+    #[arg(long, conflicts_with = "compare")]
+    pub live: bool,
+    /// Run the scenario simulated and live, and print each figure of both
+    /// side by side with their difference; exit 1 if one is beyond its
+    /// tolerance.
+    #[arg(long)]
+    pub compare: bool,
+    /// --compare: largest relative difference of a goodput, percent.
+    #[arg(long, value_name = "PCT", default_value_t = 5.0)]
+    pub tolerance_goodput: f64,
+    /// --compare: largest relative difference of a median RTT, percent.
+    #[arg(long, value_name = "PCT", default_value_t = 10.0)]
+    pub tolerance_rtt: f64,
+    /// --compare: largest difference of a flow's share, percentage points.
+    #[arg(long, value_name = "POINTS", default_value_t = 5.0)]
+    pub tolerance_share: f64,
 }
 
 /// Runs node scripts with bash, this binary's `tc`/`ip`/`iptables` links first on PATH,
@@ -360,19 +379,43 @@ pub fn main(args: &[String]) -> i32 {
         }
     }
     let runner = script_runner(std::path::Path::new(name).parent());
-    let mut bars = ProgressBars::new(std::io::stderr().is_terminal());
-    let runs = run_all_observed(
-        &sc,
-        &overrides,
-        a.variant.as_deref(),
-        a.tc_stats,
-        Some(&runner),
-        &mut |variant, now, end| bars.update(variant, now, end),
-        &mut |variant, warning| {
-            eprintln!("sluice sim: {label}: variant {variant}: warning: {warning}")
-        },
-    );
-    bars.finish();
+    let live =
+        || crate::sim_live::run_all(&sc, &overrides, a.variant.as_deref(), &runner, a.tc_stats);
+    let simulated = || {
+        let mut bars = ProgressBars::new(std::io::stderr().is_terminal());
+        let runs = run_all_observed(
+            &sc,
+            &overrides,
+            a.variant.as_deref(),
+            a.tc_stats,
+            Some(&runner),
+            &mut |variant, now, end| bars.update(variant, now, end),
+            &mut |variant, warning| {
+                eprintln!("sluice sim: {label}: variant {variant}: warning: {warning}")
+            },
+        );
+        bars.finish();
+        runs
+    };
+    let runs = if a.compare {
+        match simulated().and_then(|s| live().map(|l| (s, l))) {
+            Ok((s, l)) => {
+                let tol = crate::sim_live::Tolerances {
+                    goodput_pct: a.tolerance_goodput,
+                    rtt_pct: a.tolerance_rtt,
+                    share_points: a.tolerance_share,
+                };
+                let (text, ok) = crate::sim_live::compare(&s, &l, &tol);
+                print!("{text}");
+                return if ok { 0 } else { 1 };
+            }
+            Err(e) => Err(e),
+        }
+    } else if a.live {
+        live()
+    } else {
+        simulated()
+    };
     let runs = match runs {
         Ok(r) => r,
         Err(e) => {

@@ -1,0 +1,1017 @@
+//! `sluice sim SCENARIO --live`: the same scenario file, instantiated for
+//! real, and `--compare`, which runs it both ways and puts the figures
+//! side by side.
+//!
+//! **What runs.** Every node becomes a network namespace
+//! (`sluice-sim-PID-NODE`); every link a live wire between two of them
+//! (`sluice link`'s daemon, its sides TUN devices named as in the
+//! scenario, `eth0`, `eth1`…), with the link's rate, delay, transmit
+//! buffer and loss in each direction. A node's `tc` lines go to the link
+//! daemon that owns the device they name, as `dev a0`/`dev b0`, so the
+//! qdiscs that shape a device are sluice's own, as in the simulator. Each
+//! node holds its address on every device (a /32, point to point) with a
+//! host route to every other node through the interface the simulator's
+//! routing chose; routers forward. The workloads run as real programs
+//! over the kernel's sockets: `tcp` is an iperf3 client and server per
+//! flow (`-C` from `cc`; `-w` only where the scenario sets a buffer, so
+//! an unset one is autotuned by the kernel, as in the model), `udp` iperf3
+//! `-u`, `ping` ping. They start at their scenario times, measured from
+//! the moment the network is up; the run lasts the scenario's duration in
+//! real time, with a progress bar.
+//!
+//! **What is measured.** The same table and JSON as a simulated run: ping
+//! replies (every one, with its time), each flow's bytes per second as
+//! its iperf3 server counted them, and each link's qdisc drops (`tc -s`).
+//! A flow's goodput is its bytes from its start (or the warm-up) to the
+//! end, so the total over the interval all ran is comparable.
+//!
+//! **What is refused**, with the reason, before anything is made: node
+//! scripts, `ip`/`iptables` lines, web workloads, timed events,
+//! time-varying links, ifb devices, and a transmit queue length other than
+//! 1000 — each of these the live plane can do for one link, but this
+//! front end does not map yet. Live runs need root (namespaces named in
+//! `/run/netns`), iperf3 and ping.
+//!
+//! **Clean-up.** The link daemons die with this process (they are tied to
+//! it), and the namespaces are removed at the end, on ^C, and — should
+//! this process be killed — by the next `sim --live`, which removes any
+//! `sluice-sim-PID-*` namespace whose PID is gone.
+
+use indicatif::{ProgressBar, ProgressStyle};
+use sluice_core::port::TxBuffer;
+use sluice_core::time::{Duration, Time};
+use sluice_net::link::{self, LinkSpec, Side, Wire};
+use sluice_sim::host::{App, BIN};
+use sluice_sim::report::{FlowResult, PingResult, RunResult};
+use sluice_sim::run::{build_with, Built, Measure, ScriptRunner};
+use sluice_sim::scenario::{substitute, Scenario};
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Instant;
+
+/// Prefix of the namespaces a live run makes.
+const NS_PREFIX: &str = "sluice-sim-";
+/// The first iperf3 port.
+const IPERF_PORT: u16 = 5201;
+
+/// Run the scenario's variants (or `only`) live, one after the other.
+pub fn run_all(
+    sc: &Scenario,
+    overrides: &BTreeMap<String, String>,
+    only: Option<&str>,
+    runner: &dyn ScriptRunner,
+    tc_stats: bool,
+) -> Result<Vec<RunResult>, String> {
+    preflight()?;
+    let mut variants: Vec<Option<&sluice_sim::scenario::Variant>> = vec![];
+    if sc.variants.is_empty() {
+        variants.push(None);
+    }
+    variants.extend(
+        sc.variants
+            .iter()
+            .filter(|v| only.is_none_or(|o| o == v.name))
+            .map(Some),
+    );
+    let mut runs = vec![];
+    for v in variants {
+        let name = v.map_or("default", |v| v.name.as_str());
+        let vars = sc.vars_for(v, overrides);
+        let built =
+            build_with(sc, &vars, Some(runner)).map_err(|e| format!("variant {name}: {e}"))?;
+        let plan =
+            Plan::new(sc, &vars, &built).map_err(|e| format!("variant {name}: live: {e}"))?;
+        runs.push(plan.run(name, tc_stats)?);
+    }
+    Ok(runs)
+}
+
+/// Root, iperf3 and ping, and no leftovers of killed runs.
+fn preflight() -> Result<(), String> {
+    if !sluice_net::rootless::privileged() {
+        return Err("--live needs root: every node is a network namespace".into());
+    }
+    for tool in ["iperf3", "ping", "ip"] {
+        let found = Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !found {
+            return Err(format!("--live runs {tool}, which is not installed"));
+        }
+    }
+    reap();
+    Ok(())
+}
+
+/// Remove the namespaces of live runs whose process is gone.
+fn reap() {
+    let Ok(dir) = std::fs::read_dir("/run/netns") else {
+        return;
+    };
+    for e in dir.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix(NS_PREFIX)
+            .and_then(|r| r.split('-').next())
+            .and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = link::run("ip", &["netns", "del", &name]);
+        }
+    }
+}
+
+/// One node's side of a link.
+struct End {
+    node: usize,
+    dev: String,
+}
+
+/// What a variant becomes live.
+struct Plan {
+    /// Namespace per node.
+    ns: Vec<String>,
+    /// Address per node.
+    addrs: Vec<Ipv4Addr>,
+    routers: Vec<bool>,
+    /// Per link: its two ends and the daemon's description.
+    links: Vec<(End, End, LinkSpec)>,
+    /// Per node: (destination, device) host routes.
+    routes: Vec<Vec<(Ipv4Addr, String)>>,
+    duration: Time,
+    warmup: Time,
+    /// The measured workloads' programs.
+    programs: Vec<Program>,
+}
+
+impl Plan {
+    fn new(sc: &Scenario, vars: &BTreeMap<String, String>, b: &Built) -> Result<Plan, String> {
+        refuse_unsupported(sc, vars, b)?;
+        let pid = std::process::id();
+        let w = &b.world;
+        let ns: Vec<String> = w
+            .nodes
+            .iter()
+            .map(|n| format!("{NS_PREFIX}{pid}-{}", n.name))
+            .collect();
+        let dev_name = |node: usize, iface: usize| -> String {
+            let n = &w.nodes[node];
+            n.net.devices[n.ifaces[iface].dev].info.name.clone()
+        };
+        let mut links = vec![];
+        let mut seen = vec![];
+        for (ni, n) in w.nodes.iter().enumerate() {
+            for (ii, ifc) in n.ifaces.iter().enumerate() {
+                let (pn, pi) = ifc.peer;
+                if seen.contains(&(pn, pi)) {
+                    continue;
+                }
+                seen.push((ni, ii));
+                let a = End {
+                    node: ni,
+                    dev: dev_name(ni, ii),
+                };
+                let bend = End {
+                    node: pn,
+                    dev: dev_name(pn, pi),
+                };
+                let name = format!("ss{pid}l{}", links.len());
+                let side = |e: &End| Side {
+                    netns: Some(ns[e.node].clone()),
+                    ifname: e.dev.clone(),
+                    addr: format!("{}/32", w.nodes[e.node].addr),
+                    default_via: None,
+                };
+                let spec = LinkSpec {
+                    name,
+                    a: side(&a),
+                    b: side(&bend),
+                    ab: wire(ifc.port.config()),
+                    ba: wire(w.nodes[pn].ifaces[pi].port.config()),
+                    tc: vec![],
+                    nat_subnet: None,
+                    mtu: 1500,
+                    subnet: None,
+                    keep_awake: Default::default(),
+                    rootless: false,
+                    ab_start: Default::default(),
+                    ba_start: Default::default(),
+                    logs: vec![],
+                    shared_netns: true,
+                };
+                links.push((a, bend, spec));
+            }
+        }
+        // Each node's tc lines, to the daemon whose device they name.
+        for (ni, node) in sc.nodes.iter().enumerate() {
+            for line in &node.tc {
+                let line = substitute(line, vars)?;
+                let mut words: Vec<String> =
+                    line.split_whitespace().skip(1).map(String::from).collect();
+                let at = words.iter().position(|x| x == "dev").map(|i| i + 1);
+                let Some(dev) = at.and_then(|i| words.get(i)).cloned() else {
+                    return Err(format!("node {}: `{line}` names no device", node.name));
+                };
+                let Some((li, side)) = links.iter().enumerate().find_map(|(li, (a, bb, _))| {
+                    if a.node == ni && a.dev == dev {
+                        Some((li, "a0"))
+                    } else if bb.node == ni && bb.dev == dev {
+                        Some((li, "b0"))
+                    } else {
+                        None
+                    }
+                }) else {
+                    return Err(format!(
+                        "node {}: `{line}`: no link has its device {dev}",
+                        node.name
+                    ));
+                };
+                if let Some(i) = at {
+                    words[i] = side.to_string();
+                }
+                links[li].2.tc.push(words);
+            }
+        }
+        let routes = w
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(ni, n)| {
+                n.routes
+                    .iter()
+                    .filter(|(dst, _)| **dst != n.addr)
+                    .map(|(dst, &ifc)| (*dst, dev_name(ni, ifc)))
+                    .collect()
+            })
+            .collect();
+        let mut plan = Plan {
+            ns,
+            addrs: w.nodes.iter().map(|n| n.addr).collect(),
+            routers: w.nodes.iter().map(|n| n.router).collect(),
+            links,
+            routes,
+            duration: b.duration,
+            warmup: b.warmup,
+            programs: vec![],
+        };
+        let mut port = IPERF_PORT;
+        for (label, m) in flat_labels(&b.labels) {
+            let p = plan.program(&label, &m, w, b.duration, &mut port)?;
+            plan.programs.push(p);
+        }
+        Ok(plan)
+    }
+
+    /// Make the network, run the workloads, measure, remove everything.
+    fn run(&self, variant: &str, tc_stats: bool) -> Result<RunResult, String> {
+        let mut net = Network {
+            ns: vec![],
+            links: vec![],
+        };
+        let result = self
+            .setup(&mut net)
+            .and_then(|()| self.measure(variant, &net, tc_stats));
+        net.remove();
+        result
+    }
+
+    fn setup(&self, net: &mut Network) -> Result<(), String> {
+        for (i, ns) in self.ns.iter().enumerate() {
+            link::run("ip", &["netns", "add", ns])?;
+            net.ns.push(ns.clone());
+            let sysctl = |k: &str, v: &str| {
+                link::run(
+                    "ip",
+                    &["netns", "exec", ns, "sysctl", "-qw", &format!("{k}={v}")],
+                )
+            };
+            sysctl(
+                "net.ipv4.ip_forward",
+                if self.routers[i] { "1" } else { "0" },
+            )?;
+            for c in ["all", "default"] {
+                sysctl(&format!("net.ipv4.conf.{c}.rp_filter"), "0")?;
+            }
+        }
+        let exe = std::env::current_exe().map_err(|e| format!("own path: {e}"))?;
+        for (_, _, spec) in &self.links {
+            link::up_tied(&exe, spec.clone(), true)
+                .map_err(|e| format!("link {}: {e}", spec.name))?;
+            net.links.push(spec.name.clone());
+        }
+        for (i, routes) in self.routes.iter().enumerate() {
+            for (dst, dev) in routes {
+                let dst = format!("{dst}/32");
+                let src = self.addrs[i].to_string();
+                link::run(
+                    "ip",
+                    &[
+                        "-n",
+                        &self.ns[i],
+                        "route",
+                        "replace",
+                        &dst,
+                        "dev",
+                        dev,
+                        "src",
+                        &src,
+                    ],
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Start the programs at their times; collect what they measured.
+    fn measure(&self, variant: &str, net: &Network, tc_stats: bool) -> Result<RunResult, String> {
+        let end = self.duration;
+        let programs = &self.programs;
+        // Servers first; then the clock starts.
+        let mut servers = vec![];
+        for p in programs {
+            if let Some(cmd) = &p.server {
+                servers.push(spawn(cmd)?);
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let t0 = Instant::now();
+        let bar = progress(end);
+        let mut clients: Vec<(usize, Option<Running>)> =
+            (0..programs.len()).map(|i| (i, None)).collect();
+        let end_wall = std::time::Duration::from_nanos(end.0);
+        loop {
+            let now = t0.elapsed();
+            for (i, c) in clients.iter_mut() {
+                let p = &programs[*i];
+                if c.is_none() && now >= std::time::Duration::from_nanos(p.start.0) {
+                    *c = Some(spawn(&p.client)?);
+                }
+            }
+            bar.set_position(now.as_millis().min(u128::from(u64::MAX)) as u64);
+            if now >= end_wall + std::time::Duration::from_secs(2) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        bar.finish_and_clear();
+        let mut outputs = vec![];
+        for (i, c) in clients {
+            let out = match c {
+                Some(child) => finish(child),
+                None => String::new(),
+            };
+            outputs.push((i, out));
+        }
+        let mut server_out = vec![];
+        for s in servers {
+            server_out.push(finish(s));
+        }
+        let mut result = RunResult {
+            variant: variant.to_string(),
+            pings: vec![],
+            flows: vec![],
+            webs: vec![],
+            losses: Default::default(),
+            links: vec![],
+            errors: vec![],
+            tc_stats: None,
+        };
+        let mut si = 0;
+        for (i, out) in outputs {
+            let p = &programs[i];
+            match p.kind {
+                Kind::Ping { sent } => result.pings.push(ping_result(&p.label, sent, &out, t0)),
+                Kind::Tcp | Kind::Udp => {
+                    let server = &server_out[si];
+                    si += 1;
+                    result.flows.push(flow_result(p, server, self.warmup, end)?);
+                }
+            }
+        }
+        let total: f64 = result.flows.iter().map(|f| f.goodput_mbps).sum();
+        for f in &mut result.flows {
+            f.share = if total > 0.0 {
+                f.goodput_mbps / total
+            } else {
+                0.0
+            };
+        }
+        let mut stats = String::new();
+        for name in &net.links {
+            let out = Command::new(std::env::current_exe().map_err(|e| e.to_string())?)
+                .args(["tc", "-n", name, "-s", "qdisc", "show"])
+                .output()
+                .map_err(|e| format!("tc -s: {e}"))?;
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            result.losses.egress += root_drops(&text);
+            stats.push_str(&format!("link {name}:\n{text}"));
+        }
+        if tc_stats {
+            result.tc_stats = Some(stats);
+        }
+        Ok(result)
+    }
+
+    /// The program (and iperf3 server) of one measured workload.
+    fn program(
+        &self,
+        label: &str,
+        m: &Measure,
+        w: &sluice_sim::world::World,
+        end: Time,
+        port: &mut u16,
+    ) -> Result<Program, String> {
+        let secs = |from: Time| {
+            (end.0.saturating_sub(from.0))
+                .div_ceil(1_000_000_000)
+                .max(1)
+        };
+        match m {
+            Measure::Ping { node, app } => {
+                let App::Ping(p) = &w.nodes[*node].host.apps[*app] else {
+                    return Err(format!("{label}: not a ping"));
+                };
+                let stop = p.stop.min(end);
+                let sent = stop
+                    .0
+                    .saturating_sub(p.start.0)
+                    .div_ceil(p.interval.0.max(1));
+                let interval = format!("{:.6}", p.interval.0 as f64 / 1e9);
+                let client = self.exec(
+                    *node,
+                    &[
+                        "ping",
+                        "-n",
+                        "-D",
+                        "-i",
+                        &interval,
+                        "-c",
+                        &sent.to_string(),
+                        "-s",
+                        &p.size.to_string(),
+                        "-Q",
+                        &p.tos.to_string(),
+                        &p.dst.to_string(),
+                    ],
+                );
+                Ok(Program {
+                    label: label.into(),
+                    start: p.start,
+                    client,
+                    server: None,
+                    kind: Kind::Ping { sent },
+                })
+            }
+            Measure::Tcp { node, key, start } => {
+                let (sender, app) =
+                    find_sender(w, key.0, key.1, key.2, |a| matches!(a, App::Tcp(_)))
+                        .ok_or_else(|| format!("{label}: sender not found"))?;
+                let App::Tcp(t) = app else {
+                    unreachable!("matched above")
+                };
+                *port += 1;
+                let p = port.to_string();
+                let cc = match t.cfg.congestion {
+                    sluice_sim::tcp::config::CongestionAlgorithm::Cubic => "cubic",
+                    sluice_sim::tcp::config::CongestionAlgorithm::Reno => "reno",
+                    sluice_sim::tcp::config::CongestionAlgorithm::Bbr => "bbr",
+                };
+                let mut args: Vec<String> = [
+                    "iperf3",
+                    "-c",
+                    &t.dst.to_string(),
+                    "-p",
+                    &p,
+                    "-C",
+                    cc,
+                    "-S",
+                    &t.tos.to_string(),
+                ]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+                match t.bytes {
+                    Some(n) => args.extend(["-n".into(), n.to_string()]),
+                    None => args.extend(["-t".into(), secs(*start).to_string()]),
+                }
+                if let Some(buf) = t.cfg.recv_buffer.or(t.cfg.send_buffer) {
+                    args.extend(["-w".into(), buf.to_string()]);
+                }
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                Ok(Program {
+                    label: label.into(),
+                    start: *start,
+                    client: self.exec(sender, &args),
+                    server: Some(self.server(*node, &p)),
+                    kind: Kind::Tcp,
+                })
+            }
+            Measure::Udp {
+                node,
+                key,
+                start,
+                stop,
+                ..
+            } => {
+                let (sender, app) =
+                    find_sender(w, key.0, key.1, key.2, |a| matches!(a, App::Udp(_)))
+                        .ok_or_else(|| format!("{label}: sender not found"))?;
+                let App::Udp(u) = app else {
+                    unreachable!("matched above")
+                };
+                *port += 1;
+                let p = port.to_string();
+                // The scenario's rate counts IP packets; iperf3's -b counts payload.
+                let ip_len = u64::from(u.size) + 28;
+                let payload_bps = u.rate_bps * u64::from(u.size) / ip_len.max(1);
+                let t_secs = (stop.min(&end).0.saturating_sub(start.0))
+                    .div_ceil(1_000_000_000)
+                    .max(1);
+                Ok(Program {
+                    label: label.into(),
+                    start: *start,
+                    client: self.exec(
+                        sender,
+                        &[
+                            "iperf3",
+                            "-u",
+                            "-c",
+                            &u.dst.to_string(),
+                            "-p",
+                            &p,
+                            "-b",
+                            &payload_bps.to_string(),
+                            "-l",
+                            &u.size.to_string(),
+                            "-t",
+                            &t_secs.to_string(),
+                            "-S",
+                            &u.tos.to_string(),
+                        ],
+                    ),
+                    server: Some(self.server(*node, &p)),
+                    kind: Kind::Udp,
+                })
+            }
+            Measure::Web { .. } | Measure::Group(_) => {
+                Err(format!("{label}: web workloads do not run live yet"))
+            }
+        }
+    }
+
+    /// An iperf3 server for one test on `port`, reporting every
+    /// [`BIN`] as the simulator's series are binned.
+    fn server(&self, node: usize, port: &str) -> Vec<String> {
+        let interval = format!("{}", BIN.0 as f64 / 1e9);
+        self.exec(
+            node,
+            &["iperf3", "-s", "-1", "-J", "-i", &interval, "-p", port],
+        )
+    }
+
+    fn exec(&self, node: usize, cmd: &[&str]) -> Vec<String> {
+        ["ip", "netns", "exec", &self.ns[node]]
+            .iter()
+            .chain(cmd)
+            .map(|s| s.to_string())
+            .collect()
+    }
+}
+
+/// The scenario's features this front end does not map to a live network.
+fn refuse_unsupported(
+    sc: &Scenario,
+    vars: &BTreeMap<String, String>,
+    b: &Built,
+) -> Result<(), String> {
+    if !sc.events.is_empty() {
+        return Err("timed events do not run live yet".into());
+    }
+    if !b.links.is_empty() {
+        return Err(
+            "time-varying links (traces, schedules) do not run live yet; use `sluice link`".into(),
+        );
+    }
+    for n in &sc.nodes {
+        if n.script.as_ref().is_some_and(|s| !s.trim().is_empty()) {
+            return Err(format!(
+                "node {}: scripts do not run live yet; use `tc = [...]`",
+                n.name
+            ));
+        }
+        for line in &n.tc {
+            let line = substitute(line, vars)?;
+            if !line.starts_with("tc ") {
+                return Err(format!(
+                    "node {}: `{line}`: only tc lines run live yet",
+                    n.name
+                ));
+            }
+        }
+    }
+    for n in &b.world.nodes {
+        for (i, ifc) in n.ifaces.iter().enumerate() {
+            let dev = &n.net.devices[ifc.dev];
+            if ifc.peer == (b.world.node_id(&n.name).unwrap_or(usize::MAX), i) {
+                return Err(format!(
+                    "node {}: device {}: ifb devices do not run live yet",
+                    n.name, dev.info.name
+                ));
+            }
+            if dev.info.txqueuelen != 1000 {
+                return Err(format!(
+                    "node {}: device {}: txqueuelen {} (a live device has 1000)",
+                    n.name, dev.info.name, dev.info.txqueuelen
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A simulated port's wire, for the link daemon.
+fn wire(c: &sluice_core::port::PortConfig) -> Wire {
+    let (buffer_packets, buffer_bytes) = match c.buffer {
+        TxBuffer::Packets(p) => (Some(p), None),
+        TxBuffer::Bytes(b) => (None, Some(b)),
+    };
+    Wire {
+        rate_bps: c.rate_bps,
+        delay_ns: c.delay.0,
+        buffer_packets,
+        buffer_bytes,
+        loss: c.loss,
+    }
+}
+
+/// The sending node and app of the flow keyed (source address, ports).
+fn find_sender(
+    w: &sluice_sim::world::World,
+    src: Ipv4Addr,
+    sport: u16,
+    dport: u16,
+    kind: impl Fn(&App) -> bool,
+) -> Option<(usize, &App)> {
+    let node = w.nodes.iter().position(|n| n.addr == src)?;
+    let app = w.nodes[node].host.apps.iter().find(|a| {
+        kind(a)
+            && match a {
+                App::Tcp(t) => t.ports == (sport, dport),
+                App::Udp(u) => u.ports == (sport, dport),
+                _ => false,
+            }
+    })?;
+    Some((node, app))
+}
+
+/// Labels with groups spread out as `NAME.0`, `NAME.1`…, as the report names them.
+fn flat_labels(labels: &[(String, Measure)]) -> Vec<(String, Measure)> {
+    let mut out = vec![];
+    for (l, m) in labels {
+        match m {
+            Measure::Group(ms) => {
+                for (i, m) in ms.iter().enumerate() {
+                    out.push((format!("{l}.{i}"), m.clone()));
+                }
+            }
+            m => out.push((l.clone(), m.clone())),
+        }
+    }
+    out
+}
+
+/// What a measured workload runs.
+struct Program {
+    label: String,
+    start: Time,
+    client: Vec<String>,
+    server: Option<Vec<String>>,
+    kind: Kind,
+}
+
+enum Kind {
+    Ping { sent: u64 },
+    Tcp,
+    Udp,
+}
+
+/// What a live run made, removed on the way out whatever happened.
+struct Network {
+    ns: Vec<String>,
+    links: Vec<String>,
+}
+
+impl Network {
+    fn remove(&mut self) {
+        for l in self.links.drain(..) {
+            let _ = link::down(&l);
+        }
+        for ns in self.ns.drain(..) {
+            let _ = link::run("ip", &["netns", "del", &ns]);
+        }
+    }
+}
+
+/// A program running, and the thread that reads what it prints (so that
+/// a long report never blocks it on a full pipe).
+struct Running {
+    child: Child,
+    output: std::thread::JoinHandle<String>,
+}
+
+fn spawn(cmd: &[String]) -> Result<Running, String> {
+    let mut child = Command::new(&cmd[0])
+        .args(&cmd[1..])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("{}: {e}", cmd.join(" ")))?;
+    let mut stdout = child.stdout.take().expect("piped");
+    let output = std::thread::spawn(move || {
+        let mut out = String::new();
+        let _ = std::io::Read::read_to_string(&mut stdout, &mut out);
+        out
+    });
+    Ok(Running { child, output })
+}
+
+/// Stop a program that outlived the run, and return what it printed.
+fn finish(mut r: Running) -> String {
+    let deadline = Instant::now() + std::time::Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = r.child.try_wait() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    if let Ok(None) = r.child.try_wait() {
+        // iperf3 writes its report when interrupted.
+        let _ = Command::new("kill")
+            .args(["-INT", &r.child.id().to_string()])
+            .status();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let _ = r.child.kill();
+    }
+    let _ = r.child.wait();
+    r.output.join().unwrap_or_default()
+}
+
+fn progress(end: Time) -> ProgressBar {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(end.0 / 1_000_000);
+    bar.set_style(
+        ProgressStyle::with_template("live {bar:40} {pos}/{len} ms")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar
+}
+
+/// ping -D output: `[EPOCH] … time=RTT ms` per reply.
+fn ping_result(label: &str, sent: u64, out: &str, t0: Instant) -> PingResult {
+    let start_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+        - t0.elapsed().as_secs_f64();
+    let mut rtts = vec![];
+    for line in out.lines() {
+        let stamp = line
+            .strip_prefix('[')
+            .and_then(|r| r.split(']').next())
+            .and_then(|s| s.parse::<f64>().ok());
+        let rtt = line
+            .split("time=")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|s| s.parse::<f64>().ok());
+        if let (Some(t), Some(ms)) = (stamp, rtt) {
+            let sent_at = (t - ms / 1e3 - start_epoch).max(0.0);
+            rtts.push((Time((sent_at * 1e9) as u64), Duration((ms * 1e6) as u64)));
+        }
+    }
+    PingResult::from_samples(label, sent, &rtts)
+}
+
+/// A flow's result from its iperf3 server's JSON report.
+fn flow_result(p: &Program, server: &str, warmup: Time, end: Time) -> Result<FlowResult, String> {
+    let j: serde_json::Value = serde_json::from_str(server)
+        .map_err(|e| format!("{}: iperf3 server report: {e}", p.label))?;
+    let start_s = p.start.0 as f64 / 1e9;
+    let end_s = end.0 as f64 / 1e9;
+    let from_s = start_s.max(warmup.0 as f64 / 1e9);
+    let mut series = vec![];
+    let mut bytes = 0u64;
+    let mut last = from_s;
+    for i in j["intervals"].as_array().into_iter().flatten() {
+        let s = &i["sum"];
+        let (a, bb) = (
+            s["start"].as_f64().unwrap_or(0.0),
+            s["end"].as_f64().unwrap_or(0.0),
+        );
+        let n = s["bytes"].as_u64().unwrap_or(0);
+        let (a, bb) = (start_s + a, start_s + bb);
+        if bb > end_s + 1e-6 {
+            break;
+        }
+        // Per bin of the simulator's width, so that the report's sums of
+        // series bins are the bytes iperf3 counted.
+        series.push((a, n as f64 * 8.0 / 1e6 / (BIN.0 as f64 / 1e9)));
+        if a >= from_s - 1e-6 {
+            bytes += n;
+            last = bb;
+        }
+    }
+    let secs = (last - from_s).max(1e-9);
+    let kind = matches!(p.kind, Kind::Udp);
+    let (datagrams, loss_pct) = if kind {
+        let s = &j["end"]["sum"];
+        let total = s["packets"].as_u64().unwrap_or(0);
+        let lost = s["lost_packets"].as_u64().unwrap_or(0);
+        (
+            Some((total, total - lost.min(total))),
+            s["lost_percent"].as_f64(),
+        )
+    } else {
+        (None, None)
+    };
+    Ok(FlowResult {
+        name: p.label.clone(),
+        kind: if kind { "udp" } else { "tcp" }.into(),
+        bytes,
+        goodput_mbps: bytes as f64 * 8.0 / 1e6 / secs,
+        share: 0.0,
+        datagrams,
+        loss_pct,
+        series,
+        link: None,
+        capacity_pct: None,
+        over_capacity_pkts: None,
+        measured_s: (from_s, last),
+    })
+}
+
+/// The drops of the root qdiscs in `tc -s qdisc show` output.
+fn root_drops(text: &str) -> u64 {
+    let mut total = 0;
+    let mut root = false;
+    for line in text.lines() {
+        if line.starts_with("qdisc ") {
+            root = line.contains(" root ");
+        } else if root {
+            if let Some(n) = line
+                .split("(dropped ")
+                .nth(1)
+                .and_then(|r| r.split(',').next())
+                .and_then(|n| n.trim().parse::<u64>().ok())
+            {
+                total += n;
+                root = false;
+            }
+        }
+    }
+    total
+}
+
+/// How far a live figure may be from the simulated one.
+pub struct Tolerances {
+    /// The total goodput, percent of the live value (each flow's is
+    /// judged by its share).
+    pub goodput_pct: f64,
+    /// A ping's median RTT, percent of the live value.
+    pub rtt_pct: f64,
+    /// A flow's share of the total, percentage points.
+    pub share_points: f64,
+}
+
+/// Both worlds' figures side by side, variant by variant; false if one is
+/// beyond its tolerance.
+pub fn compare(sim: &[RunResult], live: &[RunResult], tol: &Tolerances) -> (String, bool) {
+    let mut out = String::new();
+    let mut all_ok = true;
+    // A figure of both worlds; `limit` None: shown, not judged.
+    let mut row =
+        |out: &mut String, what: String, s: f64, l: f64, points: bool, limit: Option<f64>| {
+            let (diff, unit) = if points {
+                ((s - l) * 100.0, "pt")
+            } else if l != 0.0 {
+                ((s - l) / l * 100.0, "%")
+            } else {
+                (if s == 0.0 { 0.0 } else { f64::INFINITY }, "%")
+            };
+            let verdict = match limit {
+                Some(limit) if diff.abs() <= limit => format!("{limit:>5} {unit:<2} ok"),
+                Some(limit) => {
+                    all_ok = false;
+                    format!("{limit:>5} {unit:<2} BEYOND")
+                }
+                None => String::new(),
+            };
+            let (s, l) = if points {
+                (s * 100.0, l * 100.0)
+            } else {
+                (s, l)
+            };
+            out.push_str(&format!(
+                "  {what:<34} {s:>10.3} {l:>10.3} {diff:>+8.1} {unit:<2} {verdict}\n"
+            ));
+        };
+    for l in live {
+        let Some(s) = sim.iter().find(|s| s.variant == l.variant) else {
+            continue;
+        };
+        out.push_str(&format!(
+            "[{}]\n  {:<34} {:>10} {:>10} {:>11} {:>8}\n",
+            l.variant, "figure", "simulated", "live", "difference", "limit"
+        ));
+        for lp in &l.pings {
+            if let Some(sp) = s.pings.iter().find(|p| p.name == lp.name) {
+                let what = format!("ping {} median RTT ms", lp.name);
+                row(
+                    &mut out,
+                    what,
+                    sp.median_ms,
+                    lp.median_ms,
+                    false,
+                    Some(tol.rtt_pct),
+                );
+            }
+        }
+        for lf in &l.flows {
+            if let Some(sf) = s.flows.iter().find(|f| f.name == lf.name) {
+                let what = format!("{} {} goodput Mbit/s", lf.kind, lf.name);
+                row(
+                    &mut out,
+                    what,
+                    sf.goodput_mbps,
+                    lf.goodput_mbps,
+                    false,
+                    None,
+                );
+                let what = format!("{} {} share %", lf.kind, lf.name);
+                row(
+                    &mut out,
+                    what,
+                    sf.share,
+                    lf.share,
+                    true,
+                    Some(tol.share_points),
+                );
+            }
+        }
+        if !l.flows.is_empty() {
+            let (sg, ..) = s.aggregate_goodput();
+            let (lg, ..) = l.aggregate_goodput();
+            row(
+                &mut out,
+                "total goodput Mbit/s".into(),
+                sg,
+                lg,
+                false,
+                Some(tol.goodput_pct),
+            );
+        }
+    }
+    (out, all_ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn root_drops_sum_only_root_qdiscs() {
+        let text = "qdisc pfifo 1: dev a0 root refcnt 2 limit 100p\n Sent 100 bytes 1 pkt (dropped 7, overlimits 0 requeues 0)\nqdisc pfifo 2: dev a0 parent 1:1 limit 10p\n Sent 1 bytes 1 pkt (dropped 3, overlimits 0 requeues 0)\nqdisc fq_codel 0: dev b0 root refcnt 2\n Sent 1 bytes 1 pkt (dropped 5, overlimits 0 requeues 0)\n";
+        assert_eq!(root_drops(text), 12);
+    }
+
+    #[test]
+    fn ping_lines_become_samples() {
+        let t0 = Instant::now();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        let out = format!(
+            "PING 10.0.1.1 (10.0.1.1) 56(84) bytes of data.\n[{:.6}] 64 bytes from 10.0.1.1: icmp_seq=1 ttl=63 time=22.4 ms\n[{:.6}] 64 bytes from 10.0.1.1: icmp_seq=2 ttl=63 time=30.0 ms\n",
+            now + 0.5224,
+            now + 0.63
+        );
+        let r = ping_result("rtt", 3, &out, t0);
+        assert_eq!(r.received, 2);
+        assert_eq!(r.sent, 3);
+        assert!((r.median_ms - 26.2).abs() < 1e-9);
+        // Sent 0.5 s and 0.6 s after the start.
+        assert!((r.series[0].0 - 0.5).abs() < 0.01, "{:?}", r.series);
+        assert!((r.series[1].0 - 0.6).abs() < 0.01, "{:?}", r.series);
+    }
+}

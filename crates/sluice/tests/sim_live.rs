@@ -1,0 +1,169 @@
+//! `sluice sim --live` and `--compare`: a scenario with a router run for
+//! real — namespaces, live wires, the router's tc line on its device,
+//! iperf3 and ping — measured against physics, compared with the
+//! simulator, and removed afterwards; and what it cannot run refused
+//! before anything is made. Needs root, iperf3 and ping (CI has them;
+//! without them it says loudly that it skipped).
+
+mod common;
+
+use common::{private_dir, skip_live, sluice, EXE};
+use std::path::Path;
+
+/// Two window-limited CUBIC flows through a router whose 10 Mbit/s side
+/// has a fifo of 100 full-sized packets' bytes: the windows (2 × 160 KiB)
+/// exceed what the path and queue hold (27.5 kB + 151 kB), so the queue
+/// stays near full. (A byte fifo: the kernel hands a router GSO packets of
+/// several segments, which a packet fifo would count as one each.)
+const ROUTED: &str = r#"
+name = "routed"
+duration = "10s"
+
+[[node]]
+name = "sender"
+addr = "10.0.0.1"
+
+[[node]]
+name = "router"
+addr = "10.0.0.254"
+router = true
+tc = ["tc qdisc replace dev eth1 root bfifo limit 151400"]
+
+[[node]]
+name = "receiver"
+addr = "10.0.1.1"
+
+[[link]]
+a = "sender:eth0"
+b = "router:eth0"
+rate = "1gbit"
+delay = "1ms"
+buffer = "1000p"
+
+[[link]]
+a = "router:eth1"
+b = "receiver:eth0"
+rate = "10mbit"
+delay = "10ms"
+buffer = "1p"
+
+[[workload]]
+type = "tcp"
+name = "bulk"
+from = "sender"
+to = "receiver"
+count = 2
+sndbuf = "128KiB"
+rcvbuf = "128KiB"
+
+[[workload]]
+type = "ping"
+name = "rtt"
+from = "sender"
+to = "receiver"
+interval = "100ms"
+start = "1s"
+"#;
+
+fn namespaces_of(pid_prefix: &str) -> Vec<String> {
+    std::fs::read_dir("/run/netns")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(pid_prefix))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn write(dir: &Path, text: &str) -> String {
+    let p = dir.join("scenario.toml");
+    std::fs::write(&p, text).unwrap();
+    p.to_string_lossy().into_owned()
+}
+
+#[test]
+fn a_routed_scenario_runs_live_and_agrees_with_physics_and_the_simulator() {
+    if skip_live(&["iperf3", "ping"]) {
+        return;
+    }
+    let state = private_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), ROUTED);
+    let before = namespaces_of("sluice-sim-");
+    let out = sluice(state.path(), &["sim", &file, "--live", "--json"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "sim --live failed: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    let run = &j["runs"][0];
+    let ping = run["pings"][0]["median_ms"].as_f64().unwrap();
+    let flows = run["flows"].as_array().unwrap();
+    let total: f64 = flows
+        .iter()
+        .map(|f| f["goodput_mbps"].as_f64().unwrap())
+        .sum();
+    let drops = run["losses"]["egress"].as_u64().unwrap();
+    println!("live: ping median {ping:.1} ms, goodput {total:.2} Mbit/s, egress drops {drops}");
+    // 151400 bytes drain in 121 ms at 10 Mbit/s; plus 22 ms of
+    // path. The queue is near full most of the time, never beyond full.
+    assert!((90.0..=150.0).contains(&ping), "ping median {ping} ms");
+    // 1448 payload bytes per 1500-byte packet at 10 Mbit/s: 9.65 at most.
+    assert!((8.5..=9.9).contains(&total), "goodput {total}");
+    assert_eq!(flows.len(), 2);
+    // The router's fifo overflowed: its tc line reached the live device.
+    assert!(drops > 0, "no drops at the router's 100-packet fifo");
+    // Everything it made is gone.
+    assert_eq!(namespaces_of("sluice-sim-"), before);
+    let links = state.path().join("links");
+    let left: Vec<_> = std::fs::read_dir(&links)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".json"))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(left.is_empty(), "link records left: {left:?}");
+
+    // --compare runs both and judges the figures.
+    let out = sluice(state.path(), &["sim", &file, "--compare"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    println!("{text}");
+    for figure in [
+        "ping rtt median RTT ms",
+        "total goodput Mbit/s",
+        "tcp bulk.0 share %",
+    ] {
+        assert!(text.contains(figure), "no {figure:?} in:\n{text}");
+    }
+    assert!(text.contains(" ok"), "{text}");
+}
+
+#[test]
+fn what_cannot_run_live_is_refused_before_anything_is_made() {
+    if skip_live(&["iperf3", "ping"]) {
+        return;
+    }
+    let state = private_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let web = format!(
+        "{ROUTED}\n[[workload]]\ntype = \"web\"\nname = \"page\"\nfrom = \"receiver\"\nto = \"sender\"\npage = \"10000\"\nrepeat = 1\n"
+    );
+    let file = write(dir.path(), &web);
+    let before = namespaces_of("sluice-sim-");
+    let out = sluice(state.path(), &["sim", &file, "--live"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("do not run live yet"), "{err}");
+    assert_eq!(namespaces_of("sluice-sim-"), before);
+    // The simulator itself runs the same file.
+    assert!(std::process::Command::new(EXE)
+        .args(["sim", &file])
+        .status()
+        .unwrap()
+        .success());
+}
