@@ -20,13 +20,17 @@
 //! lost-and-awaiting-retransmission — ordered by (re)transmission, like
 //! Linux's `tsorted_sent_queue`; `lost_pending` holds the lost segments not
 //! yet retransmitted, in sequence order, for `tcp_xmit_retransmit_queue()`.
+//! Every (re)transmission takes the next send order, so `by_send_order` is
+//! a queue appended at its back: a segment leaving it leaves a hole, found
+//! by binary search, and holes are dropped when they reach the front (the
+//! cumulative ACK takes segments from there).
 //! SACKed bytes are also kept as a [`RangeSet`] so a block repeated on every
 //! ACK is only processed for its new part.
 
 use super::rate::TxSnapshot;
 use super::seq::RangeSet;
 use sluice_core::time::Time;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 
 /// One transmitted, not cumulatively acknowledged segment.
 #[derive(Clone, Debug)]
@@ -85,7 +89,8 @@ pub struct Delivered {
 #[derive(Clone, Debug, Default)]
 pub struct Scoreboard {
     segs: VecDeque<SentSeg>,
-    by_send_order: BTreeMap<u64, u64>,
+    /// `(send order, id)` in send order; a hole has the id [`HOLE`].
+    by_send_order: VecDeque<(u64, u64)>,
     lost_pending: BTreeSet<u64>,
     sacked_bytes: RangeSet,
     next_id: u64,
@@ -101,6 +106,9 @@ pub struct Scoreboard {
     /// Segments ever marked lost, a lost retransmission again (`tp->lost`).
     pub lost_total: u64,
 }
+
+/// The id of a hole in `by_send_order` (segment ids count from 0 up).
+const HOLE: u64 = u64::MAX;
 
 impl Scoreboard {
     /// `tcp_packets_in_flight`.
@@ -137,12 +145,39 @@ impl Scoreboard {
         self.next_send_order
     }
 
+    /// Put segment `id` in `by_send_order` at `order`: at the back for a
+    /// (re)transmission, back in its place after an undo.
+    fn insert_order(&mut self, order: u64, id: u64) {
+        if self.by_send_order.back().is_none_or(|&(o, _)| o < order) {
+            self.by_send_order.push_back((order, id));
+            return;
+        }
+        match self.by_send_order.binary_search_by_key(&order, |&(o, _)| o) {
+            Ok(i) => self.by_send_order[i].1 = id,
+            Err(i) => self.by_send_order.insert(i, (order, id)),
+        }
+    }
+
+    /// Take the segment sent at `order` out of `by_send_order`.
+    fn remove_order(&mut self, order: u64) {
+        if let Ok(i) = self.by_send_order.binary_search_by_key(&order, |&(o, _)| o) {
+            self.by_send_order[i].1 = HOLE;
+        }
+        while self
+            .by_send_order
+            .front()
+            .is_some_and(|&(_, id)| id == HOLE)
+        {
+            self.by_send_order.pop_front();
+        }
+    }
+
     /// Record a first transmission of `[start, end)`.
     pub fn push(&mut self, start: u64, end: u64, fin: bool, now: Time, tx: TxSnapshot) {
         let id = self.next_id;
         self.next_id += 1;
         let send_order = self.order();
-        self.by_send_order.insert(send_order, id);
+        self.insert_order(send_order, id);
         self.segs.push_back(SentSeg {
             id,
             start,
@@ -163,9 +198,9 @@ impl Scoreboard {
     pub fn retransmitted(&mut self, id: u64, now: Time, tx: TxSnapshot) -> Option<SentSeg> {
         let i = self.index(id)?;
         let order = self.order();
+        self.remove_order(self.segs[i].send_order);
         let seg = &mut self.segs[i];
         seg.tx = tx;
-        self.by_send_order.remove(&seg.send_order);
         seg.send_order = order;
         seg.xmit_time = now;
         seg.ever_retrans = true;
@@ -174,8 +209,8 @@ impl Scoreboard {
             self.retrans_out += 1;
         }
         self.lost_pending.remove(&id);
-        self.by_send_order.insert(order, id);
-        Some(seg.clone())
+        self.insert_order(order, id);
+        Some(self.segs[i].clone())
     }
 
     /// `tcp_mark_skb_lost`: tag a segment lost (or a lost retransmission).
@@ -202,18 +237,23 @@ impl Scoreboard {
                 return true; // stays examined by RACK until marked again
             }
         }
-        self.by_send_order.remove(&seg.send_order);
+        let order = seg.send_order;
+        self.remove_order(order);
         self.lost_pending.insert(id);
         true
     }
 
     /// Forget every loss mark (undo of a spurious timeout).
     pub fn unmark_lost(&mut self) {
+        let mut back = vec![];
         for seg in self.segs.iter_mut().filter(|s| s.lost) {
             seg.lost = false;
             if !seg.retrans {
-                self.by_send_order.insert(seg.send_order, seg.id);
+                back.push((seg.send_order, seg.id));
             }
+        }
+        for (order, id) in back {
+            self.insert_order(order, id);
         }
         self.lost_pending.clear();
         self.lost_out = 0;
@@ -226,7 +266,10 @@ impl Scoreboard {
 
     /// Segments RACK examines, oldest transmission first.
     pub fn in_send_order(&self) -> impl Iterator<Item = &SentSeg> + '_ {
-        self.by_send_order.values().filter_map(|&id| self.get(id))
+        self.by_send_order
+            .iter()
+            .filter(|&&(_, id)| id != HOLE)
+            .filter_map(|&(_, id)| self.get(id))
     }
 
     /// Apply one SACK block; returns the newly SACKed segments.
@@ -259,8 +302,10 @@ impl Scoreboard {
         if seg.retrans {
             self.retrans_out -= 1;
         }
-        self.lost_pending.remove(&seg.id);
-        self.by_send_order.remove(&seg.send_order);
+        let (id, order) = (seg.id, seg.send_order);
+        self.lost_pending.remove(&id);
+        self.remove_order(order);
+        let seg = &mut self.segs[i];
         let d = delivered(seg, false);
         // Its rate sample is taken; the cumulative ACK must not take it again.
         seg.tx.delivered_time = None;
@@ -302,7 +347,7 @@ impl Scoreboard {
             }
         }
         self.lost_pending.remove(&seg.id);
-        self.by_send_order.remove(&seg.send_order);
+        self.remove_order(seg.send_order);
         let was_sacked = seg.sacked;
         delivered(&seg, was_sacked)
     }
