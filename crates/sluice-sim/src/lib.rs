@@ -35,6 +35,7 @@ pub mod run;
 pub mod scenario;
 pub mod sweep;
 pub mod sweep_plot;
+pub mod sysctl;
 pub mod tcp;
 pub mod varying;
 pub mod web;

@@ -235,6 +235,11 @@ pub fn build_with(
     for (i, t) in world.timed.iter().enumerate() {
         world.queue.schedule(t.at, Event::Timed(i));
     }
+    let node_tcp = sc
+        .nodes
+        .iter()
+        .map(|n| crate::sysctl::of_node(n, vars))
+        .collect::<Result<Vec<_>, _>>()?;
     let mut labels: Vec<(String, Measure)> = vec![];
     let mut servers = Servers::new();
     let mut packets: Vec<(String, u64)> = vec![];
@@ -261,6 +266,7 @@ pub fn build_with(
             what: &what,
             vars,
             duration,
+            node_tcp: &node_tcp,
         };
         let (measure, estimate) = add_workload(&mut world, &cx, &mut servers)?;
         packets.push((label.clone(), estimate));
@@ -677,6 +683,8 @@ struct Workload<'a> {
     what: &'a str,
     vars: &'a BTreeMap<String, String>,
     duration: Time,
+    /// Each node's TCP configuration from its sysctls.
+    node_tcp: &'a [TcpConfig],
 }
 
 impl Workload<'_> {
@@ -958,11 +966,12 @@ fn add_workload(
                 ));
             }
             let dport = cx.port(5001)?;
-            let cfg = tcp_config(cx)?;
+            let cfg = tcp_config(cx, from)?;
+            let server_cfg = tcp_config(cx, to)?;
             let total = cx.bytes(w.bytes.as_ref(), "bytes", 0)?;
-            listen(servers, (to, dport), "bulk TCP", &cfg, what)?;
+            listen(servers, (to, dport), "bulk TCP", &server_cfg, what)?;
             let first = reserve(world, from, Proto::Tcp, count, &cx.key("count"))?.0;
-            world.nodes[to].host.listeners.insert(dport, cfg.clone());
+            world.nodes[to].host.listeners.insert(dport, server_cfg);
             let src = world.nodes[from].addr;
             let mut measures = vec![];
             for i in 0..count {
@@ -998,13 +1007,13 @@ fn add_workload(
         }
         "web" => {
             let params = web_params(cx, world, from, dst, (start, stop), tos)?;
-            listen(servers, (to, params.port), "web", &params.cfg, what)?;
+            let mut server_cfg = tcp_config(cx, to)?;
+            server_cfg.nodelay = true;
+            listen(servers, (to, params.port), "web", &server_cfg, what)?;
             let estimate = web_packets(&params, path_bps, active);
             let server = &mut world.nodes[to].host;
             // One directory per server port, shared by every workload that uses it.
             let dir = server.web_servers.entry(params.port).or_default().clone();
-            let mut server_cfg = params.cfg.clone();
-            server_cfg.nodelay = true;
             server.listeners.insert(params.port, server_cfg);
             let client = &mut world.nodes[from].host;
             let app = client.apps.len();
@@ -1083,10 +1092,11 @@ fn reserve(
     })
 }
 
-/// The TCP endpoint configuration a workload asks for.
-fn tcp_config(cx: &Workload) -> Result<TcpConfig, String> {
+/// The TCP endpoint configuration a workload asks for on node `node`: the
+/// node's own, with the workload's keys over it.
+fn tcp_config(cx: &Workload, node: usize) -> Result<TcpConfig, String> {
     let w = cx.w;
-    let mut cfg = TcpConfig::default();
+    let mut cfg = cx.node_tcp[node].clone();
     let buf = |v: Option<&String>, k: &str| {
         v.map(|s| {
             limits::bytes(
@@ -1241,7 +1251,7 @@ fn web_params(
         wanted,
         &format!("{} (repeat × connections)", cx.what),
     )?;
-    let mut cfg = tcp_config(cx)?;
+    let mut cfg = tcp_config(cx, from)?;
     cfg.nodelay = true; // browsers set TCP_NODELAY
     Ok(WebParams {
         dst,

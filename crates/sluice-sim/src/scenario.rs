@@ -153,6 +153,9 @@ pub struct NodeSpec {
     /// with bash, sluice's tc/ip/iptables links first on PATH, against this node.
     #[serde(default)]
     pub script: Option<String>,
+    /// Kernel settings of the node's TCP ([`crate::sysctl`]), by sysctl name.
+    #[serde(default)]
+    pub sysctl: BTreeMap<String, toml::Value>,
 }
 
 /// A link between two node devices.

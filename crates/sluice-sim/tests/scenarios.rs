@@ -927,3 +927,57 @@ fn taprio_gives_each_traffic_class_its_window_of_the_cycle() {
     let (a, b) = run_with(8);
     assert!(near(a, 6.0) && near(b, window), "a {a} b {b}");
 }
+
+/// A node's sysctls are its connections' defaults: `tcp_congestion_control
+/// = bbr` on the sender runs what `cc = "bbr"` on the workload runs, byte
+/// for byte; a smaller `tcp_rmem[2]` on the receiver caps autotuning, so
+/// its window, and with it the queue a lone CUBIC flow keeps, is smaller;
+/// an unknown name is an error naming the ones there are.
+#[test]
+fn node_sysctls_are_its_connections_defaults() {
+    let flow = "[[workload]]\ntype = \"tcp\"\nfrom = \"s\"\nto = \"d\"\nname = \"f\"";
+    let ping = "[[workload]]\ntype = \"ping\"\nname = \"p\"\nfrom = \"s\"\nto = \"d\"\ninterval = \"100ms\"";
+    let by_workload = path(
+        "10mbit",
+        "10ms",
+        "pfifo limit 1000",
+        0.0,
+        &format!("{flow}\ncc = \"bbr\"\n{ping}"),
+        1,
+    );
+    let with = |sender: &str, receiver: &str| {
+        let text = format!("{flow}\n{ping}");
+        let sc = path("10mbit", "10ms", "pfifo limit 1000", 0.0, &text, 1);
+        let mut sc = sc;
+        for (node, table) in [("s", sender), ("d", receiver)] {
+            let n = sc.nodes.iter_mut().find(|n| n.name == node).unwrap();
+            n.sysctl = toml::from_str::<BTreeMap<String, toml::Value>>(table).unwrap();
+        }
+        sc
+    };
+    let by_node = with("\"net.ipv4.tcp_congestion_control\" = \"bbr\"", "");
+    let (a, b) = (one_run(&by_workload), one_run(&by_node));
+    assert_eq!(a.flows[0].bytes, b.flows[0].bytes);
+    assert_eq!(a.pings[0].series, b.pings[0].series);
+
+    // Autotuning capped at 256 KiB of memory (160 KiB of window): the
+    // standing queue is at most that less the 27.5 kB path, ~0.11 s at
+    // 10 Mbit/s, plus 22 ms; the stock 32 MiB cap lets CUBIC's window grow
+    // with the queue (about 50 ms of RTT a second) until the 1000 packets
+    // (1.2 s) overflow.
+    let stock = one_run(&with("", ""));
+    let capped = one_run(&with("", "\"net.ipv4.tcp_rmem\" = \"4096 131072 262144\""));
+    let (s, c) = (stock.pings[0].median_ms, capped.pings[0].median_ms);
+    println!("ping median: stock {s:.1} ms, tcp_rmem max 256 KiB {c:.1} ms");
+    assert!(c < 160.0, "capped {c}");
+    assert!(s > 3.0 * c, "stock {s}");
+
+    let bad = with("\"net.ipv4.tcp_fastopen\" = 1", "");
+    let e = build(&bad, &bad.vars_for(None, &no_overrides()))
+        .err()
+        .unwrap();
+    assert!(
+        e.contains("node s: sysctl net.ipv4.tcp_fastopen") && e.contains("net.ipv4.tcp_rmem"),
+        "{e}"
+    );
+}

@@ -148,6 +148,8 @@ struct Plan {
     warmup: Time,
     /// The measured workloads' programs.
     programs: Vec<Program>,
+    /// Per node: the sysctls its namespace is given.
+    sysctls: Vec<Vec<(&'static str, String)>>,
 }
 
 impl Plan {
@@ -259,7 +261,15 @@ impl Plan {
             duration: b.duration,
             warmup: b.warmup,
             programs: vec![],
+            sysctls: sc
+                .nodes
+                .iter()
+                .map(|n| {
+                    sluice_sim::sysctl::of_node(n, vars).map(|c| sluice_sim::sysctl::settings(&c))
+                })
+                .collect::<Result<_, _>>()?,
         };
+        check_global_sysctls(&plan.sysctls)?;
         let mut port = IPERF_PORT;
         for (label, m) in flat_labels(&b.labels) {
             let p = plan.program(&label, &m, w, b.duration, &mut port)?;
@@ -582,6 +592,30 @@ impl Plan {
             .map(|s| s.to_string())
             .collect()
     }
+}
+
+/// The settings a namespace shares with the host: a live run cannot give
+/// a node its own.
+const GLOBAL_SYSCTLS: &[&str] = &["net.core.rmem_max", "net.core.wmem_max"];
+
+/// A node that asks for a host-wide setting the host does not have is
+/// refused: changing the host's is not a live run's business.
+fn check_global_sysctls(nodes: &[Vec<(&'static str, String)>]) -> Result<(), String> {
+    for (k, v) in nodes
+        .iter()
+        .flatten()
+        .filter(|(k, _)| GLOBAL_SYSCTLS.contains(k))
+    {
+        let path = format!("/proc/sys/{}", k.replace('.', "/"));
+        let host = std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?;
+        if host.trim() != v {
+            return Err(format!(
+                "{k} is the host's, {} here; a node that asks for {v} can only run live on a host set so",
+                host.trim()
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The scenario's features this front end does not map to a live network.

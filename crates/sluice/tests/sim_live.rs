@@ -65,6 +65,9 @@ interval = "100ms"
 start = "1s"
 "#;
 
+/// The tests compare the namespaces before and after a run: one at a time.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn namespaces_of(pid_prefix: &str) -> Vec<String> {
     std::fs::read_dir("/run/netns")
         .map(|d| {
@@ -87,6 +90,7 @@ fn a_routed_scenario_runs_live_and_agrees_with_physics_and_the_simulator() {
     if skip_live(&["iperf3", "ping"]) {
         return;
     }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let state = private_dir();
     let dir = tempfile::tempdir().unwrap();
     let file = write(dir.path(), ROUTED);
@@ -148,6 +152,7 @@ fn what_cannot_run_live_is_refused_before_anything_is_made() {
     if skip_live(&["iperf3", "ping"]) {
         return;
     }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let state = private_dir();
     let dir = tempfile::tempdir().unwrap();
     let web = format!(
