@@ -160,7 +160,10 @@ impl Scoreboard {
 
     /// Take the segment sent at `order` out of `by_send_order`.
     fn remove_order(&mut self, order: u64) {
-        if let Ok(i) = self.by_send_order.binary_search_by_key(&order, |&(o, _)| o) {
+        // Mostly the oldest: the cumulative ACK takes segments in order.
+        if self.by_send_order.front().is_some_and(|&(o, _)| o == order) {
+            self.by_send_order[0].1 = HOLE;
+        } else if let Ok(i) = self.by_send_order.binary_search_by_key(&order, |&(o, _)| o) {
             self.by_send_order[i].1 = HOLE;
         }
         while self

@@ -199,31 +199,45 @@ impl TcpOptions {
 
     /// [`TcpOptions::encode`], appended to `out`.
     pub fn encode_into(&self, out: &mut Vec<u8>) {
+        let mut b = [0u8; MAX_OPTION_LEN];
+        let n = self.encode_to(&mut b);
+        out.extend_from_slice(&b[..n]);
+    }
+
+    /// [`TcpOptions::encode`] into the front of `buf` (at least
+    /// [`TcpOptions::encoded_len`] bytes long); returns the length written.
+    pub fn encode_to(&self, buf: &mut [u8]) -> usize {
+        let mut at = 0;
+        let mut put = |bytes: &[u8]| {
+            buf[at..at + bytes.len()].copy_from_slice(bytes);
+            at += bytes.len();
+        };
         if let Some(mss) = self.mss {
-            out.extend_from_slice(&[2, 4]);
-            out.extend_from_slice(&mss.to_be_bytes());
+            put(&[2, 4]);
+            put(&mss.to_be_bytes());
         }
         match (self.timestamp, self.sack_permitted) {
             (Some((val, ecr)), sack_ok) => {
-                out.extend_from_slice(if sack_ok { &[4, 2] } else { &[1, 1] });
-                out.extend_from_slice(&[8, 10]);
-                out.extend_from_slice(&val.to_be_bytes());
-                out.extend_from_slice(&ecr.to_be_bytes());
+                put(if sack_ok { &[4, 2] } else { &[1, 1] });
+                put(&[8, 10]);
+                put(&val.to_be_bytes());
+                put(&ecr.to_be_bytes());
             }
-            (None, true) => out.extend_from_slice(&[1, 1, 4, 2]),
+            (None, true) => put(&[1, 1, 4, 2]),
             (None, false) => {}
         }
         if let Some(ws) = self.window_scale {
-            out.extend_from_slice(&[1, 3, 3, ws]);
+            put(&[1, 3, 3, ws]);
         }
         let n = self.sack_blocks_that_fit();
         if n > 0 {
-            out.extend_from_slice(&[1, 1, 5, (2 + 8 * n) as u8]);
+            put(&[1, 1, 5, (2 + 8 * n) as u8]);
             for &(l, r) in &self.sack.as_slice()[..n] {
-                out.extend_from_slice(&l.to_be_bytes());
-                out.extend_from_slice(&r.to_be_bytes());
+                put(&l.to_be_bytes());
+                put(&r.to_be_bytes());
             }
         }
+        at
     }
 
     /// Decode options, skipping unknown kinds as Linux's

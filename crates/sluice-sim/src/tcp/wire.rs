@@ -20,9 +20,15 @@
 //! passes that script's `match u16 0x0000 0xffc0 at 2` (total length < 64),
 //! while an ACK carrying one SACK block is 64 bytes and does not.
 
-use super::segment::{Ecn, Flags, Segment, TcpOptions, IPV4_HEADER_LEN, TCP_HEADER_LEN};
+use super::segment::{
+    Ecn, Flags, Segment, TcpOptions, IPV4_HEADER_LEN, MAX_OPTION_LEN, TCP_HEADER_LEN,
+};
 use etherparse::{IpNumber, Ipv4HeaderSlice, TcpHeaderSlice};
 use std::net::Ipv4Addr;
+
+/// The longest headers a segment has: IPv4 without options, TCP with the
+/// 40 bytes of options it may carry.
+const MAX_HEADERS_LEN: usize = IPV4_HEADER_LEN + TCP_HEADER_LEN + MAX_OPTION_LEN;
 
 /// Fields of the IPv4 header that are not the segment's own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,46 +90,62 @@ pub struct EmitError(pub usize);
 
 impl Segment {
     /// IPv4 + TCP header bytes; lengths and checksum count the payload.
-    ///
-    /// Written field by field rather than through etherparse's header
-    /// builders: the simulator emits one segment per packet, and building,
-    /// option-copying and `io::Write`-ing etherparse's structs cost about
-    /// 1 000 instructions a segment, a tenth of a whole simulated hop. The
-    /// tests hold these bytes equal to etherparse's (see `reference_emit`).
     pub fn emit_ipv4(&self, meta: &Ipv4Meta) -> Result<Vec<u8>, EmitError> {
-        let tcp_len = TCP_HEADER_LEN + self.options.encoded_len();
+        let mut out = Vec::new();
+        self.emit_ipv4_into(meta, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`Segment::emit_ipv4`] into `out` (cleared first), so that a
+    /// packet's buffer can be reused.
+    ///
+    /// Written field by field into an array on the stack, then copied out
+    /// once, rather than through etherparse's header builders: the
+    /// simulator emits one segment per packet, and building, option-copying
+    /// and `io::Write`-ing etherparse's structs cost about 1 000
+    /// instructions a segment, a tenth of a whole simulated hop. The tests
+    /// hold these bytes equal to etherparse's (see `reference_emit`).
+    pub fn emit_ipv4_into(&self, meta: &Ipv4Meta, out: &mut Vec<u8>) -> Result<(), EmitError> {
+        const TCP_AT: usize = IPV4_HEADER_LEN;
+        let mut b = [0u8; MAX_HEADERS_LEN];
+        let tcp_len = TCP_HEADER_LEN + self.options.encode_to(&mut b[TCP_AT + TCP_HEADER_LEN..]);
         let total = IPV4_HEADER_LEN + tcp_len + self.payload_len as usize;
         let total16 = u16::try_from(total).map_err(|_| EmitError(total))?;
-        let mut out = Vec::with_capacity(IPV4_HEADER_LEN + tcp_len);
         // IPv4: version 4, IHL 5; DS field from the TOS, ECN from the segment;
         // DF set, never fragmented; checksum filled in below.
-        out.extend_from_slice(&[0x45, (meta.tos & !3) | self.ecn.bits()]);
-        out.extend_from_slice(&total16.to_be_bytes());
-        out.extend_from_slice(&meta.id.to_be_bytes());
-        out.extend_from_slice(&[0x40, 0, meta.ttl, IpNumber::TCP.0, 0, 0]);
-        out.extend_from_slice(&meta.src.octets());
-        out.extend_from_slice(&meta.dst.octets());
-        let ip_sum = !fold(sum_words(&out, 0));
-        out[10..12].copy_from_slice(&ip_sum.to_be_bytes());
-        // TCP: data offset in 32-bit words, the flags byte as `Flags` holds it.
-        out.extend_from_slice(&self.src_port.to_be_bytes());
-        out.extend_from_slice(&self.dst_port.to_be_bytes());
-        out.extend_from_slice(&self.seq.to_be_bytes());
-        out.extend_from_slice(&self.ack.to_be_bytes());
-        out.extend_from_slice(&[((tcp_len / 4) as u8) << 4, self.flags.0]);
-        out.extend_from_slice(&self.window.to_be_bytes());
-        out.extend_from_slice(&[0, 0, 0, 0]); // checksum, urgent pointer
-        self.options.encode_into(&mut out);
+        b[0] = 0x45;
+        b[1] = (meta.tos & !3) | self.ecn.bits();
+        b[2..4].copy_from_slice(&total16.to_be_bytes());
+        b[4..6].copy_from_slice(&meta.id.to_be_bytes());
+        b[6] = 0x40;
+        b[8] = meta.ttl;
+        b[9] = IpNumber::TCP.0;
+        b[12..16].copy_from_slice(&meta.src.octets());
+        b[16..20].copy_from_slice(&meta.dst.octets());
+        let ip_sum = !fold(sum_words(&b[..IPV4_HEADER_LEN], 0));
+        b[10..12].copy_from_slice(&ip_sum.to_be_bytes());
+        // TCP: data offset in 32-bit words, the flags byte as `Flags` holds
+        // it; checksum and urgent pointer 0 until the checksum is known.
+        let t = &mut b[TCP_AT..TCP_AT + tcp_len];
+        t[0..2].copy_from_slice(&self.src_port.to_be_bytes());
+        t[2..4].copy_from_slice(&self.dst_port.to_be_bytes());
+        t[4..8].copy_from_slice(&self.seq.to_be_bytes());
+        t[8..12].copy_from_slice(&self.ack.to_be_bytes());
+        t[12] = ((tcp_len / 4) as u8) << 4;
+        t[13] = self.flags.0;
+        t[14..16].copy_from_slice(&self.window.to_be_bytes());
         // Pseudo-header (addresses, protocol, TCP length) plus the header;
         // the payload's zero bytes add nothing to a ones'-complement sum.
         let tcp_total = (tcp_len + self.payload_len as usize) as u32;
-        let pseudo = sum_words(&out[12..20], 0)
+        let pseudo = sum_words(&b[12..20], 0)
             + u32::from(IpNumber::TCP.0)
             + (tcp_total >> 16)
             + (tcp_total & 0xffff);
-        let tcp_sum = !fold(sum_words(&out[IPV4_HEADER_LEN..], pseudo));
-        out[IPV4_HEADER_LEN + 16..IPV4_HEADER_LEN + 18].copy_from_slice(&tcp_sum.to_be_bytes());
-        Ok(out)
+        let tcp_sum = !fold(sum_words(&b[TCP_AT..TCP_AT + tcp_len], pseudo));
+        b[TCP_AT + 16..TCP_AT + 18].copy_from_slice(&tcp_sum.to_be_bytes());
+        out.clear();
+        out.extend_from_slice(&b[..TCP_AT + tcp_len]);
+        Ok(())
     }
 
     /// A complete datagram: the headers followed by `payload_len` zero bytes.
