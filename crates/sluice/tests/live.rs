@@ -19,125 +19,35 @@
 //! a time ([`heavy`]), about a minute and a half in all (the side-by-side
 //! comparisons with the kernel's htb and tbf on a veth pair among them).
 
+mod common;
+
+use common::{median, private_dir, rtts, skip_live, Link, EXE};
 use sluice_net::traffic;
-use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Command;
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
-const EXE: &str = env!("CARGO_BIN_EXE_sluice");
-
-/// Why the live tests cannot run here, if they cannot.
-fn lacking() -> Option<String> {
-    if std::fs::metadata("/proc/self")
-        .map(|m| m.uid())
-        .unwrap_or(1)
-        != 0
-    {
-        return Some("not root (network namespaces and TUN devices need CAP_NET_ADMIN)".into());
-    }
-    if !Path::new("/dev/net/tun").exists() {
-        return Some("no /dev/net/tun".into());
-    }
-    if !have("ip") {
-        return Some("no ip (iproute2)".into());
-    }
-    None
-}
-
-fn have(cmd: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {cmd}")])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false)
-}
-
+/// Skip the test (saying why) unless a link can come up here and every
+/// tool named is installed.
 macro_rules! require {
-    ($($extra:expr),*) => {
-        if let Some(why) = lacking() {
-            eprintln!("SKIPPED: {why}");
+    ($($tool:expr),*) => {
+        if skip_live(&[$($tool),*]) {
             return;
         }
-        $(if !have($extra) {
-            eprintln!("SKIPPED: {} is not installed (.ci/run installs it)", $extra);
-            return;
-        })*
     };
 }
 
-/// A state directory of one's own: sluice takes only one that no one
-/// else may enter (mode 0700).
-fn private_dir() -> tempfile::TempDir {
-    use std::os::unix::fs::PermissionsExt;
-    let d = tempfile::tempdir().expect("tempdir");
-    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o700)).expect("chmod");
-    d
-}
-
-/// A link for one test: its name and state directory; taken down when dropped.
-struct Link {
-    name: String,
-    state: tempfile::TempDir,
+/// This binary's link for one test: `lv<pid><letter>`.
+fn link(letter: &str) -> Link {
+    Link::new("lv", letter)
 }
 
 impl Link {
-    fn new(letter: &str) -> Link {
-        Link {
-            name: format!("lv{}{letter}", std::process::id()),
-            state: private_dir(),
-        }
-    }
-
-    fn sluice(&self, args: &[&str]) -> Output {
-        Command::new(EXE)
-            .args(args)
-            .env("SLUICE_STATE_DIR", self.state.path())
-            .output()
-            .expect("run sluice")
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let o = self.sluice(args);
-        assert!(
-            o.status.success(),
-            "sluice {args:?} failed: {}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        );
-        String::from_utf8_lossy(&o.stdout).into_owned()
-    }
-
-    fn up(&self, extra: &[&str]) {
-        let mut args = vec!["link", "up", &self.name];
-        args.extend(extra);
-        self.ok(&args);
-    }
-
-    fn ns(&self, side: char) -> String {
-        format!("{}-{side}", self.name)
-    }
-
-    fn record(&self) -> PathBuf {
-        self.state
-            .path()
-            .join("links")
-            .join(format!("{}.json", self.name))
-    }
-
     fn pid(&self) -> i32 {
         let text = std::fs::read_to_string(self.record()).expect("record");
         let v: serde_json::Value = serde_json::from_str(&text).expect("json");
         v["pid"].as_i64().expect("pid") as i32
-    }
-
-    /// The address of side b (10.77.X.2).
-    fn addr_b(&self) -> String {
-        let text = std::fs::read_to_string(self.record()).expect("record");
-        let v: serde_json::Value = serde_json::from_str(&text).expect("json");
-        let a = v["spec"]["b"]["addr"].as_str().expect("addr");
-        a.split('/').next().unwrap_or(a).to_string()
     }
 
     /// From side a to side b.
@@ -148,37 +58,6 @@ impl Link {
             addr: self.addr_b().parse().expect("address"),
         }
     }
-
-    /// RTTs in ms of `count` pings from side a to side b, `interval` s apart.
-    fn ping(&self, count: u32, interval: &str) -> Vec<f64> {
-        let o = Command::new("ip")
-            .args(["netns", "exec", &self.ns('a'), "ping", "-n", "-c"])
-            .arg(count.to_string())
-            .args(["-i", interval, "-W", "2", &self.addr_b()])
-            .output()
-            .expect("ping");
-        rtts(&String::from_utf8_lossy(&o.stdout))
-    }
-}
-
-impl Drop for Link {
-    fn drop(&mut self) {
-        let _ = self.sluice(&["link", "down", &self.name]);
-    }
-}
-
-fn rtts(ping_output: &str) -> Vec<f64> {
-    ping_output
-        .lines()
-        .filter_map(|l| l.split("time=").nth(1))
-        .filter_map(|t| t.split_whitespace().next()?.parse().ok())
-        .collect()
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
 }
 
 fn netns_exists(name: &str) -> bool {
@@ -200,7 +79,7 @@ fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
 fn ping_through_live_netem_delay_adds_exactly_the_delay() {
     require!("ping");
     let _g = light();
-    let l = Link::new("p");
+    let l = link("p");
     l.up(&[]);
     let base = l.ping(20, "0.02");
     assert!(base.len() >= 18, "unshaped pings lost: {base:?}");
@@ -237,7 +116,7 @@ fn ping_through_live_netem_delay_adds_exactly_the_delay() {
 fn the_wire_delay_applies_to_each_direction() {
     require!("ping");
     let _g = light();
-    let l = Link::new("d");
+    let l = link("d");
     l.up(&["--delay-ab", "20ms", "--delay-ba", "5ms"]);
     let r = l.ping(15, "0.05");
     assert!(r.len() >= 14, "pings lost: {r:?}");
@@ -317,7 +196,7 @@ fn goodput_ratio(what: &str, path: &traffic::Endpoints, rate_bps: f64, wire: f64
 /// [`goodput_ratio`] through a sluice link whose `dev a0` has the tree
 /// `tree("a0")` makes (a TUN device: no Ethernet header).
 fn sluice_ratio(what: &str, rate_bps: f64, tree: &dyn Fn(&str) -> Vec<String>) -> f64 {
-    let l = Link::new(&what.replace(' ', ""));
+    let l = link(&what.replace(' ', ""));
     l.up(&[]);
     for cmd in tree("a0") {
         let mut args = vec!["tc", "-n", &l.name];
@@ -448,7 +327,7 @@ rate_matrix! {
 fn an_htb_class_behind_a_faster_wire_shapes_and_shows_its_counters() {
     require!();
     let _g = heavy();
-    let l = Link::new("h");
+    let l = link("h");
     // The wire (20 Mbit/s) is faster than the class, so the class shapes.
     l.up(&["--rate", "20mbit"]);
     for cmd in [
@@ -487,7 +366,7 @@ fn ingress_shaping_through_an_ifb_device_paces_a_download() {
     // is side b, all through `sluice ip/tc -n` on the running link.
     require!();
     let _g = heavy();
-    let l = Link::new("ifb");
+    let l = link("ifb");
     l.up(&[]);
     let name = l.name.clone();
     for cmd in [
@@ -546,7 +425,7 @@ fn ingress_shaping_through_an_ifb_device_paces_a_download() {
 fn bulk_tcp_through_a_10mbit_wire_runs_at_the_wire_rate() {
     require!();
     let _g = heavy();
-    let l = Link::new("w");
+    let l = link("w");
     // A 100-packet modem buffer after the default qdisc.
     l.up(&["--rate", "10mbit", "--buffer", "100p"]);
     // A 64 kB window: under the 1000-packet qdisc, over what the wire holds.
@@ -594,7 +473,7 @@ fn probe(l: &Link, count: u16) -> Vec<f64> {
 fn netem_delay_50ms_adds_50ms_within_0_2ms_at_the_99th_percentile() {
     require!();
     let _g = heavy();
-    let l = Link::new("n");
+    let l = link("n");
     l.up(&[]);
     let mut reports = Vec::new();
     for attempt in 1..=5 {
@@ -632,7 +511,7 @@ fn netem_delay_50ms_adds_50ms_within_0_2ms_at_the_99th_percentile() {
 fn netem_normal_jitter_has_the_configured_mean_and_deviation() {
     require!();
     let _g = heavy();
-    let l = Link::new("j");
+    let l = link("j");
     l.up(&[]);
     let mut base = probe(&l, 500);
     let base_median = quantile(&mut base, 0.5);
@@ -667,7 +546,7 @@ fn netem_normal_jitter_has_the_configured_mean_and_deviation() {
 fn a_taken_name_is_refused_and_down_removes_everything() {
     require!();
     let _g = light();
-    let l = Link::new("r");
+    let l = link("r");
     l.up(&[]);
     let o = l.sluice(&["link", "up", &l.name]);
     assert!(!o.status.success());
@@ -689,7 +568,7 @@ fn sigterm_makes_the_daemon_clean_up_and_kill_9_leftovers_are_reaped() {
     require!();
     let _g = light();
     // SIGTERM: the daemon removes everything itself.
-    let l = Link::new("k");
+    let l = link("k");
     l.up(&[]);
     let pid = l.pid();
     assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
@@ -726,7 +605,7 @@ fn sigterm_makes_the_daemon_clean_up_and_kill_9_leftovers_are_reaped() {
 fn garbage_written_into_the_tun_is_counted_and_traffic_goes_on() {
     require!("ping");
     let _g = light();
-    let l = Link::new("g");
+    let l = link("g");
     l.up(&[]);
     let ns_a = l.ns('a');
     // AF_PACKET frames on a0 reach the daemon's TUN read exactly as written.
@@ -929,7 +808,7 @@ fn kernel_and_sluice(
         }
         g
     };
-    let l = Link::new(what);
+    let l = link(what);
     l.up(&[]);
     for cmd in tree("a0") {
         let mut args = vec!["tc", "-n", &l.name];
@@ -1125,7 +1004,7 @@ fn lartc_htb_conditioner_keeps_pings_under_100ms_during_an_upload() {
         "--buffer-ab",
         "64000b",
     ];
-    let (bare, shaped) = (Link::new("ub"), Link::new("uc"));
+    let (bare, shaped) = (link("ub"), link("uc"));
     bare.up(&line);
     shaped.up(&line);
     // The script unchanged but for its parameter DEV (the router's ppp0 is
@@ -1244,7 +1123,7 @@ fn kill_9_during_a_udp_flood_then_down_or_list_leave_nothing_behind() {
     require!("iptables");
     let _g = heavy();
     // A link, killed while a flood runs through it; `link down` cleans up.
-    let l = Link::new("f");
+    let l = link("f");
     l.up(&[]);
     let pid = l.pid();
     let f = flood(l.path(), 5330);
@@ -1426,7 +1305,7 @@ fn rule_packets(listing: &str, num: u32) -> u64 {
 fn live_iptables_marks_classify_real_packets_through_a_fw_filter() {
     require!("ping");
     let _g = light();
-    let l = Link::new("ipm");
+    let l = link("ipm");
     l.up(&[]);
     for cmd in [
         "qdisc add dev a0 root handle 1: htb default 10",
@@ -1469,7 +1348,7 @@ fn live_iptables_marks_classify_real_packets_through_a_fw_filter() {
 fn live_iptables_drop_drops_pings_and_counts_them() {
     require!("ping");
     let _g = light();
-    let l = Link::new("ipd");
+    let l = link("ipd");
     l.up(&[]);
     let ipt = |words: &str| {
         let mut args = vec!["iptables", "-n", &l.name];
@@ -1492,7 +1371,7 @@ fn live_iptables_drop_drops_pings_and_counts_them() {
 #[test]
 fn dash_n_of_an_unknown_link_is_the_offline_namespace_for_iptables_and_ip() {
     // No link named so runs: `-n` is the state directory's namespace, as for tc.
-    let l = Link::new("ipo");
+    let l = link("ipo");
     l.ok(&["iptables", "-n", &l.name, "-A", "OUTPUT", "-j", "DROP"]);
     let rules = l.ok(&["iptables", "-n", &l.name, "-S", "OUTPUT"]);
     assert_eq!(rules, "-P OUTPUT ACCEPT\n-A OUTPUT -j DROP\n");
@@ -1523,7 +1402,7 @@ fn dash_n_of_an_unknown_link_is_the_offline_namespace_for_iptables_and_ip() {
 fn idle_control_clients_do_not_stall_the_packets() {
     require!();
     let _g = light();
-    let l = Link::new("ic");
+    let l = link("ic");
     l.up(&[]);
     let sock = l
         .state
@@ -1583,7 +1462,7 @@ fn idle_control_clients_do_not_stall_the_packets() {
 /// limit"; the wording is tbf's for an illegal value.
 #[test]
 fn wire_flags_that_round_to_zero_go_negative_or_overflow_are_refused() {
-    let l = Link::new("w0");
+    let l = link("w0");
     // (A value starting with '-' goes after '=', or it reads as a flag.)
     for (flags, why) in [
         (

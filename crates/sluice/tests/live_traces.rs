@@ -5,97 +5,15 @@
 //! They need root and `/dev/net/tun` (CI runs as root); where either is
 //! missing the test FAILS saying so, rather than passing without having run.
 
+mod common;
+
+use common::{median, require_live, Link};
 use sluice_net::control::{Request, Response};
 use sluice_net::wire::WireSettings;
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-const EXE: &str = env!("CARGO_BIN_EXE_sluice");
-
-fn require() {
-    let root = std::fs::metadata("/proc/self")
-        .map(|m| m.uid())
-        .unwrap_or(1)
-        == 0;
-    assert!(
-        root,
-        "CANNOT RUN: not root (links need network namespaces and TUN devices)"
-    );
-    assert!(
-        Path::new("/dev/net/tun").exists(),
-        "CANNOT RUN: no /dev/net/tun"
-    );
-}
-
-/// A link for one test, with its own state directory; down when dropped.
-struct Link {
-    name: String,
-    state: tempfile::TempDir,
-}
-
 impl Link {
-    fn new(letter: &str) -> Link {
-        use std::os::unix::fs::PermissionsExt;
-        let state = tempfile::tempdir().expect("tempdir");
-        std::fs::set_permissions(state.path(), std::fs::Permissions::from_mode(0o700))
-            .expect("chmod");
-        Link {
-            name: format!("lt{}{letter}", std::process::id()),
-            state,
-        }
-    }
-
-    fn sluice(&self, args: &[&str]) -> Output {
-        Command::new(EXE)
-            .args(args)
-            .env("SLUICE_STATE_DIR", self.state.path())
-            .output()
-            .expect("run sluice")
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let o = self.sluice(args);
-        assert!(
-            o.status.success(),
-            "sluice {args:?}: {}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        );
-        String::from_utf8_lossy(&o.stdout).into_owned()
-    }
-
-    fn up(&self, extra: &[&str]) {
-        let mut args = vec!["link", "up", &self.name];
-        args.extend(extra);
-        self.ok(&args);
-    }
-
-    /// Side b's address.
-    fn addr_b(&self) -> String {
-        let rec = self.state.path().join(format!("links/{}.json", self.name));
-        let v: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(rec).expect("record")).expect("json");
-        let a = v["spec"]["b"]["addr"].as_str().expect("addr");
-        a.split('/').next().unwrap_or(a).to_string()
-    }
-
-    /// RTTs (ms) of `count` pings of `size` bytes from side a to side b.
-    fn ping(&self, count: u32, interval: &str, size: u32) -> Vec<f64> {
-        let o = Command::new("ip")
-            .args(["netns", "exec", &format!("{}-a", self.name), "ping", "-n"])
-            .args(["-c", &count.to_string(), "-i", interval, "-W", "2"])
-            .args(["-s", &size.to_string(), &self.addr_b()])
-            .output()
-            .expect("ping");
-        String::from_utf8_lossy(&o.stdout)
-            .lines()
-            .filter_map(|l| l.split("time=").nth(1))
-            .filter_map(|t| t.split_whitespace().next()?.parse().ok())
-            .collect()
-    }
-
     /// A control request to the link's daemon, as `sluice link set` sends it.
     fn request(&self, req: &Request) -> Response {
         use std::io::{BufRead, BufReader, Write};
@@ -108,18 +26,6 @@ impl Link {
         BufReader::new(&s).read_line(&mut answer).expect("answer");
         serde_json::from_str(&answer).expect("response")
     }
-}
-
-impl Drop for Link {
-    fn drop(&mut self) {
-        let _ = self.sluice(&["link", "down", &self.name]);
-    }
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
 }
 
 /// `link set --rate` on a running link: the daemon applies the change
@@ -137,10 +43,10 @@ fn median(v: &[f64]) -> f64 {
 /// millisecond once `link set` makes it 1 Gbit/s.
 #[test]
 fn link_set_rate_takes_effect_within_1ms() {
-    require();
-    let l = Link::new("r");
+    require_live(&[]);
+    let l = Link::new("lt", "r");
     l.up(&["--rate", "100kbit"]);
-    let slow = l.ping(3, "0.3", 1400);
+    let slow = l.ping_sized(3, "0.3", 1400);
     assert_eq!(slow.len(), 3, "{slow:?}");
     // 2 x 1428 bytes at 100 kbit/s is 228 ms.
     assert!(median(&slow) >= 228.0, "{slow:?}");
@@ -181,13 +87,13 @@ fn link_set_rate_takes_effect_within_1ms() {
     );
     assert!(p50 <= 1.0, "applied {p50} ms after the request at p50");
     assert!(within >= 190, "only {within} of 200 applied within 1 ms");
-    let fast = l.ping(5, "0.1", 1400);
+    let fast = l.ping_sized(5, "0.1", 1400);
     assert_eq!(fast.len(), 5);
     assert!(median(&fast) < 1.0, "{fast:?}");
     // The command line does the same, quietly.
     let out = l.ok(&["link", "set", &l.name, "--rate", "100kbit", "--dir", "ab"]);
     assert_eq!(out, "");
-    let half = l.ping(3, "0.3", 1400);
+    let half = l.ping_sized(3, "0.3", 1400);
     assert!(
         (114.0..150.0).contains(&median(&half)),
         "one way at 100 kbit/s: {half:?}"
@@ -199,21 +105,21 @@ fn link_set_rate_takes_effect_within_1ms() {
 /// opportunity each way), and `link set --trace-ab` replaces one.
 #[test]
 fn link_up_on_traces_and_link_set_a_new_trace() {
-    require();
-    let l = Link::new("t");
+    require_live(&[]);
+    let l = Link::new("lt", "t");
     let trace = l.state.path().join("c.trace");
     std::fs::write(&trace, "1\n").unwrap();
     let t = trace.to_str().unwrap();
     l.up(&["--trace-ab", t, "--trace-ba", t]);
     let list = l.ok(&["link", "list"]);
     assert!(list.contains(&format!("trace {t}")), "{list}");
-    let r = l.ping(10, "0.05", 56);
+    let r = l.ping(10, "0.05");
     assert!(r.iter().all(|&x| (0.0..3.5).contains(&x)), "{r:?}");
     // One opportunity every 100 ms a→b: a ping waits up to 100 ms.
     let slow = l.state.path().join("s.trace");
     std::fs::write(&slow, "100\n").unwrap();
     l.ok(&["link", "set", &l.name, "--trace-ab", slow.to_str().unwrap()]);
-    let r = l.ping(10, "0.137", 56);
+    let r = l.ping(10, "0.137");
     assert!(r.iter().any(|&x| x > 20.0), "{r:?}");
     assert!(r.iter().all(|&x| x < 103.0), "{r:?}");
 }
@@ -221,14 +127,14 @@ fn link_up_on_traces_and_link_set_a_new_trace() {
 /// A schedule steps a wire's delay while it runs.
 #[test]
 fn a_schedule_steps_the_delay() {
-    require();
-    let l = Link::new("s");
+    require_live(&[]);
+    let l = Link::new("lt", "s");
     let sched = l.state.path().join("s.csv");
     std::fs::write(&sched, "at,rate,delay,loss\n0s,,10ms,\n1s,,40ms,\n").unwrap();
     l.up(&["--schedule-ab", sched.to_str().unwrap()]);
-    let early = l.ping(3, "0.1", 56);
+    let early = l.ping(3, "0.1");
     std::thread::sleep(Duration::from_millis(1200));
-    let late = l.ping(3, "0.1", 56);
+    let late = l.ping(3, "0.1");
     assert!(
         early.iter().all(|&x| (10.0..15.0).contains(&x)),
         "{early:?}"
@@ -240,8 +146,8 @@ fn a_schedule_steps_the_delay() {
 /// `link set` refuses them and the link runs on unchanged.
 #[test]
 fn bad_files_are_refused_with_file_and_line_and_nothing_starts() {
-    require();
-    let l = Link::new("b");
+    require_live(&[]);
+    let l = Link::new("lt", "b");
     let bad = l.state.path().join("bad.trace");
     std::fs::write(&bad, "1\n\n3\n").unwrap();
     let b = bad.to_str().unwrap();
@@ -261,7 +167,7 @@ fn bad_files_are_refused_with_file_and_line_and_nothing_starts() {
     let o = l.sluice(&["link", "set", &l.name]);
     assert_eq!(o.status.code(), Some(2));
     let start = Instant::now();
-    let r = l.ping(3, "0.1", 56);
+    let r = l.ping(3, "0.1");
     assert!(r.iter().all(|&x| (10.0..15.0).contains(&x)), "{r:?}");
     assert!(start.elapsed() < Duration::from_secs(5));
 }

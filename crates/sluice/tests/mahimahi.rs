@@ -21,68 +21,17 @@
 //! timestamps), so a trace of N opportunities per ms carries
 //! N × 1448 × 8 × 1000 bit/s of goodput.
 
-use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::{Mutex, MutexGuard};
+mod common;
 
-const EXE: &str = env!("CARGO_BIN_EXE_sluice");
+use common::{correlation, private_dir, require_live, rtts, shared_traces, sluice_ok, EXE};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn serial() -> MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn have(cmd: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {cmd}")])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false)
-}
-
-/// Fail, loudly, where the test cannot run.
-fn require(tools: &[&str]) {
-    let root = std::fs::metadata("/proc/self")
-        .map(|m| m.uid())
-        .unwrap_or(1)
-        == 0;
-    assert!(
-        root,
-        "CANNOT RUN: not root (mm-link needs network namespaces, TUN devices and iptables)"
-    );
-    assert!(
-        Path::new("/dev/net/tun").exists(),
-        "CANNOT RUN: no /dev/net/tun"
-    );
-    for t in ["ip", "iptables"].iter().chain(tools) {
-        assert!(have(t), "CANNOT RUN: {t} is not installed");
-    }
-}
-
-/// A state directory of one's own (0700).
-fn private_dir() -> tempfile::TempDir {
-    use std::os::unix::fs::PermissionsExt;
-    let d = tempfile::tempdir().expect("tempdir");
-    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o700)).expect("chmod");
-    d
-}
-
-/// Run `sluice ARGS` with a private state directory; its output.
-fn sluice(state: &Path, args: &[&str]) -> Output {
-    let o = Command::new(EXE)
-        .args(args)
-        .env("SLUICE_STATE_DIR", state)
-        .output()
-        .expect("run sluice");
-    assert!(
-        o.status.success(),
-        "sluice {args:?}: {}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    o
 }
 
 /// A trace file of `per_ms` opportunities every millisecond.
@@ -94,9 +43,7 @@ fn constant_trace(dir: &Path, per_ms: usize) -> PathBuf {
 
 /// The shared traces (`../shared/traces` beside the repository).
 fn shared_trace(name: &str) -> PathBuf {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/traces")
-        .join(name);
+    let p = shared_traces().join(name);
     assert!(
         p.exists(),
         "CANNOT RUN: the shared trace {} is missing (the tests read Mahimahi's traces from \
@@ -212,7 +159,7 @@ fn mm_link_upload(state: &Path, up: &Path, down: &Path, secs: u32, port: u16) ->
 /// groups, 99.98 % and 97.9–98.0 % of the trace (the slower group's cause
 /// is not yet known), and the test holds both rather than only the faster.
 fn constant_trace_goodput(per_ms: usize, k: u16) {
-    require(&["iperf3", "chrt"]);
+    require_live(&["iptables", "iperf3", "chrt"]);
     let _g = serial();
     let state = private_dir();
     let trace = constant_trace(state.path(), per_ms);
@@ -253,14 +200,6 @@ fn iperf3_through_mm_link_on_an_84_per_ms_trace_gets_its_goodput_within_2_percen
     constant_trace_goodput(84, 2);
 }
 
-/// RTTs in ms that ping printed.
-fn rtts(out: &str) -> Vec<f64> {
-    out.lines()
-        .filter_map(|l| l.split("time=").nth(1))
-        .filter_map(|t| t.split_whitespace().next()?.parse().ok())
-        .collect()
-}
-
 fn quantile(v: &[f64], q: f64) -> f64 {
     let mut v = v.to_vec();
     v.sort_by(|a, b| a.total_cmp(b));
@@ -269,7 +208,7 @@ fn quantile(v: &[f64], q: f64) -> f64 {
 
 /// 200 pings, 10 ms apart, from inside `sluice mm-delay MS` to the host.
 fn pings_through_mm_delay(state: &Path, ms: u32) -> Vec<f64> {
-    let o = sluice(
+    let out = sluice_ok(
         state,
         &[
             "mm-delay",
@@ -279,8 +218,8 @@ fn pings_through_mm_delay(state: &Path, ms: u32) -> Vec<f64> {
             "ping -n -c 200 -i 0.01 $MAHIMAHI_BASE",
         ],
     );
-    let r = rtts(&String::from_utf8_lossy(&o.stdout));
-    assert_eq!(r.len(), 200, "{}", String::from_utf8_lossy(&o.stdout));
+    let r = rtts(&out);
+    assert_eq!(r.len(), 200, "{out}");
     r
 }
 
@@ -290,7 +229,7 @@ fn pings_through_mm_delay(state: &Path, ms: u32) -> Vec<f64> {
 /// (up to three times); a delay that is really off fails all three.
 #[test]
 fn mm_delay_25_gives_round_trips_of_50ms_plus_the_base_within_0_2ms_at_p99() {
-    require(&["ping"]);
+    require_live(&["iptables", "ping"]);
     let _g = serial();
     let state = private_dir();
     let mut reports = vec![];
@@ -337,15 +276,6 @@ fn capacity_per_second(trace: &str, offset_ms: f64, secs: usize) -> Vec<f64> {
     bins
 }
 
-fn correlation(a: &[f64], b: &[f64]) -> f64 {
-    let n = a.len() as f64;
-    let (ma, mb) = (a.iter().sum::<f64>() / n, b.iter().sum::<f64>() / n);
-    let cov: f64 = a.iter().zip(b).map(|(x, y)| (x - ma) * (y - mb)).sum();
-    let va: f64 = a.iter().map(|x| (x - ma).powi(2)).sum();
-    let vb: f64 = b.iter().map(|y| (y - mb).powi(2)).sum();
-    cov / (va * vb).sqrt()
-}
-
 /// The `# init timestamp` plus `# base timestamp` of a Mahimahi log: when
 /// the link started, in wall-clock ms.
 fn log_start_ms(log: &str) -> f64 {
@@ -365,7 +295,7 @@ fn log_start_ms(log: &str) -> f64 {
 /// compared are the same ones (to within iperf3's connection setup).
 #[test]
 fn a_download_through_an_lte_trace_follows_its_capacity_second_by_second() {
-    require(&["iperf3", "chrt"]);
+    require_live(&["iptables", "iperf3", "chrt"]);
     let down = shared_trace("TMobile-LTE-short.down");
     let up = shared_trace("TMobile-LTE-short.up");
     let _g = serial();
@@ -377,7 +307,7 @@ fn a_download_through_an_lte_trace_follows_its_capacity_second_by_second() {
         "date +%s%N; timeout 120 chrt -f 1 iperf3 -c $MAHIMAHI_BASE -p {} -R -t {secs} -J",
         server.port
     );
-    let o = sluice(
+    let out = sluice_ok(
         state.path(),
         &[
             "mm-link",
@@ -390,7 +320,6 @@ fn a_download_through_an_lte_trace_follows_its_capacity_second_by_second() {
             &cmd,
         ],
     );
-    let out = String::from_utf8_lossy(&o.stdout);
     let (first, json) = out.split_once('\n').expect("date, then JSON");
     let iperf_start_ms = first.trim().parse::<f64>().expect("date +%s%N") / 1e6;
     let (_, got) = iperf_goodput(json);
@@ -473,14 +402,14 @@ fn check_mahimahi_log(log: &str, link: &str) -> u64 {
 /// opportunity, and the bytes departed match iperf3's goodput.
 #[test]
 fn mm_link_logs_read_as_mahimahis_with_queue_drops() {
-    require(&["iperf3", "chrt"]);
+    require_live(&["iptables", "iperf3", "chrt"]);
     let _g = serial();
     let state = private_dir();
     let trace = constant_trace(state.path(), 1);
     let server = Server::start(4);
     let (up_log, down_log) = (state.path().join("up.log"), state.path().join("down.log"));
     let cmd = format!("iperf3 -c $MAHIMAHI_BASE -p {} -t 5 -J", server.port);
-    let o = sluice(
+    let out = sluice_ok(
         state.path(),
         &[
             "mm-link",
@@ -496,7 +425,7 @@ fn mm_link_logs_read_as_mahimahis_with_queue_drops() {
             &cmd,
         ],
     );
-    let (goodput, _) = iperf_goodput(&String::from_utf8_lossy(&o.stdout));
+    let (goodput, _) = iperf_goodput(&out);
     let up = std::fs::read_to_string(&up_log).expect("uplink log");
     assert!(
         up.contains("\n# queue: droptail [packets=20]\n"),
@@ -524,12 +453,12 @@ fn mm_link_logs_read_as_mahimahis_with_queue_drops() {
 /// outermost `MAHIMAHI_BASE` and both prompt prefixes.
 #[test]
 fn mm_shells_nest() {
-    require(&["ping"]);
+    require_live(&["iptables", "ping"]);
     let _g = serial();
     let state = private_dir();
     let trace = constant_trace(state.path(), 1);
     let t = trace.to_str().unwrap();
-    let o = sluice(
+    let out = sluice_ok(
         state.path(),
         &[
             "mm-delay",
@@ -544,7 +473,6 @@ fn mm_shells_nest() {
             "echo \"prefix=$MAHIMAHI_SHELL_PREFIX\"; ping -n -c 5 -i 0.1 $MAHIMAHI_BASE",
         ],
     );
-    let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("prefix=[delay 10 ms] [link] "), "{out}");
     let r = rtts(&out);
     assert_eq!(r.len(), 5, "{out}");

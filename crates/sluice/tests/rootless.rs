@@ -12,23 +12,21 @@
 //! test runs (`nsenter -m`). Where the machine cannot (not root, no user
 //! namespaces, a tool missing) they say so and skip.
 
+mod common;
+
+use common::{have, is_root, rtts, EXE};
 use std::io::{BufRead, BufReader};
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const EXE: &str = env!("CARGO_BIN_EXE_sluice");
 /// The unprivileged user the tests run sluice as (`nobody` on most systems).
 const NOBODY: &str = "65534";
 
 /// Why these tests cannot run here, if they cannot.
 fn lacking() -> Option<String> {
-    if std::fs::metadata("/proc/self")
-        .map(|m| m.uid())
-        .unwrap_or(1)
-        != 0
-    {
+    if !is_root() {
         return Some(
             "not root (the test runs sluice as another user and sets up a TUN node)".into(),
         );
@@ -54,14 +52,6 @@ fn lacking() -> Option<String> {
         return Some("unprivileged user namespaces are refused here".into());
     }
     None
-}
-
-fn have(cmd: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {cmd}")])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false)
 }
 
 macro_rules! require {
@@ -244,10 +234,7 @@ fn min_rtt(u: &Nobody, name: &str, addr: &str) -> f64 {
     let out = u.ok(&[
         "link", "exec", name, "a", "--", "ping", "-n", "-c", "20", "-i", "0.05", "-W", "2", addr,
     ]);
-    let rtts: Vec<f64> = out
-        .split_whitespace()
-        .filter_map(|w| w.strip_prefix("time=")?.parse().ok())
-        .collect();
+    let rtts = rtts(&out);
     assert!(rtts.len() >= 18, "ping lost too much: {out}");
     rtts.into_iter().fold(f64::INFINITY, f64::min)
 }

@@ -3,12 +3,13 @@
 //! `kill -9`, and `tc -batch` lines split exactly as iproute2's tc splits
 //! them (compared side by side with /usr/sbin/tc in a scratch namespace).
 
+mod common;
+
+use common::{is_root, private_dir, EXE};
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-
-const EXE: &str = env!("CARGO_BIN_EXE_sluice");
 
 struct Ran {
     out: String,
@@ -31,13 +32,6 @@ fn sluice_in(state: &Path, args: &[&str]) -> Ran {
     }
 }
 
-/// A private temporary directory (tempfile makes them 0755 under umask 022).
-fn tmp() -> tempfile::TempDir {
-    let d = tempfile::tempdir().unwrap();
-    fs::set_permissions(d.path(), fs::Permissions::from_mode(0o700)).unwrap();
-    d
-}
-
 fn listing(dir: &Path) -> Vec<(PathBuf, u32, Vec<u8>)> {
     let mut v = vec![];
     for e in fs::read_dir(dir).unwrap() {
@@ -57,11 +51,6 @@ fn listing(dir: &Path) -> Vec<(PathBuf, u32, Vec<u8>)> {
     v
 }
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
 /// Finding: the default directory was `/tmp/sluice-$USER`, which another
 /// user could create first, planting a log for root to replay and a `lock`
 /// symlink for root to create a file through. A directory owned by another
@@ -72,7 +61,7 @@ fn another_users_directory_is_refused_and_left_alone() {
     if !is_root() {
         panic!("this test plants another user's directory and needs root");
     }
-    let d = tmp();
+    let d = private_dir();
     let planted = d.path().join("sluice-user");
     fs::create_dir_all(planted.join("netns")).unwrap();
     fs::write(
@@ -103,7 +92,7 @@ fn another_users_directory_is_refused_and_left_alone() {
 
 #[test]
 fn a_directory_others_can_enter_or_a_symlink_is_refused() {
-    let d = tmp();
+    let d = private_dir();
     let loose = d.path().join("loose");
     fs::create_dir(&loose).unwrap();
     fs::set_permissions(&loose, fs::Permissions::from_mode(0o750)).unwrap();
@@ -142,7 +131,7 @@ fn a_directory_others_can_enter_or_a_symlink_is_refused() {
 /// is a private directory of the user.
 #[test]
 fn directories_are_made_private_whatever_the_umask() {
-    let d = tmp();
+    let d = private_dir();
     let state = d.path().join("a/b/state");
     let o = Command::new("sh")
         .arg("-c")
@@ -167,7 +156,7 @@ fn directories_are_made_private_whatever_the_umask() {
             e.path()
         );
     }
-    let xdg = tmp();
+    let xdg = private_dir();
     let o = Command::new(EXE)
         .args([
             "tc", "qdisc", "add", "dev", "lo", "root", "handle", "1:", "htb",
@@ -188,7 +177,7 @@ fn directories_are_made_private_whatever_the_umask() {
 /// command and tc's message, and changes nothing.
 #[test]
 fn a_history_that_no_longer_replays_fails_loudly_and_changes_nothing() {
-    let d = tmp();
+    let d = private_dir();
     let state = d.path().join("state");
     fs::create_dir_all(state.join("netns")).unwrap();
     for p in [state.clone(), state.join("netns")] {
@@ -230,7 +219,7 @@ fn a_history_that_no_longer_replays_fails_loudly_and_changes_nothing() {
 /// them, and report the failed one by its line number.
 #[test]
 fn a_forced_batch_commits_the_lines_that_succeeded() {
-    let d = tmp();
+    let d = private_dir();
     let state = d.path().join("state");
     let f = d.path().join("b.tc");
     fs::write(
@@ -297,7 +286,7 @@ fn committed(state: &Path) -> (Vec<u32>, Option<u32>) {
 /// superseded `class change`s to prove away.
 #[test]
 fn kill_9_at_random_points_leaves_a_committed_prefix() {
-    let d = tmp();
+    let d = private_dir();
     let state = d.path().join("state");
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -413,7 +402,7 @@ fn same_as_iproute2(tag: &str, batch: &str) {
         eprintln!("SKIPPED {tag}: `ip netns add` failed");
         return;
     };
-    let d = tmp();
+    let d = private_dir();
     let f = d.path().join(format!("{tag}.tc"));
     fs::write(&f, batch).unwrap();
     let k = Command::new("ip")

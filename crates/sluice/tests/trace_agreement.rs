@@ -12,39 +12,11 @@
 //! iperf3 (CI has both; without them it says loudly that it skipped); the
 //! trace is read from `../shared/traces` and its absence is a failure.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
-const EXE: &str = env!("CARGO_BIN_EXE_sluice");
-
-fn traces() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces")
-}
-
-fn have(cmd: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {cmd}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-fn is_root() -> bool {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/self")
-        .map(|m| m.uid())
-        .unwrap_or(1)
-        == 0
-}
-
-fn ok(o: Output, what: &str) -> String {
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    assert!(o.status.success(), "{what} failed: {text}");
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
+use common::{correlation, ok, shared_traces, simulate, skip_live, KillOnDrop, Link};
+use std::path::Path;
+use std::process::Command;
 
 const SCENARIO: &str = r#"
 name = "lte-agreement"
@@ -78,18 +50,7 @@ cc = "cubic"
 
 /// Per-second goodput, Mbit/s, of the simulated flow.
 fn simulated(dir: &Path) -> Vec<f64> {
-    let toml = dir.join("agreement.toml");
-    std::fs::write(&toml, SCENARIO).unwrap();
-    let out = ok(
-        Command::new(EXE)
-            .arg("sim")
-            .arg(&toml)
-            .arg("--json")
-            .output()
-            .unwrap(),
-        "sluice sim",
-    );
-    let j: serde_json::Value = serde_json::from_str(&out).expect("sim JSON");
+    let j = simulate(dir, SCENARIO);
     let series = j["runs"][0]["flows"][0]["series"]
         .as_array()
         .expect("a goodput series")
@@ -111,78 +72,38 @@ fn simulated(dir: &Path) -> Vec<f64> {
 
 /// Per-second goodput, Mbit/s, that iperf3's server measured live.
 fn live(dir: &Path, trace: &Path) -> Vec<f64> {
-    let state = dir.join("state");
-    std::fs::create_dir(&state).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o700)).unwrap();
-    let sluice = |args: &[&str]| {
-        Command::new(EXE)
-            .args(args)
-            .env("SLUICE_STATE_DIR", &state)
-            .output()
-            .unwrap()
-    };
-    let name = format!("ta{}", std::process::id());
-    let up = ok(
-        sluice(&[
-            "link",
-            "up",
-            &name,
-            "--delay",
-            "10ms",
-            "--tc",
-            "qdisc add dev a0 root pfifo limit 100",
-        ]),
-        "link up",
-    );
-    let b_addr = up
-        .split("b0 ")
-        .nth(1)
-        .and_then(|r| r.split('/').next())
-        .expect("b's address")
-        .to_string();
+    let link = Link::new("ta", "");
+    link.up(&[
+        "--delay",
+        "10ms",
+        "--tc",
+        "qdisc add dev a0 root pfifo limit 100",
+    ]);
+    let b_addr = link.addr_b();
     let report = dir.join("server.json");
-    let result = std::panic::catch_unwind(|| {
-        let mut server = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &format!("{name}-b"),
-                "iperf3",
-                "-s",
-                "-1",
-                "-J",
-            ])
+    let mut server = KillOnDrop(
+        Command::new("ip")
+            .args(["netns", "exec", &link.ns('b'), "iperf3", "-s", "-1", "-J"])
             .stdout(std::fs::File::create(&report).unwrap())
             .spawn()
-            .expect("iperf3 server");
-        std::thread::sleep(std::time::Duration::from_millis(500));
-        ok(
-            sluice(&["link", "set", &name, "--trace-ab", trace.to_str().unwrap()]),
-            "link set",
-        );
-        let client = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &format!("{name}-a"),
-                "iperf3",
-                "-c",
-                &b_addr,
-                "-C",
-                "cubic",
-                "-t",
-                "30",
-            ])
-            .output()
-            .unwrap();
-        ok(client, "iperf3 client");
-        server.wait().unwrap();
-    });
-    ok(sluice(&["link", "down", &name]), "link down");
-    if let Err(e) = result {
-        std::panic::resume_unwind(e);
-    }
+            .expect("iperf3 server"),
+    );
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    link.ok(&[
+        "link",
+        "set",
+        &link.name,
+        "--trace-ab",
+        trace.to_str().unwrap(),
+    ]);
+    let client = Command::new("ip")
+        .args(["netns", "exec", &link.ns('a'), "iperf3", "-c", &b_addr])
+        .args(["-C", "cubic", "-t", "30"])
+        .output()
+        .unwrap();
+    ok(client, "iperf3 client");
+    server.0.wait().unwrap();
+    link.ok(&["link", "down", &link.name]);
     let j: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).expect("iperf3 JSON");
     j["intervals"]
@@ -193,26 +114,16 @@ fn live(dir: &Path, trace: &Path) -> Vec<f64> {
         .collect()
 }
 
-fn correlation(a: &[f64], b: &[f64]) -> f64 {
-    let n = a.len() as f64;
-    let (ma, mb) = (a.iter().sum::<f64>() / n, b.iter().sum::<f64>() / n);
-    let cov: f64 = a.iter().zip(b).map(|(x, y)| (x - ma) * (y - mb)).sum();
-    let va: f64 = a.iter().map(|x| (x - ma).powi(2)).sum();
-    let vb: f64 = b.iter().map(|y| (y - mb).powi(2)).sum();
-    cov / (va * vb).sqrt()
-}
-
 #[test]
 fn the_simulator_and_a_live_link_agree_on_an_lte_trace() {
-    let source = traces().join("TMobile-LTE-short.down");
+    let source = shared_traces().join("TMobile-LTE-short.down");
     let text = std::fs::read_to_string(&source).unwrap_or_else(|e| {
         panic!(
             "{}: {e} (the shared traces are test data this test needs)",
             source.display()
         )
     });
-    if !is_root() || !have("iperf3") {
-        eprintln!("SKIPPED: needs root and iperf3 (.ci/run installs iperf3; CI runs as root)");
+    if skip_live(&["iperf3"]) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
