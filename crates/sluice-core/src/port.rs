@@ -630,18 +630,23 @@ impl Port {
     /// `qdisc_run`: fill the ring from the qdisc while it has room, and start
     /// the wire if it is idle.
     fn pump(&mut self, dev: &mut Device, now: Time) {
+        self.start_wire(now);
+        // A full ring takes nothing from the qdisc (and the wire is busy).
+        if !self.ring_has_room(0) {
+            return;
+        }
         let mut cx = Cx::new(now);
         loop {
-            self.start_wire(now);
-            // The ring's head moved to the wire: is there room for one more?
-            if !self.ring_has_room(0) {
-                break;
-            }
             match dev.root.dequeue(&mut cx) {
                 Dequeue::Packet(mut p) => {
                     self.qdisc_wake = None;
                     p.restore_len();
                     self.push_ring(p);
+                    self.start_wire(now);
+                    // The ring's head moved to the wire: is there room for one more?
+                    if !self.ring_has_room(0) {
+                        break;
+                    }
                 }
                 Dequeue::Wait(t) => {
                     self.qdisc_wake = Some(t.max(now));

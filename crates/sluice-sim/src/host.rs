@@ -11,8 +11,8 @@
 use crate::ip::{icmp_echo, parse_icmp_echo, parse_udp, udp, Ipv4Info, ETH_HLEN};
 use crate::tcp::{Ipv4Meta, Segment, TcpConfig, TcpConnection};
 use crate::web::{ConnKey, Directory, ServerConn, Sockets, WebApp};
-use sluice_core::packet::Packet;
 use sluice_core::packet::ETH_P_IP;
+use sluice_core::packet::{Packet, Skb};
 use sluice_core::time::{Duration, Time};
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
@@ -36,6 +36,37 @@ pub struct Output {
     pub packets: Vec<Packet>,
     /// `(when, what)` timers.
     pub timers: Vec<(Time, HostEvent)>,
+    /// Packets received and done with, kept so that the next segments sent
+    /// reuse their boxes and buffers instead of allocating (at most
+    /// [`SPARE_PACKETS`]).
+    spare: Vec<Packet>,
+}
+
+/// How many received packets [`Output`] keeps for reuse.
+const SPARE_PACKETS: usize = 64;
+
+impl Output {
+    /// Keep a packet done with for [`Output::blank_packet`].
+    fn recycle(&mut self, pkt: Packet) {
+        if self.spare.len() < SPARE_PACKETS {
+            self.spare.push(pkt);
+        }
+    }
+
+    /// A packet as `Packet::default()` makes it, with no bytes, from the
+    /// spares if there is one (its buffer's capacity kept).
+    fn blank_packet(&mut self) -> Packet {
+        let Some(mut pkt) = self.spare.pop() else {
+            return Packet::default();
+        };
+        let mut data = std::mem::take(&mut pkt.data);
+        data.clear();
+        *pkt = Skb {
+            data,
+            ..Skb::default()
+        };
+        pkt
+    }
 }
 
 /// `ping -i INTERVAL DST`.
@@ -574,12 +605,10 @@ impl Host {
                 ttl: 64,
                 id: self.ip_id,
             };
-            if let Ok(bytes) = seg.emit_ipv4(&meta) {
-                let mut pkt = sluice_core::packet::Packet::new(
-                    bytes,
-                    seg.ip_len() as u32 + ETH_HLEN,
-                    ETH_P_IP,
-                );
+            let mut pkt = out.blank_packet();
+            if seg.emit_ipv4_into(&meta, &mut pkt.data).is_ok() {
+                pkt.len = seg.ip_len() as u32 + ETH_HLEN;
+                pkt.protocol = ETH_P_IP;
                 pkt.priority = sluice_core::qdisc::pfifo_fast::tos_to_priority(conn.tos);
                 out.packets.push(pkt);
             }
@@ -659,6 +688,7 @@ impl Host {
             }
             _ => {}
         }
+        out.recycle(pkt);
     }
 
     fn ping_reply(&mut self, id: u16, seq: u16, now: Time) {

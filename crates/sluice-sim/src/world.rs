@@ -46,6 +46,10 @@ pub struct Iface {
     pub peer: (usize, usize),
     /// The time of the port wake-up already scheduled, if any.
     scheduled: Option<Time>,
+    /// The device's MAC address (`mac_of`), the source of what leaves
+    /// here and the destination of what the peer sends; refreshed as
+    /// [`Node`]'s flags are.
+    mac: [u8; 6],
     /// The queueing delay of what leaves, when the interface is watched.
     pub monitor: Option<Box<QueueMonitor>>,
 }
@@ -258,6 +262,7 @@ impl World {
                 peer,
                 scheduled: None,
                 monitor: None,
+                mac: mac_of(&node.net.devices[dev]).unwrap_or_default(),
             });
         }
         Ok((ia, ib))
@@ -352,9 +357,7 @@ impl World {
                         break;
                     }
                 }
-                n.nf_active = !n.net.netfilter.is_idle();
-                n.mirred_active = n.net.actions.has_kind("mirred");
-                n.conn_actions = n.net.actions.reads_connections();
+                self.refresh();
                 for iface in 0..self.nodes[node].ifaces.len() {
                     self.kick(node, iface, now);
                 }
@@ -433,11 +436,11 @@ impl World {
     /// neighbour layer builds (this device's address, the next hop's), then
     /// the interface's qdiscs.
     fn output(&mut self, node: usize, iface: usize, mut pkt: Packet) {
-        let (peer_node, peer_iface) = self.nodes[node].ifaces[iface].peer;
-        let mac = |n: &Node, i: usize| mac_of(&n.net.devices[n.ifaces[i].dev]).unwrap_or_default();
+        let ifc = &self.nodes[node].ifaces[iface];
+        let (peer_node, peer_iface) = ifc.peer;
         pkt.eth = Some(EthAddrs {
-            dst: mac(&self.nodes[peer_node], peer_iface),
-            src: mac(&self.nodes[node], iface),
+            dst: self.nodes[peer_node].ifaces[peer_iface].mac,
+            src: ifc.mac,
         });
         self.enqueue(node, iface, pkt);
     }
@@ -474,10 +477,15 @@ impl World {
     /// target's ingress (as if it arrived there) or out of the target (its
     /// qdiscs: an ifb device's come back through [`World::deliver_from_ifb`]),
     /// remembering where it came from, as `tcf_mirred_act` does.
+    #[inline]
     fn send_mirrored(&mut self, node: usize, from: usize, at_ingress: bool) {
-        if !self.nodes[node].mirred_active {
-            return;
+        if self.nodes[node].mirred_active {
+            self.deliver_mirrored(node, from, at_ingress);
         }
+    }
+
+    /// [`World::send_mirrored`] on a node that has mirred actions.
+    fn deliver_mirrored(&mut self, node: usize, from: usize, at_ingress: bool) {
         for m in self.nodes[node].net.actions.take_mirrored() {
             let ingress = m.ingress;
             let devices = &self.nodes[node].net.devices;
@@ -507,8 +515,10 @@ impl World {
             return None;
         }
         let i = n.ifaces.len();
+        let mac = mac_of(&n.net.devices[dev]).unwrap_or_default();
         n.ifaces.push(Iface {
             dev,
+            mac,
             port: Port::new(PortConfig {
                 rate_bps: 0,
                 ..PortConfig::default()
@@ -551,13 +561,23 @@ impl World {
         }
     }
 
-    /// Run every event up to `until`.
-    pub fn run_until(&mut self, until: Time) {
+    /// What the nodes' devices and rules say, read once rather than per
+    /// packet: each node's flags and each interface's MAC address. Run
+    /// before events run and after each command (which may change them).
+    fn refresh(&mut self) {
         for n in &mut self.nodes {
             n.nf_active = !n.net.netfilter.is_idle();
             n.mirred_active = n.net.actions.has_kind("mirred");
             n.conn_actions = n.net.actions.reads_connections();
+            for ifc in &mut n.ifaces {
+                ifc.mac = mac_of(&n.net.devices[ifc.dev]).unwrap_or_default();
+            }
         }
+    }
+
+    /// Run every event up to `until`.
+    pub fn run_until(&mut self, until: Time) {
+        self.refresh();
         while let Some((now, ev)) = self.queue.pop_until(until) {
             match ev {
                 Event::PortWake { node, iface } => self.port_wake(node, iface, now),
