@@ -157,10 +157,60 @@ impl Segment {
 
     /// Read a segment from IPv4 bytes (headers alone or a whole datagram).
     ///
-    /// Reads through etherparse's zero-copy header slices: a receiver looks
-    /// at every field once, so copying the headers into owned structs first
-    /// would only cost time.
+    /// What the model sends (an IPv4 header without options, a whole TCP
+    /// header, a total length that covers both) is read field by field;
+    /// anything else goes through etherparse's zero-copy header slices,
+    /// which accept the same and say what is wrong with the rest.
     pub fn parse_ipv4(bytes: &[u8]) -> Result<(Ipv4Meta, Segment), ParseError> {
+        match Self::parse_plain_ipv4(bytes) {
+            Some(parsed) => Ok(parsed),
+            None => Self::parse_ipv4_slices(bytes),
+        }
+    }
+
+    /// [`Segment::parse_ipv4`] of a packet without IP options, if it is a
+    /// first fragment carrying a whole TCP header; `None` otherwise.
+    fn parse_plain_ipv4(b: &[u8]) -> Option<(Ipv4Meta, Segment)> {
+        // Version 4 and IHL 5; protocol TCP; fragment offset 0.
+        if b.len() < IPV4_HEADER_LEN + TCP_HEADER_LEN
+            || b[0] != 0x45
+            || b[9] != IpNumber::TCP.0
+            || u16::from_be_bytes([b[6], b[7]]) & 0x1fff != 0
+        {
+            return None;
+        }
+        let t = &b[IPV4_HEADER_LEN..];
+        let tcp_len = usize::from(t[12] >> 4) * 4;
+        if tcp_len < TCP_HEADER_LEN || t.len() < tcp_len {
+            return None;
+        }
+        let total = usize::from(u16::from_be_bytes([b[2], b[3]]));
+        let payload_len = total.checked_sub(IPV4_HEADER_LEN + tcp_len)?;
+        let be16 = |i: usize| u16::from_be_bytes([t[i], t[i + 1]]);
+        let be32 = |i: usize| u32::from_be_bytes([t[i], t[i + 1], t[i + 2], t[i + 3]]);
+        let meta = Ipv4Meta {
+            src: Ipv4Addr::new(b[12], b[13], b[14], b[15]),
+            dst: Ipv4Addr::new(b[16], b[17], b[18], b[19]),
+            tos: b[1],
+            ttl: b[8],
+            id: u16::from_be_bytes([b[4], b[5]]),
+        };
+        let seg = Segment {
+            src_port: be16(0),
+            dst_port: be16(2),
+            seq: be32(4),
+            ack: be32(8),
+            flags: Flags(t[13]),
+            window: be16(14),
+            options: TcpOptions::decode(&t[TCP_HEADER_LEN..tcp_len]),
+            payload_len: payload_len as u32,
+            ecn: Ecn::from_bits(b[1] & 3),
+        };
+        Some((meta, seg))
+    }
+
+    /// [`Segment::parse_ipv4`] through etherparse, with its errors.
+    fn parse_ipv4_slices(bytes: &[u8]) -> Result<(Ipv4Meta, Segment), ParseError> {
         let ip = Ipv4HeaderSlice::from_slice(bytes).map_err(|e| ParseError::Ipv4(e.to_string()))?;
         if ip.protocol() != IpNumber::TCP {
             return Err(ParseError::NotTcp(ip.protocol().0));
