@@ -23,7 +23,7 @@
 
 mod common;
 
-use common::{correlation, private_dir, require_live, rtts, shared_traces, sluice_ok, EXE};
+use common::{correlation, have, private_dir, require_live, rtts, shared_traces, sluice_ok, EXE};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
@@ -121,7 +121,7 @@ fn iperf_goodput(json: &str) -> (f64, Vec<f64>) {
 /// finish (see [`constant_trace_goodput`]).
 fn mm_link_upload(state: &Path, up: &Path, down: &Path, secs: u32, port: u16) -> Option<f64> {
     let cmd = format!("timeout 120 chrt -f 1 iperf3 -c $MAHIMAHI_BASE -p {port} -t {secs} -O 2 -J");
-    let o = Command::new(EXE)
+    let mut child = Command::new(EXE)
         .args([
             "mm-link",
             up.to_str().unwrap(),
@@ -132,19 +132,65 @@ fn mm_link_upload(state: &Path, up: &Path, down: &Path, secs: u32, port: u16) ->
             &cmd,
         ])
         .env("SLUICE_STATE_DIR", state)
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .expect("run sluice");
-    let out = String::from_utf8_lossy(&o.stdout);
-    if !o.status.success() && out.contains("the client has terminated") {
+    let read = |mut r: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = r.read_to_string(&mut s);
+            s
+        })
+    };
+    let stdout = read(Box::new(child.stdout.take().unwrap()));
+    let stderr = read(Box::new(child.stderr.take().unwrap()));
+    // A transfer still running well after its end is a stall: say what the
+    // link's daemon and the sockets are doing while it lasts.
+    let started = std::time::Instant::now();
+    let mut diagnosed = false;
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            break st;
+        }
+        if !diagnosed && started.elapsed().as_secs() > u64::from(secs) + 30 {
+            diagnosed = true;
+            eprintln!("STALL in progress:\n{}", stall_report());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let out = stdout.join().unwrap();
+    let err = stderr.join().unwrap();
+    if !status.success() && out.contains("the client has terminated") {
         eprintln!("STALL: iperf3 did not finish its test within 120 s:\n{out}");
         return None;
     }
-    assert!(
-        o.status.success(),
-        "sluice mm-link: {out}{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert!(status.success(), "sluice mm-link: {out}{err}");
     Some(iperf_goodput(&out).0)
+}
+
+/// What the running link daemons' threads are doing (state, wait channel,
+/// and their stacks when gdb is installed) and every namespace's TCP
+/// sockets.
+fn stall_report() -> String {
+    let sh = |cmd: &str| {
+        Command::new("sh")
+            .args(["-c", cmd])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default()
+    };
+    let mut r = String::new();
+    for pid in sh("pgrep -f 'link __daemon'").split_whitespace() {
+        r += &sh(&format!(
+            "ps -L -o pid,tid,stat,rtprio,pcpu,wchan:32 -p {pid}"
+        ));
+        if have("gdb") {
+            r += &sh(&format!("timeout 30 gdb -p {pid} -batch -ex 'thread apply all bt 25' 2>&1 | grep -E '^(Thread|#)'"));
+        }
+    }
+    r += &sh("for n in $(ip netns list | cut -d' ' -f1); do echo \"== $n\"; ip netns exec $n ss -tni; done; echo '== host'; ss -tni");
+    r
 }
 
 /// Up to three runs of 10 s: a run that meets a stall of a shared
@@ -152,7 +198,11 @@ fn mm_link_upload(state: &Path, up: &Path, down: &Path, secs: u32, port: u16) ->
 /// really carries less than the trace fails all three. A run whose iperf3
 /// never finishes (rarely, under load, the transfer's last segments are
 /// retransmitted without an answer until `timeout` ends it; the cause is
-/// not yet known) is repeated too, and said so loudly.
+/// not yet known) is repeated too, and said so loudly. Seen once: the
+/// uplink delivered nothing for 35 s and the daemon's control socket
+/// refused connections, so the daemon itself had stopped serving; while a
+/// stall lasts the test prints the daemons' threads (and their stacks,
+/// where gdb is installed) and every namespace's sockets.
 ///
 /// The bound is 2 % at 12 Mbit/s and 2.5 % at ~1 Gbit/s: on a 2-core
 /// virtual machine runs at 84 opportunities per millisecond fall in two
