@@ -4,8 +4,16 @@
 //! pure function of its inputs: the same scenario and seed give the same
 //! sequence of events and byte-identical results. Virtual time is
 //! `sluice_core::time::Time` (nanoseconds).
+//!
+//! Two heaps hold the keys: one for events due within [`HORIZON`] of the
+//! time they were scheduled at, one for the rest, and the earlier of their
+//! two heads comes out, so the order is that of one heap. The far one
+//! collects wake-ups that are mostly superseded before they are due (a
+//! port's next scheduled change, re-armed after every packet it sends; a
+//! TCP timer pushed back by every ACK): there they cost a push each, and
+//! the near heap, where every packet's events come and go, stays small.
 
-use sluice_core::time::Time;
+use sluice_core::time::{Duration, Time};
 use std::collections::BinaryHeap;
 
 /// Bits of a heap key that name the event's slab slot (at most 2^24 = 16.7 M
@@ -41,9 +49,15 @@ impl Key {
     }
 }
 
+/// Events due later than this after they are scheduled go in the far heap.
+pub const HORIZON: Duration = Duration::from_millis(100);
+
 /// Pending events.
 pub struct EventQueue<E> {
+    /// Keys of events due within [`HORIZON`] of their scheduling.
     heap: BinaryHeap<Key>,
+    /// Keys of the others.
+    far: BinaryHeap<Key>,
     slab: Vec<Option<E>>,
     free: Vec<u32>,
     next_seq: u64,
@@ -54,6 +68,7 @@ impl<E> Default for EventQueue<E> {
     fn default() -> Self {
         EventQueue {
             heap: BinaryHeap::new(),
+            far: BinaryHeap::new(),
             slab: vec![],
             free: vec![],
             next_seq: 0,
@@ -81,16 +96,32 @@ impl<E> EventQueue<E> {
                 u32::try_from(self.slab.len() - 1).expect("fewer than 2^32 pending events")
             }
         };
-        self.heap.push(Key::new(at, self.next_seq, slot));
+        let key = Key::new(at, self.next_seq, slot);
+        if at.saturating_since(self.now) < HORIZON {
+            self.heap.push(key);
+        } else {
+            self.far.push(key);
+        }
         self.next_seq += 1;
     }
 
     /// Take the next event due at or before `until`, advancing the clock to it.
     pub fn pop_until(&mut self, until: Time) -> Option<(Time, E)> {
-        if self.heap.peek()?.at() > until {
+        // Inverted keys: the greater is the earlier.
+        let near = self.heap.peek() >= self.far.peek();
+        let next = if near {
+            self.heap.peek()
+        } else {
+            self.far.peek()
+        };
+        if next?.at() > until {
             return None;
         }
-        let k = self.heap.pop()?;
+        let k = if near {
+            self.heap.pop()
+        } else {
+            self.far.pop()
+        }?;
         let (at, slot) = (k.at(), k.slot());
         self.now = at;
         self.free.push(slot);
@@ -107,12 +138,12 @@ impl<E> EventQueue<E> {
 
     /// Events still pending.
     pub fn len(&self) -> usize {
-        self.heap.len()
+        self.heap.len() + self.far.len()
     }
 
     /// No events pending?
     pub fn is_empty(&self) -> bool {
-        self.heap.is_empty()
+        self.len() == 0
     }
 }
 
@@ -140,6 +171,23 @@ mod tests {
         assert_eq!(q.pop_until(Time(10)), Some((Time(10), 1)));
         q.schedule(Time(3), 2); // in the past: runs now
         assert_eq!(q.pop_until(Time(10)), Some((Time(10), 2)));
+    }
+
+    #[test]
+    fn near_and_far_events_come_out_in_one_order() {
+        let mut q = EventQueue::default();
+        let far = HORIZON.0;
+        q.schedule(Time(far + 5), "e"); // far
+        q.schedule(Time(3), "a"); // near
+        q.schedule(Time(far + 5), "f"); // far, after e
+        assert_eq!(q.pop_until(Time(3)), Some((Time(3), "a")));
+        q.schedule(Time(far + 5), "g"); // far, after f
+        q.schedule(Time(far + 1), "d"); // near
+        assert_eq!(q.len(), 4);
+        let got: Vec<_> =
+            std::iter::from_fn(|| q.pop_until(Time(u64::MAX)).map(|(_, e)| e)).collect();
+        assert_eq!(got, vec!["d", "e", "f", "g"]);
+        assert!(q.is_empty());
     }
 
     #[test]
