@@ -13,12 +13,16 @@
 //! deleted, moved) closes its listener and every connection, and returns
 //! once they are closed.
 
+use crate::event_loop::Handle;
 #[cfg(doc)]
 use crate::pipe::Pipe;
 use crate::reactor;
 use crate::toxic::{Stream, Toxic};
 use crate::udp;
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
 use sluice_core::time::Time;
+use std::collections::HashMap;
 use std::net::{ToSocketAddrs, UdpSocket};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -43,7 +47,7 @@ pub struct Proxy {
     /// `toxics` as the connections see them.
     published: Arc<Published>,
     /// The proxy's event loop (TCP or UDP), while it listens.
-    reactor: Option<reactor::Handle>,
+    reactor: Option<Handle>,
 }
 
 /// A proxy's toxics as its connections see them: a copy published at every
@@ -52,8 +56,8 @@ pub struct Proxy {
 /// event loop or its UDP pumps while holding that lock).
 #[derive(Default)]
 pub(crate) struct Published {
-    pub(crate) generation: AtomicU64,
-    pub(crate) toxics: Mutex<Vec<Toxic>>,
+    generation: AtomicU64,
+    toxics: Mutex<Vec<Toxic>>,
     /// Bytes received and sent, upstream then downstream (`/metrics`).
     bytes: [[AtomicU64; 2]; 2],
 }
@@ -62,6 +66,27 @@ impl Published {
     /// Count `n` bytes of `stream` received (`what` 0) or sent (1).
     pub(crate) fn count(&self, stream: Stream, what: usize, n: usize) {
         self.bytes[stream as usize][what].fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// The toxics as last published.
+    pub(crate) fn toxics(&self) -> Vec<Toxic> {
+        self.toxics.lock().map(|t| t.clone()).unwrap_or_default()
+    }
+
+    /// The toxics, if they were published again since generation `seen`
+    /// (which becomes the present one).
+    pub(crate) fn newer(&self, seen: &mut u64) -> Option<Vec<Toxic>> {
+        let g = self.generation.load(Ordering::SeqCst);
+        if g == *seen {
+            return None;
+        }
+        *seen = g;
+        Some(self.toxics())
+    }
+
+    /// The present generation and its toxics.
+    pub(crate) fn current(&self) -> (u64, Vec<Toxic>) {
+        (self.generation.load(Ordering::SeqCst), self.toxics())
     }
 }
 
@@ -152,4 +177,51 @@ pub(crate) fn fresh_seed() -> u64 {
         ^ OPENED
             .fetch_add(1, Ordering::Relaxed)
             .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+/// Which toxics act on one direction of a connection (or a UDP session):
+/// each is drawn once against its toxicity, and again when it changes,
+/// from the direction's own generator.
+pub(crate) struct Draws {
+    stream: Stream,
+    drawn: HashMap<String, (Toxic, bool)>,
+    rng: Xoshiro256PlusPlus,
+}
+
+impl Draws {
+    /// The draws of direction `stream` of a connection seeded with `seed`,
+    /// the seed of its pipe (the connection's, told apart by direction),
+    /// and those of `toxics` that act on it.
+    pub(crate) fn new(stream: Stream, seed: u64, toxics: &[Toxic]) -> (Draws, u64, Vec<Toxic>) {
+        let seed = seed ^ stream as u64;
+        let mut draws = Draws {
+            stream,
+            drawn: HashMap::new(),
+            rng: Xoshiro256PlusPlus::seed_from_u64(seed),
+        };
+        let on = draws.active(toxics);
+        (draws, seed, on)
+    }
+
+    /// The toxics of this direction among `toxics` that act on it.
+    pub(crate) fn active(&mut self, toxics: &[Toxic]) -> Vec<Toxic> {
+        let mine: Vec<&Toxic> = toxics.iter().filter(|t| t.stream == self.stream).collect();
+        self.drawn
+            .retain(|name, _| mine.iter().any(|t| &t.name == name));
+        let mut on = Vec::new();
+        for t in mine {
+            let acts = match self.drawn.get(&t.name) {
+                Some((seen, acts)) if seen == t => *acts,
+                _ => {
+                    let acts = self.rng.gen::<f32>() < t.toxicity;
+                    self.drawn.insert(t.name.clone(), (t.clone(), acts));
+                    acts
+                }
+            };
+            if acts {
+                on.push(t.clone());
+            }
+        }
+        on
+    }
 }

@@ -13,6 +13,9 @@
 //!   through the toxics' qdisc stages, lost and reordered as they are).
 //! - [`conn`]: the proxies as the API holds them: started, stopped, told
 //!   of toxic changes.
+//! - [`event_loop`]: what the event loops share: their threads and the
+//!   handle that stops them, the wait on epoll with a waker and a timer,
+//!   the connections or sessions by slot with their wake-ups.
 //! - [`reactor`]: a TCP proxy's event loops, a few threads for all of its
 //!   connections.
 //! - [`udp`]: a UDP proxy's event loop, one thread for all of its sessions.
@@ -21,6 +24,7 @@
 pub mod api;
 pub mod conn;
 pub mod datagram;
+pub mod event_loop;
 pub mod pipe;
 pub mod reactor;
 pub mod toxic;

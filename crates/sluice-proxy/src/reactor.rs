@@ -41,20 +41,18 @@
 //! descriptors, the clients wait in the queue and accepting is tried
 //! again after 100 ms.
 
-use crate::conn::{fresh_seed, now, Published};
+use crate::conn::{fresh_seed, now, Draws, Published};
+use crate::event_loop::{Handle, Poller, Slots, FIRST, LISTENER, TIMER, WAKER};
 use crate::pipe::{Pipe, Signal, WINDOW};
 use crate::toxic::{Stream, Toxic};
 use mio::net::{TcpListener, TcpStream};
-use mio::unix::SourceFd;
-use mio::{Events, Interest, Poll, Token, Waker};
-use rand::{Rng, SeedableRng};
-use rand_xoshiro::Xoshiro256PlusPlus;
+use mio::{Events, Interest, Token, Waker};
 use sluice_core::time::{Duration, Time};
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, ToSocketAddrs};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::AtomicBool;
 use std::sync::{mpsc, Arc};
 use std::thread;
 
@@ -70,12 +68,6 @@ const READ_CHUNK: usize = 64 * 1024;
 const ACCEPTS_PER_TURN: usize = 1024;
 /// After the process ran out of descriptors, when to try accepting again.
 const ACCEPT_RETRY: Duration = Duration(100_000_000);
-
-const LISTENER: Token = Token(0);
-const WAKER: Token = Token(1);
-const TIMER: Token = Token(2);
-/// Connection `i`'s client socket is token `FIRST + 2i`, its server's the next.
-const FIRST: usize = 3;
 
 /// The backlog of a listening socket: the system's `somaxconn` (the
 /// kernel caps any larger value to it), 4096 (its default) if unreadable.
@@ -100,142 +92,6 @@ pub fn listen(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
     Ok(socket.into())
 }
 
-/// Let the process open as many descriptors as its hard limit allows (a
-/// proxy holds two per connection; many systems start programs with a soft
-/// limit of 1024), once. Go's runtime does the same as it starts, so
-/// Toxiproxy holds as many connections as the system lets it.
-pub(crate) fn raise_nofile() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let mut lim = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: valid pointers to an rlimit.
-        unsafe {
-            if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0
-                && lim.rlim_cur < lim.rlim_max
-                && lim.rlim_max != libc::RLIM_INFINITY
-            {
-                lim.rlim_cur = lim.rlim_max;
-                libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-            }
-        }
-    });
-}
-
-/// The running event loops of a proxy, as the proxy holds them; dropping
-/// it stops them without waiting.
-pub(crate) struct Handle {
-    wakers: Vec<Arc<Waker>>,
-    stop: Arc<AtomicBool>,
-    threads: Vec<thread::JoinHandle<()>>,
-}
-
-impl Handle {
-    /// The toxics changed: every connection picks them up at once.
-    pub fn wake(&self) {
-        for w in &self.wakers {
-            let _ = w.wake();
-        }
-    }
-
-    /// Close every connection and the listening socket, and wait until
-    /// they are closed.
-    pub fn stop(mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        self.wake();
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
-    }
-}
-
-impl Drop for Handle {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        self.wake();
-    }
-}
-
-/// A timerfd in an event loop's epoll set, set to one time at a time (to
-/// the nanosecond: epoll's own timeout counts milliseconds).
-pub(crate) struct Timer {
-    fd: OwnedFd,
-    /// What it is set to.
-    armed: Option<Time>,
-}
-
-impl Timer {
-    /// A timer reported to `registry` as `token`'s readable events.
-    pub(crate) fn new(registry: &mio::Registry, token: Token) -> io::Result<Timer> {
-        // SAFETY: timerfd_create returns a new descriptor (or -1), owned here.
-        let fd = unsafe {
-            libc::timerfd_create(
-                libc::CLOCK_MONOTONIC,
-                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `fd` is a descriptor just opened and owned by nothing else.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        registry.register(&mut SourceFd(&fd.as_raw_fd()), token, Interest::READABLE)?;
-        Ok(Timer { fd, armed: None })
-    }
-
-    /// Fire at `want` (a time past fires at once), or never (`None`).
-    pub(crate) fn set(&mut self, want: Option<Time>) {
-        if want == self.armed {
-            return;
-        }
-        self.armed = want;
-        // Relative to now; a time already past fires at once (1 ns).
-        let ns = want.map_or(0, |w| w.0.saturating_sub(now().0).max(1));
-        let spec = libc::itimerspec {
-            it_interval: libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            },
-            it_value: libc::timespec {
-                tv_sec: (ns / 1_000_000_000) as libc::time_t,
-                tv_nsec: (ns % 1_000_000_000) as libc::c_long,
-            },
-        };
-        // SAFETY: a timerfd and a valid itimerspec; zero disarms.
-        unsafe {
-            libc::timerfd_settime(self.fd.as_raw_fd(), 0, &spec, std::ptr::null_mut());
-        }
-    }
-
-    /// It fired: take the event (the next setting may fire again).
-    pub(crate) fn clear(&mut self) {
-        let mut n = [0u8; 8];
-        // SAFETY: reading 8 bytes into an 8-byte buffer.
-        unsafe {
-            libc::read(self.fd.as_raw_fd(), n.as_mut_ptr().cast(), 8);
-        }
-        self.armed = None;
-    }
-}
-
-impl Handle {
-    /// The handle of loops on `threads`, stopped through `stop` and woken
-    /// through `wakers`.
-    pub(crate) fn new(
-        wakers: Vec<Arc<Waker>>,
-        stop: Arc<AtomicBool>,
-        threads: Vec<thread::JoinHandle<()>>,
-    ) -> Handle {
-        Handle {
-            wakers,
-            stop,
-            threads,
-        }
-    }
-}
-
 /// How many event loops carry a TCP proxy's connections: one per core, at
 /// most four (one core's loop carries a stream at several Gbit/s; more
 /// loops spread many connections' work over the cores).
@@ -243,31 +99,30 @@ pub fn loops_per_proxy() -> usize {
     thread::available_parallelism().map_or(1, |n| n.get().clamp(1, 4))
 }
 
-/// Start the event loop of a proxy listening on `listener` (non-blocking)
-/// and connecting to `upstream`, with its toxics in `published`.
+/// Start the event loops of a proxy listening on `listener`
+/// (non-blocking) and connecting to `upstream`, with its toxics in
+/// `published`.
 pub(crate) fn spawn(
     listener: std::net::TcpListener,
     upstream: String,
     published: Arc<Published>,
 ) -> io::Result<Handle> {
-    raise_nofile();
     let stop = Arc::new(AtomicBool::new(false));
     let mut listener = Some(TcpListener::from_std(listener));
     let mut reactors = Vec::new();
-    let mut wakers = Vec::new();
-    let mut inboxes = Vec::new();
+    let mut peers = Vec::new();
     for _ in 0..loops_per_proxy() {
-        let poll = Poll::new()?;
+        let (poller, waker) = Poller::new(&stop)?;
         if let Some(l) = &mut listener {
-            poll.registry().register(l, LISTENER, Interest::READABLE)?;
+            poller
+                .registry()
+                .register(l, LISTENER, Interest::READABLE)?;
         }
-        let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
-        let timer = Timer::new(poll.registry(), TIMER)?;
         let (tx, inbox) = mpsc::channel();
-        inboxes.push(tx);
-        wakers.push(waker);
-        reactors.push(Reactor {
-            poll,
+        peers.push((waker.clone(), tx));
+        let (generation, toxics) = published.current();
+        let reactor = Reactor {
+            poller,
             // (The first loop accepts, and hands clients to the others in turn.)
             listener: listener.take(),
             peers: Vec::new(),
@@ -276,35 +131,18 @@ pub(crate) fn spawn(
             upstream: upstream.clone(),
             resolved: None,
             published: published.clone(),
-            generation: published.generation.load(Ordering::SeqCst),
-            toxics: Vec::new(),
-            stop: stop.clone(),
-            conns: Vec::new(),
-            free: Vec::new(),
-            timers: BTreeSet::new(),
-            timer,
+            generation,
+            toxics,
+            conns: Slots::new(),
             accept_at: None,
             ready: VecDeque::new(),
             buf: vec![0; READ_CHUNK],
             scratch: Vec::new(),
-        });
+        };
+        reactors.push((waker, reactor));
     }
-    reactors[0].peers = wakers.iter().cloned().zip(inboxes).collect();
-    let mut threads = Vec::new();
-    for reactor in reactors {
-        let t = thread::Builder::new()
-            .name("sluice-proxy".into())
-            .spawn(move || reactor.run());
-        match t {
-            Ok(t) => threads.push(t),
-            Err(e) => {
-                // (The handle's drop stops the loops already started.)
-                drop(Handle::new(wakers, stop, threads));
-                return Err(e);
-            }
-        }
-    }
-    Ok(Handle::new(wakers, stop, threads))
+    reactors[0].1.peers = peers;
+    Handle::start("sluice-proxy", reactors, stop, Reactor::run)
 }
 
 /// One direction of a connection.
@@ -333,68 +171,16 @@ impl Dir {
         toxics: &[Toxic],
         now: Time,
     ) -> Result<Dir, String> {
-        let mut draws = Draws::new(stream, seed);
-        let on = draws.active(toxics);
+        let (draws, seed, on) = Draws::new(stream, seed, toxics);
         Ok(Dir {
             stream,
-            pipe: Pipe::new(&on, from, to, draws.seed, now)?,
+            pipe: Pipe::new(&on, from, to, seed, now)?,
             open: true,
             out: Vec::new(),
             signal: None,
             over: false,
             draws,
         })
-    }
-
-    /// The toxics of this direction that act on this connection.
-    fn active(&mut self, toxics: &[Toxic]) -> Vec<Toxic> {
-        self.draws.active(toxics)
-    }
-}
-
-/// Which toxics act on one direction of a connection (or a UDP session):
-/// each is drawn once against its toxicity, and again when it changes,
-/// from the direction's own generator.
-pub(crate) struct Draws {
-    stream: Stream,
-    /// The direction's seed: the connection's, told apart by direction.
-    pub(crate) seed: u64,
-    drawn: HashMap<String, (Toxic, bool)>,
-    rng: Xoshiro256PlusPlus,
-}
-
-impl Draws {
-    /// The draws of direction `stream` of a connection seeded with `seed`.
-    pub(crate) fn new(stream: Stream, seed: u64) -> Draws {
-        let seed = seed ^ stream as u64;
-        Draws {
-            stream,
-            seed,
-            drawn: HashMap::new(),
-            rng: Xoshiro256PlusPlus::seed_from_u64(seed),
-        }
-    }
-
-    /// The toxics of this direction among `toxics` that act on it.
-    pub(crate) fn active(&mut self, toxics: &[Toxic]) -> Vec<Toxic> {
-        let mine: Vec<&Toxic> = toxics.iter().filter(|t| t.stream == self.stream).collect();
-        self.drawn
-            .retain(|name, _| mine.iter().any(|t| &t.name == name));
-        let mut on = Vec::new();
-        for t in mine {
-            let acts = match self.drawn.get(&t.name) {
-                Some((seen, acts)) if seen == t => *acts,
-                _ => {
-                    let acts = self.rng.gen::<f32>() < t.toxicity;
-                    self.drawn.insert(t.name.clone(), (t.clone(), acts));
-                    acts
-                }
-            };
-            if acts {
-                on.push(t.clone());
-            }
-        }
-        on
     }
 }
 
@@ -417,8 +203,6 @@ struct Conn {
     seed: u64,
     /// Upstream (client to server), then downstream; once connected.
     dirs: Vec<Dir>,
-    /// When the connection is to be driven again, as in the timer set.
-    timer: Option<Time>,
     /// In the queue of connections to drive again without an event.
     queued: bool,
 }
@@ -431,7 +215,7 @@ enum Fate {
 }
 
 struct Reactor {
-    poll: Poll,
+    poller: Poller,
     /// The first loop's: it accepts the clients.
     listener: Option<TcpListener>,
     /// The first loop's: every loop (itself first), to hand clients to.
@@ -446,13 +230,9 @@ struct Reactor {
     /// The generation of `toxics`.
     generation: u64,
     toxics: Vec<Toxic>,
-    stop: Arc<AtomicBool>,
-    /// Connections by slot; `free` holds the empty slots.
-    conns: Vec<Option<Conn>>,
-    free: Vec<usize>,
-    /// Wake-ups: (when, slot).
-    timers: BTreeSet<(Time, usize)>,
-    timer: Timer,
+    /// Connection `i`'s client socket is token `FIRST + 2i`, its server's
+    /// the next.
+    conns: Slots<Conn>,
     /// Accepting paused (out of descriptors) until then.
     accept_at: Option<Time>,
     /// Slots to drive again without waiting for an event.
@@ -463,20 +243,23 @@ struct Reactor {
     scratch: Vec<u8>,
 }
 
+/// The token of side `side` (0 the client's, 1 the server's) of the
+/// connection in `slot`.
+fn token(slot: usize, side: usize) -> Token {
+    Token(FIRST + 2 * slot + side)
+}
+
 impl Reactor {
     fn run(mut self) {
-        self.toxics = self.published_toxics();
         let mut events = Events::with_capacity(1024);
         let mut dirty: Vec<usize> = Vec::new();
         loop {
-            self.arm();
-            let timeout = (!self.ready.is_empty()).then_some(std::time::Duration::ZERO);
-            if let Err(e) = self.poll.poll(&mut events, timeout) {
-                if e.kind() != ErrorKind::Interrupted {
-                    break;
-                }
-            }
-            if self.stop.load(Ordering::SeqCst) {
+            let wake_at = [self.conns.next_wakeup(), self.accept_at];
+            let wake_at = wake_at.into_iter().flatten().min();
+            if !self
+                .poller
+                .wait(&mut events, wake_at, !self.ready.is_empty())
+            {
                 break;
             }
             let t = now();
@@ -490,18 +273,14 @@ impl Reactor {
                         }
                         self.toxics_changed(t, &mut dirty);
                     }
-                    TIMER => self.timer.clear(),
+                    TIMER => {}
                     Token(k) => {
                         let (slot, side) = ((k - FIRST) / 2, (k - FIRST) % 2);
-                        if let Some(Some(c)) = self.conns.get_mut(slot) {
+                        if let Some(c) = self.conns.get_mut(slot) {
                             // An error or a hang-up shows on the next call.
                             let err = ev.is_error();
-                            if ev.is_readable() || ev.is_read_closed() || err {
-                                c.readable[side] = true;
-                            }
-                            if ev.is_writable() || ev.is_write_closed() || err {
-                                c.writable[side] = true;
-                            }
+                            c.readable[side] |= ev.is_readable() || ev.is_read_closed() || err;
+                            c.writable[side] |= ev.is_writable() || ev.is_write_closed() || err;
                             dirty.push(slot);
                         }
                     }
@@ -510,23 +289,12 @@ impl Reactor {
             if accept || self.accept_at.is_some_and(|a| a <= t) {
                 self.accept(t, &mut dirty);
             }
-            while let Some(&(w, slot)) = self.timers.first() {
-                if w > t {
-                    break;
-                }
-                self.timers.pop_first();
-                if let Some(Some(c)) = self.conns.get_mut(slot) {
-                    c.timer = None;
+            self.conns.due(t, &mut dirty);
+            for slot in self.ready.drain(..) {
+                if let Some(c) = self.conns.get_mut(slot) {
+                    c.queued = false;
                 }
                 dirty.push(slot);
-            }
-            for _ in 0..self.ready.len() {
-                if let Some(slot) = self.ready.pop_front() {
-                    if let Some(Some(c)) = self.conns.get_mut(slot) {
-                        c.queued = false;
-                    }
-                    dirty.push(slot);
-                }
             }
             dirty.sort_unstable();
             dirty.dedup();
@@ -537,48 +305,24 @@ impl Reactor {
             }
         }
         // Stopped: close every connection (FIN both ways) and the listener.
-        for c in self.conns.iter().flatten() {
+        for c in self.conns.iter() {
             for s in &c.socks {
                 let _ = s.shutdown(Shutdown::Both);
             }
         }
     }
 
-    /// The toxics as last published.
-    fn published_toxics(&self) -> Vec<Toxic> {
-        self.published
-            .toxics
-            .lock()
-            .map(|t| t.clone())
-            .unwrap_or_default()
-    }
-
-    /// Set the timer to the earliest wake-up (or the accept retry).
-    fn arm(&mut self) {
-        let first = self.timers.first().map(|(w, _)| *w);
-        let want = match (first, self.accept_at) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        self.timer.set(want);
-    }
-
     /// A new generation of toxics: every connection's pipes take it.
     fn toxics_changed(&mut self, t: Time, dirty: &mut Vec<usize>) {
-        let g = self.published.generation.load(Ordering::SeqCst);
-        if g == self.generation {
+        let Some(toxics) = self.published.newer(&mut self.generation) else {
             return;
-        }
-        self.generation = g;
-        self.toxics = self.published_toxics();
-        for (slot, c) in self.conns.iter_mut().enumerate() {
-            let Some(c) = c else { continue };
-            for d in &mut c.dirs {
-                if !d.over {
-                    let active = d.active(&self.toxics);
-                    // (A change that cannot be built leaves the stages.)
-                    let _ = d.pipe.set_toxics(&active, t);
-                }
+        };
+        self.toxics = toxics;
+        for (slot, c) in self.conns.iter_mut() {
+            for d in c.dirs.iter_mut().filter(|d| !d.over) {
+                let active = d.draws.active(&self.toxics);
+                // (A change that cannot be built leaves the stages.)
+                let _ = d.pipe.set_toxics(&active, t);
             }
             dirty.push(slot);
         }
@@ -647,10 +391,6 @@ impl Reactor {
             // Upstream unreachable: the client's connection is closed.
             return;
         };
-        let slot = self.free.pop().unwrap_or_else(|| {
-            self.conns.push(None);
-            self.conns.len() - 1
-        });
         let mut c = Conn {
             socks: [client, server],
             readable: [false; 2],
@@ -661,25 +401,22 @@ impl Reactor {
             }),
             seed: fresh_seed(),
             dirs: Vec::new(),
-            timer: None,
             queued: false,
         };
-        let registry = self.poll.registry();
+        let slot = self.conns.vacant();
+        let registry = self.poller.registry();
         let both = Interest::READABLE | Interest::WRITABLE;
         let ok = registry
-            .register(&mut c.socks[0], Token(FIRST + 2 * slot), both)
-            .and_then(|_| registry.register(&mut c.socks[1], Token(FIRST + 2 * slot + 1), both));
-        if ok.is_err() {
-            self.free.push(slot);
-            return;
+            .register(&mut c.socks[0], token(slot, 0), both)
+            .and_then(|_| registry.register(&mut c.socks[1], token(slot, 1), both));
+        if ok.is_ok() {
+            dirty.push(self.conns.insert(c));
         }
-        self.conns[slot] = Some(c);
-        dirty.push(slot);
     }
 
-    /// Drive connection `slot` at `t`, then set its timer or end it.
+    /// Drive connection `slot` at `t`, then set its wake-up or end it.
     fn drive(&mut self, slot: usize, t: Time) {
-        let Some(Some(mut c)) = self.conns.get_mut(slot).map(Option::take) else {
+        let Some(mut c) = self.conns.take(slot) else {
             return;
         };
         let fate = if c.connecting.is_some() {
@@ -688,28 +425,21 @@ impl Reactor {
             self.pump(&mut c, slot, t)
         };
         match fate {
-            Fate::Close(reset) => self.close(c, slot, reset),
+            Fate::Close(reset) => {
+                close(&c, reset);
+                // (Dropping the sockets closes them, which takes them out of epoll.)
+                drop(c);
+                self.conns.remove(slot);
+            }
             Fate::Open => {
-                let mut next = c.connecting.as_ref().map(|k| k.deadline);
-                for d in c.dirs.iter().filter(|d| !d.over && d.signal.is_none()) {
-                    next = match (next, d.pipe.next_wake()) {
-                        (Some(a), Some(b)) => Some(a.min(b)),
-                        (a, b) => a.or(b),
-                    };
-                }
-                // (Nothing is due at `t` after a drive at `t`; were it, a
-                // wake-up a little later keeps the loop from spinning.)
-                let next = next.map(|n| if n <= t { t + Duration(1_000_000) } else { n });
-                if next != c.timer {
-                    if let Some(old) = c.timer {
-                        self.timers.remove(&(old, slot));
-                    }
-                    if let Some(n) = next {
-                        self.timers.insert((n, slot));
-                    }
-                    c.timer = next;
-                }
-                self.conns[slot] = Some(c);
+                let deadline = c.connecting.as_ref().map(|k| k.deadline);
+                let live = c.dirs.iter().filter(|d| !d.over && d.signal.is_none());
+                let next = live
+                    .filter_map(|d| d.pipe.next_wake())
+                    .chain(deadline)
+                    .min();
+                self.conns.put(slot, c);
+                self.conns.wake_at(slot, next, t);
             }
         }
     }
@@ -740,17 +470,15 @@ impl Reactor {
                 return Fate::Close(false);
             };
             k.deadline = t + CONNECT_TIMEOUT;
-            let token = Token(FIRST + 2 * slot + 1);
+            let registry = self.poller.registry();
             let both = Interest::READABLE | Interest::WRITABLE;
-            if self
-                .poll
-                .registry()
-                .register(&mut server, token, both)
+            if registry
+                .register(&mut server, token(slot, 1), both)
                 .is_err()
             {
                 return Fate::Close(false);
             }
-            let _ = self.poll.registry().deregister(&mut c.socks[1]);
+            let _ = registry.deregister(&mut c.socks[1]);
             c.socks[1] = server;
             c.readable[1] = false;
             c.writable[1] = false;
@@ -777,18 +505,12 @@ impl Reactor {
     /// Move each direction's bytes as far as they go now.
     fn pump(&mut self, c: &mut Conn, slot: usize, t: Time) -> Fate {
         let mut more = false;
-        let mut finished = 0;
         for d in 0..c.dirs.len() {
-            let (src, dst) = (d, 1 - d);
-            match self.pump_dir(c, d, src, dst, t, &mut more) {
-                Fate::Open => {}
-                close => return close,
-            }
-            if c.dirs[d].over {
-                finished += 1;
+            if let close @ Fate::Close(_) = self.pump_dir(c, d, t, &mut more) {
+                return close;
             }
         }
-        if finished == 2 {
+        if c.dirs.iter().all(|d| d.over) {
             // Both ways ended: the connection is over.
             return Fate::Close(false);
         }
@@ -799,84 +521,21 @@ impl Reactor {
         Fate::Open
     }
 
-    /// One direction: read, poll the pipe, write, while anything moves.
-    fn pump_dir(
-        &mut self,
-        c: &mut Conn,
-        d: usize,
-        src: usize,
-        dst: usize,
-        t: Time,
-        more: &mut bool,
-    ) -> Fate {
+    /// Direction `d` (from socket `d` to the other): read, poll the pipe,
+    /// write, while anything moves.
+    fn pump_dir(&mut self, c: &mut Conn, d: usize, t: Time, more: &mut bool) -> Fate {
         let mut reads = 0;
         loop {
-            let dir = &mut c.dirs[d];
-            if dir.over {
+            if c.dirs[d].over {
                 return Fate::Open;
             }
-            let mut moved = false;
-            if dir.open
-                && dir.signal.is_none()
-                && c.readable[src]
-                && dir.out.len() < WINDOW as usize
-            {
-                let room = dir.pipe.room().min(self.buf.len());
-                if room > 0 {
-                    if reads == READS_PER_TURN {
-                        *more = true;
-                    } else {
-                        reads += 1;
-                        match c.socks[src].read(&mut self.buf[..room]) {
-                            Ok(0) => {
-                                dir.open = false;
-                                dir.pipe.finish();
-                            }
-                            Ok(n) => {
-                                self.published.count(dir.stream, 0, n);
-                                dir.pipe.push(&self.buf[..n], t);
-                            }
-                            Err(e) if e.kind() == ErrorKind::WouldBlock => c.readable[src] = false,
-                            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                            // A reset or error ends the source as its end would.
-                            Err(_) => {
-                                dir.open = false;
-                                dir.pipe.finish();
-                            }
-                        }
-                        moved = true;
-                    }
-                }
-            }
-            if dir.signal.is_none() {
-                self.scratch.clear();
-                dir.signal = dir.pipe.poll(t, &mut self.scratch);
-                if !self.scratch.is_empty() {
-                    // Counted as sent when handed to the socket's side (a
-                    // reader seeing the bytes finds them counted).
-                    self.published.count(dir.stream, 1, self.scratch.len());
-                    if dir.out.is_empty() {
-                        std::mem::swap(&mut dir.out, &mut self.scratch);
-                    } else {
-                        dir.out.extend_from_slice(&self.scratch);
-                    }
-                }
-            }
-            // Write what waits.
-            let mut sent = 0;
-            while sent < dir.out.len() && c.writable[dst] {
-                match c.socks[dst].write(&dir.out[sent..]) {
-                    Ok(0) => return Fate::Close(false),
-                    Ok(n) => sent += n,
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => c.writable[dst] = false,
-                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                    Err(_) => return Fate::Close(false),
-                }
-            }
-            if sent > 0 {
-                moved = true;
-                dir.out.drain(..sent);
-            }
+            let read = self.read(c, d, t, &mut reads, more);
+            self.poll_pipe(&mut c.dirs[d], t);
+            let wrote = match write(c, 1 - d) {
+                Ok(wrote) => wrote,
+                Err(()) => return Fate::Close(false),
+            };
+            let dir = &mut c.dirs[d];
             if dir.out.is_empty() {
                 // The buffer goes back to the reactor: an idle connection
                 // holds none.
@@ -885,52 +544,123 @@ impl Reactor {
                 }
                 dir.out = Vec::new();
                 if let Some(signal) = dir.signal {
+                    // Everything before the signal was written: act on it.
                     dir.over = true;
-                    match signal {
+                    return match signal {
                         Signal::Eof => {
-                            let _ = c.socks[dst].shutdown(Shutdown::Write);
+                            let _ = c.socks[1 - d].shutdown(Shutdown::Write);
+                            Fate::Open
                         }
-                        Signal::Close => return Fate::Close(false),
-                        Signal::Reset => return Fate::Close(true),
-                    }
-                    return Fate::Open;
+                        Signal::Close => Fate::Close(false),
+                        Signal::Reset => Fate::Close(true),
+                    };
                 }
             }
-            if !moved {
+            if !read && !wrote {
                 return Fate::Open;
             }
         }
     }
 
-    /// End a connection: FIN both ways, or RST (`reset`), and free its slot.
-    fn close(&mut self, c: Conn, slot: usize, reset: bool) {
-        if let Some(w) = c.timer {
-            self.timers.remove(&(w, slot));
+    /// Read socket `d` into direction `d`'s pipe, if it has room and less
+    /// than [`WINDOW`] waits to be written, and if the drive has reads of
+    /// its turn left (else `more`); whether it read.
+    fn read(
+        &mut self,
+        c: &mut Conn,
+        d: usize,
+        t: Time,
+        reads: &mut usize,
+        more: &mut bool,
+    ) -> bool {
+        let dir = &mut c.dirs[d];
+        let room = dir.pipe.room().min(self.buf.len());
+        let may = dir.open && dir.signal.is_none() && c.readable[d];
+        if !may || dir.out.len() >= WINDOW as usize || room == 0 {
+            return false;
         }
-        for s in &c.socks {
-            if reset {
-                // SO_LINGER 0: closing the socket sends RST.
-                let linger = libc::linger {
-                    l_onoff: 1,
-                    l_linger: 0,
-                };
-                // SAFETY: a valid socket and a correctly sized option value.
-                unsafe {
-                    libc::setsockopt(
-                        s.as_raw_fd(),
-                        libc::SOL_SOCKET,
-                        libc::SO_LINGER,
-                        &linger as *const libc::linger as *const libc::c_void,
-                        std::mem::size_of::<libc::linger>() as libc::socklen_t,
-                    );
-                }
-            } else {
-                let _ = s.shutdown(Shutdown::Both);
+        if *reads == READS_PER_TURN {
+            *more = true;
+            return false;
+        }
+        *reads += 1;
+        match c.socks[d].read(&mut self.buf[..room]) {
+            Ok(n) if n > 0 => {
+                self.published.count(dir.stream, 0, n);
+                dir.pipe.push(&self.buf[..n], t);
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => c.readable[d] = false,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            // The end, or a reset or error, which ends the source as its end would.
+            _ => {
+                dir.open = false;
+                dir.pipe.finish();
             }
         }
-        // (Dropping the sockets closes them, which takes them out of epoll.)
-        drop(c);
-        self.free.push(slot);
+        true
+    }
+
+    /// Poll a direction's pipe at `t`: what it lets out joins `out`, its
+    /// signal waits there.
+    fn poll_pipe(&mut self, dir: &mut Dir, t: Time) {
+        if dir.signal.is_some() {
+            return;
+        }
+        self.scratch.clear();
+        dir.signal = dir.pipe.poll(t, &mut self.scratch);
+        if !self.scratch.is_empty() {
+            // Counted as sent when handed to the socket's side (a
+            // reader seeing the bytes finds them counted).
+            self.published.count(dir.stream, 1, self.scratch.len());
+            if dir.out.is_empty() {
+                std::mem::swap(&mut dir.out, &mut self.scratch);
+            } else {
+                dir.out.extend_from_slice(&self.scratch);
+            }
+        }
+    }
+}
+
+/// Write what waits in the direction towards socket `dst` while the socket
+/// takes it; whether anything was written (`Err`: the socket failed).
+fn write(c: &mut Conn, dst: usize) -> Result<bool, ()> {
+    let out = &mut c.dirs[1 - dst].out;
+    let mut sent = 0;
+    while sent < out.len() && c.writable[dst] {
+        match c.socks[dst].write(&out[sent..]) {
+            Ok(0) => return Err(()),
+            Ok(n) => sent += n,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => c.writable[dst] = false,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(_) => return Err(()),
+        }
+    }
+    out.drain(..sent);
+    Ok(sent > 0)
+}
+
+/// Close a connection's sockets: FIN both ways, or RST (`reset`).
+fn close(c: &Conn, reset: bool) {
+    for s in &c.socks {
+        if reset {
+            // SO_LINGER 0: closing the socket sends RST.
+            let linger = libc::linger {
+                l_onoff: 1,
+                l_linger: 0,
+            };
+            // SAFETY: a valid socket and a correctly sized option value.
+            unsafe {
+                libc::setsockopt(
+                    s.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    libc::SO_LINGER,
+                    &linger as *const libc::linger as *const libc::c_void,
+                    std::mem::size_of::<libc::linger>() as libc::socklen_t,
+                );
+            }
+        } else {
+            let _ = s.shutdown(Shutdown::Both);
+        }
     }
 }
 

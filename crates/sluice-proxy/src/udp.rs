@@ -16,19 +16,18 @@
 //! here: the toxics come from the copy published at each change, and each
 //! session draws whether a toxic acts on it once, against its toxicity.
 
-use crate::conn::{fresh_seed, now, Published};
+use crate::conn::{fresh_seed, now, Draws, Published};
 use crate::datagram::DatagramPipe;
-use crate::reactor::{raise_nofile, Draws, Handle, Timer};
+use crate::event_loop::{Handle, Poller, Slots, FIRST, LISTENER, TIMER, WAKER};
 use crate::toxic::{Stream, Toxic};
 use mio::net::UdpSocket;
-use mio::{Events, Interest, Poll, Token, Waker};
+use mio::{Events, Interest, Token};
 use sluice_core::time::{Duration, Time};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::io::{self, ErrorKind};
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::thread;
 
 /// How long a UDP session lives without a datagram either way (the
 /// kernel's conntrack keeps an answered UDP flow 120 s).
@@ -40,12 +39,6 @@ pub const MAX_UDP_SESSIONS: usize = 1024;
 
 /// Datagrams read from one socket in a row before the others' turn.
 const READS_PER_TURN: usize = 256;
-
-const LISTENER: Token = Token(0);
-const WAKER: Token = Token(1);
-const TIMER: Token = Token(2);
-/// Session `i`'s socket is token `FIRST + i`.
-const FIRST: usize = 3;
 
 /// One direction of a session.
 struct Dir {
@@ -63,11 +56,10 @@ impl Dir {
         toxics: &[Toxic],
         now: Time,
     ) -> Option<Dir> {
-        let mut draws = Draws::new(stream, seed);
-        let on = draws.active(toxics);
+        let (draws, seed, on) = Draws::new(stream, seed, toxics);
         Some(Dir {
             stream,
-            pipe: DatagramPipe::new(&on, from, to, draws.seed, now).ok()?,
+            pipe: DatagramPipe::new(&on, from, to, seed, now).ok()?,
             draws,
         })
     }
@@ -82,8 +74,6 @@ struct Session {
     dirs: [Dir; 2],
     /// The last datagram either way.
     last: Time,
-    /// When it is to be looked at again, as in the timer set.
-    timer: Option<Time>,
 }
 
 /// Start the event loop of a UDP proxy on `socket` (non-blocking),
@@ -93,74 +83,54 @@ pub(crate) fn spawn(
     upstream: String,
     published: Arc<Published>,
 ) -> io::Result<Handle> {
-    raise_nofile();
-    let poll = Poll::new()?;
-    let mut socket = UdpSocket::from_std(socket);
-    poll.registry()
-        .register(&mut socket, LISTENER, Interest::READABLE)?;
-    let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
-    let timer = Timer::new(poll.registry(), TIMER)?;
     let stop = Arc::new(AtomicBool::new(false));
-    let generation = published.generation.load(Ordering::SeqCst);
+    let (poller, waker) = Poller::new(&stop)?;
+    let mut socket = UdpSocket::from_std(socket);
+    poller
+        .registry()
+        .register(&mut socket, LISTENER, Interest::READABLE)?;
+    let (generation, toxics) = published.current();
     let udp = Udp {
-        poll,
+        poller,
         socket,
         upstream,
         published,
         generation,
-        toxics: Vec::new(),
-        stop: stop.clone(),
+        toxics,
         by_client: HashMap::new(),
-        sessions: Vec::new(),
-        free: Vec::new(),
-        timers: BTreeSet::new(),
-        timer,
+        sessions: Slots::new(),
         buf: vec![0; 65536],
         out: Vec::new(),
     };
-    let thread = thread::Builder::new()
-        .name("sluice-proxy-udp".into())
-        .spawn(move || udp.run())?;
-    Ok(Handle::new(vec![waker], stop, vec![thread]))
+    Handle::start("sluice-proxy-udp", vec![(waker, udp)], stop, Udp::run)
 }
 
 struct Udp {
-    poll: Poll,
+    poller: Poller,
     socket: UdpSocket,
     upstream: String,
     published: Arc<Published>,
+    /// The generation of `toxics`.
     generation: u64,
     toxics: Vec<Toxic>,
-    stop: Arc<AtomicBool>,
     by_client: HashMap<SocketAddr, usize>,
-    /// Sessions by slot; `free` holds the empty slots.
-    sessions: Vec<Option<Session>>,
-    free: Vec<usize>,
-    /// Wake-ups: (when, slot).
-    timers: BTreeSet<(Time, usize)>,
-    timer: Timer,
+    /// Session `i`'s socket is token `FIRST + i`.
+    sessions: Slots<Session>,
     buf: Vec<u8>,
     out: Vec<Vec<u8>>,
 }
 
 impl Udp {
     fn run(mut self) {
-        self.toxics = self.toxics_now();
         let mut events = Events::with_capacity(1024);
         let mut dirty: Vec<usize> = Vec::new();
         // Sockets left readable after their turn: read again at once.
         let mut listen_again = false;
         let mut up_again: Vec<usize> = Vec::new();
         loop {
-            self.timer.set(self.timers.first().map(|(w, _)| *w));
             let busy = listen_again || !up_again.is_empty();
-            let timeout = busy.then_some(std::time::Duration::ZERO);
-            if let Err(e) = self.poll.poll(&mut events, timeout) {
-                if e.kind() != ErrorKind::Interrupted {
-                    break;
-                }
-            }
-            if self.stop.load(Ordering::SeqCst) {
+            let wake_at = self.sessions.next_wakeup();
+            if !self.poller.wait(&mut events, wake_at, busy) {
                 break;
             }
             let mut listen = std::mem::take(&mut listen_again);
@@ -169,7 +139,7 @@ impl Udp {
                 match ev.token() {
                     LISTENER => listen = true,
                     WAKER => self.toxics_changed(&mut dirty),
-                    TIMER => self.timer.clear(),
+                    TIMER => {}
                     Token(k) => readable.push(k - FIRST),
                 }
             }
@@ -184,17 +154,7 @@ impl Udp {
             if listen && self.read_clients(&mut dirty) {
                 listen_again = true;
             }
-            let t = now();
-            while let Some(&(w, slot)) = self.timers.first() {
-                if w > t {
-                    break;
-                }
-                self.timers.pop_first();
-                if let Some(Some(s)) = self.sessions.get_mut(slot) {
-                    s.timer = None;
-                }
-                dirty.push(slot);
-            }
+            self.sessions.due(now(), &mut dirty);
             dirty.sort_unstable();
             dirty.dedup();
             for slot in dirty.drain(..) {
@@ -203,25 +163,14 @@ impl Udp {
         }
     }
 
-    fn toxics_now(&self) -> Vec<Toxic> {
-        self.published
-            .toxics
-            .lock()
-            .map(|t| t.clone())
-            .unwrap_or_default()
-    }
-
     /// A new generation of toxics: every session's pipes take it.
     fn toxics_changed(&mut self, dirty: &mut Vec<usize>) {
-        let g = self.published.generation.load(Ordering::SeqCst);
-        if g == self.generation {
+        let Some(toxics) = self.published.newer(&mut self.generation) else {
             return;
-        }
-        self.generation = g;
-        self.toxics = self.toxics_now();
+        };
+        self.toxics = toxics;
         let t = now();
-        for (slot, s) in self.sessions.iter_mut().enumerate() {
-            let Some(s) = s else { continue };
+        for (slot, s) in self.sessions.iter_mut() {
             for d in &mut s.dirs {
                 let on = d.draws.active(&self.toxics);
                 // (A change that cannot be built leaves the stages.)
@@ -251,7 +200,7 @@ impl Udp {
                     None => continue,
                 },
             };
-            if let Some(Some(s)) = self.sessions.get_mut(slot) {
+            if let Some(s) = self.sessions.get_mut(slot) {
                 s.last = t;
                 self.published.count(Stream::Upstream, 0, n);
                 s.dirs[0].pipe.push(&self.buf[..n], t);
@@ -264,7 +213,7 @@ impl Udp {
     /// Read the upstream's datagrams of session `slot`; whether more may
     /// be waiting.
     fn read_upstream(&mut self, slot: usize) -> bool {
-        let Some(Some(s)) = self.sessions.get_mut(slot) else {
+        let Some(s) = self.sessions.get_mut(slot) else {
             return false;
         };
         for _ in 0..READS_PER_TURN {
@@ -302,25 +251,14 @@ impl Udp {
             Dir::new(Stream::Upstream, client, server, seed, &self.toxics, t)?,
             Dir::new(Stream::Downstream, server, client, seed, &self.toxics, t)?,
         ];
-        let slot = self.free.pop().unwrap_or_else(|| {
-            self.sessions.push(None);
-            self.sessions.len() - 1
-        });
-        if self
-            .poll
-            .registry()
-            .register(&mut up, Token(FIRST + slot), Interest::READABLE)
-            .is_err()
-        {
-            self.free.push(slot);
-            return None;
-        }
-        self.sessions[slot] = Some(Session {
+        let token = Token(FIRST + self.sessions.vacant());
+        let registry = self.poller.registry();
+        registry.register(&mut up, token, Interest::READABLE).ok()?;
+        let slot = self.sessions.insert(Session {
             client,
             up,
             dirs,
             last: t,
-            timer: None,
         });
         self.by_client.insert(client, slot);
         Some(slot)
@@ -329,7 +267,7 @@ impl Udp {
     /// Send what the pipes of session `slot` let go now, then set its
     /// timer, or end it if it has been idle too long.
     fn drive(&mut self, slot: usize) {
-        let Some(Some(s)) = self.sessions.get_mut(slot) else {
+        let Some(s) = self.sessions.get_mut(slot) else {
             return;
         };
         let t = now();
@@ -346,14 +284,9 @@ impl Udp {
         }
         let idle_at = s.last + UDP_IDLE;
         if idle_at <= t {
-            let s = self.sessions[slot].take();
-            if let Some(s) = s {
-                if let Some(w) = s.timer {
-                    self.timers.remove(&(w, slot));
-                }
+            if let Some(s) = self.sessions.remove(slot) {
                 self.by_client.remove(&s.client);
             }
-            self.free.push(slot);
             return;
         }
         let next = s
@@ -361,17 +294,6 @@ impl Udp {
             .iter()
             .filter_map(|d| d.pipe.next_wake())
             .fold(idle_at, Time::min);
-        let next = if next <= t {
-            t + Duration(1_000_000)
-        } else {
-            next
-        };
-        if s.timer != Some(next) {
-            if let Some(old) = s.timer {
-                self.timers.remove(&(old, slot));
-            }
-            self.timers.insert((next, slot));
-            s.timer = Some(next);
-        }
+        self.sessions.wake_at(slot, Some(next), t);
     }
 }
