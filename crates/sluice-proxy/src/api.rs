@@ -46,22 +46,22 @@ impl Reply {
         }
     }
 
-    fn empty(status: u16) -> Reply {
+    fn text(status: u16, body: impl Into<String>) -> Reply {
         Reply {
             status,
             content_type: TEXT,
-            body: String::new(),
+            body: body.into(),
         }
+    }
+
+    fn empty(status: u16) -> Reply {
+        Reply::text(status, "")
     }
 }
 
 impl From<ApiError> for Reply {
     fn from(e: ApiError) -> Reply {
-        Reply {
-            status: e.status,
-            content_type: TEXT,
-            body: format!("{}\n", envelope(&e)),
-        }
+        Reply::text(e.status, format!("{}\n", envelope(&e)))
     }
 }
 
@@ -526,11 +526,7 @@ impl Api {
             .map(percent_decode)
             .collect::<Option<Vec<_>>>()
         else {
-            return Reply {
-                status: 400,
-                content_type: TEXT,
-                body: "400 Bad Request: invalid URL escape".into(),
-            };
+            return Reply::text(400, "400 Bad Request: invalid URL escape");
         };
         let parts: Vec<&str> = decoded.iter().map(String::as_str).collect();
         if self.metrics && parts.as_slice() == ["metrics"] {
@@ -545,29 +541,13 @@ impl Api {
             ["proxies", p, "toxics", t] if !p.is_empty() && !t.is_empty() => {
                 &["GET", "POST", "PATCH", "DELETE"]
             }
-            _ => {
-                return Reply {
-                    status: 404,
-                    content_type: TEXT,
-                    body: "404 page not found\n".into(),
-                }
-            }
+            _ => return Reply::text(404, "404 page not found\n"),
         };
         if !allowed.contains(&method) {
             return Reply::empty(405);
         }
         let r = match (parts.as_slice(), method) {
-            (["proxies"], "GET") => {
-                let map = match self.proxies.lock() {
-                    Ok(m) => m,
-                    Err(_) => return ApiError::new(500, "state poisoned").into(),
-                };
-                let items: Vec<String> = map
-                    .iter()
-                    .map(|(n, p)| format!("{}:{}", Value::String(n.clone()), Self::show(p)))
-                    .collect();
-                Ok(Reply::json(200, format!("{{{}}}", items.join(","))))
-            }
+            (["proxies"], "GET") => self.list(),
             (["proxies"], _) => self.create(body),
             (["populate"], _) => Ok(self.populate(body)),
             (["reset"], _) => self.reset(),
@@ -585,6 +565,19 @@ impl Api {
             _ => Err(ApiError::new(404, "404 page not found")),
         };
         r.unwrap_or_else(Reply::from)
+    }
+
+    /// `GET /proxies`: every proxy by name.
+    fn list(&self) -> Result<Reply, ApiError> {
+        let map = self
+            .proxies
+            .lock()
+            .map_err(|_| ApiError::new(500, "state poisoned"))?;
+        let items: Vec<String> = map
+            .iter()
+            .map(|(n, p)| format!("{}:{}", Value::String(n.clone()), Self::show(p)))
+            .collect();
+        Ok(Reply::json(200, format!("{{{}}}", items.join(","))))
     }
 
     /// `/metrics`: bytes each proxy received and sent per direction, as
@@ -1041,18 +1034,25 @@ fn parse_head(buf: &[u8], limits: &Limits) -> Result<Option<Head>, Refusal> {
         browser: false,
         len,
     };
+    read_fields(&mut head, req.headers, limits)?;
+    Ok(Some(head))
+}
+
+/// The fields of a request head that frame its body and keep or close the
+/// connection, into `head`.
+fn read_fields(
+    head: &mut Head,
+    fields: &[httparse::Header],
+    limits: &Limits,
+) -> Result<(), Refusal> {
     let (mut length, mut chunked) = (None, false);
-    for f in req.headers.iter() {
+    for f in fields {
         let value = std::str::from_utf8(f.value).unwrap_or("").trim();
         let name = f.name;
         if name.eq_ignore_ascii_case("Content-Length") {
             // Digits only; several must agree (RFC 9112 §6.3).
-            let n = (!value.is_empty()
-                && value.len() <= 19
-                && value.bytes().all(|b| b.is_ascii_digit()))
-            .then(|| value.parse::<u64>().ok())
-            .flatten()
-            .ok_or_else(|| Refusal::with(400, "bad Content-Length"))?;
+            let n =
+                content_length(value).ok_or_else(|| Refusal::with(400, "bad Content-Length"))?;
             if length.is_some_and(|l| l != n) {
                 return Err(Refusal::with(400, "bad Content-Length"));
             }
@@ -1070,7 +1070,7 @@ fn parse_head(buf: &[u8], limits: &Limits) -> Result<Option<Head>, Refusal> {
             for token in value.split(',').map(str::trim) {
                 if token.eq_ignore_ascii_case("close") {
                     head.close = true;
-                } else if token.eq_ignore_ascii_case("keep-alive") && minor == 0 {
+                } else if token.eq_ignore_ascii_case("keep-alive") && head.minor == 0 {
                     head.close = false;
                 }
             }
@@ -1078,7 +1078,7 @@ fn parse_head(buf: &[u8], limits: &Limits) -> Result<Option<Head>, Refusal> {
             if !value.eq_ignore_ascii_case("100-continue") {
                 return Err(Refusal::new(417));
             }
-            head.expect_continue = minor == 1;
+            head.expect_continue = head.minor == 1;
         } else if name.eq_ignore_ascii_case("User-Agent") {
             head.browser = value.starts_with("Mozilla/");
         }
@@ -1100,7 +1100,13 @@ fn parse_head(buf: &[u8], limits: &Limits) -> Result<Option<Head>, Refusal> {
             return Err(Refusal::new(413));
         }
     }
-    Ok(Some(head))
+    Ok(())
+}
+
+/// A Content-Length's value: digits only (no sign, no spaces), at most 19.
+fn content_length(value: &str) -> Option<u64> {
+    let ok = !value.is_empty() && value.len() <= 19 && value.bytes().all(|b| b.is_ascii_digit());
+    ok.then(|| value.parse().ok()).flatten()
 }
 
 /// Where a chunked body's decoding is (RFC 9112 §7.1).
@@ -1145,16 +1151,7 @@ impl Dechunk {
                     if nl > MAX_CHUNK_LINE {
                         return Err(Refusal::with(400, "chunk line too long"));
                     }
-                    let line = &rest[..nl];
-                    let line = line.strip_suffix(b"\r").unwrap_or(line);
-                    let size = line.split(|&b| b == b';').next().unwrap_or(b"");
-                    let size = std::str::from_utf8(size)
-                        .unwrap_or("")
-                        .trim_matches([' ', '\t']);
-                    let size = (!size.is_empty() && size.len() <= 16)
-                        .then(|| u64::from_str_radix(size, 16).ok())
-                        .flatten()
-                        .ok_or_else(|| Refusal::with(400, "bad chunk size"))?;
+                    let size = chunk_size(&rest[..nl])?;
                     at += nl + 1;
                     if size == 0 {
                         self.state = ChunkState::Trailer;
@@ -1210,6 +1207,20 @@ impl Dechunk {
             }
         }
     }
+}
+
+/// The size a chunk-size line (without its `\n`) gives; its extensions
+/// are dropped.
+fn chunk_size(line: &[u8]) -> Result<u64, Refusal> {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let size = line.split(|&b| b == b';').next().unwrap_or(b"");
+    let size = std::str::from_utf8(size)
+        .unwrap_or("")
+        .trim_matches([' ', '\t']);
+    (!size.is_empty() && size.len() <= 16)
+        .then(|| u64::from_str_radix(size, 16).ok())
+        .flatten()
+        .ok_or_else(|| Refusal::with(400, "bad chunk size"))
 }
 
 /// How reading a request ended without one to serve.
@@ -1312,11 +1323,7 @@ impl Connection {
             };
             self.slot.waiting(None);
             let reply = if head.browser {
-                Reply {
-                    status: 403,
-                    content_type: TEXT,
-                    body: "User agent not allowed\n".into(),
-                }
+                Reply::text(403, "User agent not allowed\n")
             } else {
                 let body = String::from_utf8_lossy(&body);
                 api.route(&head.method, origin_form(&head.target), &body)

@@ -732,7 +732,25 @@ impl Pipe {
             self.done = true;
             return Some(Signal::Close);
         }
-        // Segments due to be sent again.
+        self.resend_due(now);
+        for i in 0..self.stages.len() {
+            let mut leaving = Vec::new();
+            if let Some(signal) = self.poll_stage(i, now, &mut leaving) {
+                self.done = true;
+                return Some(signal);
+            }
+            for (t, p) in leaving {
+                self.enter(i + 1, p, t);
+            }
+        }
+        self.deliver(out);
+        let signal = self.ending(now);
+        self.done = signal.is_some();
+        signal
+    }
+
+    /// Send the segments due to be sent again into their stages.
+    fn resend_due(&mut self, now: Time) {
         let mut due = Vec::new();
         self.retry.retain(|r| {
             if r.0 <= now {
@@ -750,83 +768,87 @@ impl Pipe {
                 self.enter(i, p, now);
             }
         }
-        for i in 0..self.stages.len() {
-            let mut leaving = Vec::new();
-            let stage = &mut self.stages[i];
-            match &mut stage.body {
-                Body::Qdisc { net, wake, wire } => {
-                    if wake.is_some_and(|w| w <= now) {
-                        let Some(dev) = net.devices.last_mut() else {
-                            continue;
-                        };
-                        drain_due(dev, wake, now, &mut leaving);
-                        for (_, p) in &leaving {
-                            stage.inside.remove(&p.id);
-                        }
-                        if *wire {
-                            // Corrupted on the way: the receiver's checksum
-                            // drops it, and it is sent again after the RTO.
-                            leaving.retain(|(t, p)| {
-                                let ok = intact(&p.data);
-                                if !ok {
-                                    self.retry.push((*t + RTO, i, p.id, payload_len(p)));
-                                }
-                                ok
-                            });
-                        }
-                        // Shed from inside the queue: find them once it is empty.
-                        if dev.root.stats.qlen == 0 && !stage.inside.is_empty() {
-                            for (off, len) in stage.inside.drain() {
-                                self.retry.push((now + RTO, i, off, len));
-                            }
-                        }
-                    }
-                }
-                Body::Slicer { queue, .. } => {
-                    while let Some(piece) = queue.pop_front() {
-                        if piece.0 > now {
-                            queue.push_front(piece);
-                            break;
-                        }
-                        leaving.push(piece);
-                    }
-                }
-                Body::Timeout { close_at, .. } => {
-                    // The source's end closes it at once.
-                    if self.eof.is_some() || close_at.is_some_and(|t| t <= now) {
-                        self.done = true;
-                        return Some(Signal::Close);
-                    }
-                }
-                Body::ResetPeer { after, at, rst } => {
-                    if self.eof.is_some() {
-                        at.get_or_insert(now + *after);
-                    }
-                    if at.is_some_and(|t| t <= now) {
-                        self.done = true;
-                        return Some(if *rst { Signal::Reset } else { Signal::Close });
-                    }
-                }
-                Body::Wire(w) => {
-                    w.poll(now, &mut leaving);
-                    for (_, p) in &leaving {
+    }
+
+    /// Do what stage `i` has due at `now`: what leaves it goes to
+    /// `leaving`; a signal ends the direction.
+    fn poll_stage(
+        &mut self,
+        i: usize,
+        now: Time,
+        leaving: &mut Vec<(Time, Packet)>,
+    ) -> Option<Signal> {
+        let stage = &mut self.stages[i];
+        match &mut stage.body {
+            Body::Qdisc { net, wake, wire } => {
+                if wake.is_some_and(|w| w <= now) {
+                    let dev = net.devices.last_mut()?;
+                    drain_due(dev, wake, now, leaving);
+                    for (_, p) in leaving.iter() {
                         stage.inside.remove(&p.id);
                     }
+                    if *wire {
+                        // Corrupted on the way: the receiver's checksum
+                        // drops it, and it is sent again after the RTO.
+                        leaving.retain(|(t, p)| {
+                            let ok = intact(&p.data);
+                            if !ok {
+                                self.retry.push((*t + RTO, i, p.id, payload_len(p)));
+                            }
+                            ok
+                        });
+                    }
+                    // Shed from inside the queue: find them once it is empty.
+                    if dev.root.stats.qlen == 0 && !stage.inside.is_empty() {
+                        for (off, len) in stage.inside.drain() {
+                            self.retry.push((now + RTO, i, off, len));
+                        }
+                    }
                 }
-                Body::LimitData { .. } | Body::SlowClose { .. } | Body::Pass => {}
             }
-            for (t, p) in leaving {
-                self.enter(i + 1, p, t);
+            Body::Slicer { queue, .. } => {
+                while let Some(piece) = queue.pop_front() {
+                    if piece.0 > now {
+                        queue.push_front(piece);
+                        break;
+                    }
+                    leaving.push(piece);
+                }
             }
+            Body::Timeout { close_at, .. } => {
+                // The source's end closes it at once.
+                if self.eof.is_some() || close_at.is_some_and(|t| t <= now) {
+                    return Some(Signal::Close);
+                }
+            }
+            Body::ResetPeer { after, at, rst } => {
+                if self.eof.is_some() {
+                    at.get_or_insert(now + *after);
+                }
+                if at.is_some_and(|t| t <= now) {
+                    return Some(if *rst { Signal::Reset } else { Signal::Close });
+                }
+            }
+            Body::Wire(w) => {
+                w.poll(now, leaving);
+                for (_, p) in leaving.iter() {
+                    stage.inside.remove(&p.id);
+                }
+            }
+            Body::LimitData { .. } | Body::SlowClose { .. } | Body::Pass => {}
         }
-        self.deliver(out);
-        // limit_data closes once what it let through was written.
+        None
+    }
+
+    /// The signal that ends the direction now, if any: limit_data's close
+    /// once what it let through was written, or the source's end once
+    /// everything was written (and slow_close's delay passed).
+    fn ending(&mut self, now: Time) -> Option<Signal> {
         let limit_reached = self
             .stages
             .iter()
             .any(|s| matches!(s.body, Body::LimitData { closed: true, .. }));
         if limit_reached && self.arrived.is_empty() && self.nothing_inside() {
-            self.done = true;
             return Some(Signal::Close);
         }
         if self.eof == Some(self.written) {
