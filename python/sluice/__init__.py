@@ -10,24 +10,26 @@
 
 ``sweep`` takes any ``concurrent.futures.Executor``: a ``ProcessPoolExecutor``
 on one machine, or a Dask cluster's (``distributed.Client(...).get_executor()``)
-for many. Every run releases the GIL while it simulates.
+for many; ``RayExecutor()`` runs it on Ray. Every run releases the GIL while
+it simulates.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import itertools
 import json
 import os
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import pandas as pd
 
 from . import _sluice
 from ._sluice import ScenarioError
 
-__all__ = ["run", "sweep", "bundled", "Result", "ScenarioError"]
+__all__ = ["run", "sweep", "bundled", "Result", "ScenarioError", "RayExecutor"]
 
 
 def bundled() -> List[str]:
@@ -140,6 +142,30 @@ def _job(spec: str, text: str, base: Optional[str], point: int, seed: int) -> Li
     return json.loads(_sluice.sweep_job(spec, text, point, seed, base))
 
 
+class RayExecutor:
+    """Runs a sweep's jobs as Ray tasks: ``sweep(..., executor=RayExecutor())``.
+
+    Ray has no ``concurrent.futures`` executor; ``sweep`` needs only
+    ``submit(fn, *args)`` returning a future, which a Ray task's
+    ``ObjectRef.future()`` is. ``options`` go to ``ray.remote`` (e.g.
+    ``num_cpus=1``); call ``ray.init`` (or connect to a cluster) first.
+    """
+
+    def __init__(self, **options: Any) -> None:
+        import ray
+
+        self._ray = ray
+        self._options = options
+        self._remote: dict = {}
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> "concurrent.futures.Future[Any]":
+        remote = self._remote.get(fn)
+        if remote is None:
+            remote = self._ray.remote(**self._options)(fn) if self._options else self._ray.remote(fn)
+            self._remote[fn] = remote
+        return remote.remote(*args).future()
+
+
 def sweep(
     scenario: str,
     grid: Mapping[str, Sequence[Any]],
@@ -147,7 +173,7 @@ def sweep(
     metrics: Sequence[str] = ("goodput_mbps",),
     variants: Optional[Sequence[str]] = None,
     combine: str = "product",
-    executor: Optional[Executor] = None,
+    executor: Optional[Any] = None,
 ) -> pd.DataFrame:
     """Run ``scenario`` (as ``run`` takes it) at every point of ``grid`` for every seed; the tidy table.
 

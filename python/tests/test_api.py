@@ -64,7 +64,7 @@ def test_executors_give_exactly_the_serial_table():
     assert len(base) == 3 * 3 * 2
     with ProcessPoolExecutor(max_workers=2) as ex:
         pd.testing.assert_frame_equal(sluice.sweep(LOSSY, GRID, seeds=SEEDS, metrics=METRICS, executor=ex), base)
-    distributed = pytest.importorskip("distributed")
+    import distributed
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         with distributed.Client(cluster) as client:
             dask = sluice.sweep(LOSSY, GRID, seeds=SEEDS, metrics=METRICS, executor=client.get_executor())
@@ -74,6 +74,16 @@ def test_executors_give_exactly_the_serial_table():
     assert g.groupby("rate").value.std().min() > 0
     means = g.groupby("rate").value.mean()
     assert means["2mbit"] < means["5mbit"] < means["10mbit"] and means["2mbit"] < 2.0
+
+
+def test_ray_gives_exactly_the_serial_table():
+    import ray
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        table = sluice.sweep(LOSSY, GRID, seeds=SEEDS, metrics=METRICS, executor=sluice.RayExecutor())
+    finally:
+        ray.shutdown()
+    pd.testing.assert_frame_equal(table, serial())
 
 
 def test_the_cli_writes_the_same_table(tmp_path):

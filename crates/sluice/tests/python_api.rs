@@ -38,20 +38,22 @@ fn the_python_package_passes_its_suite() {
             Command::new("python3").args(["-m", "venv"]).arg(&venv),
             "python3 -m venv",
         );
-        run(
-            Command::new(&py).args([
-                "-m",
-                "pip",
-                "install",
-                "-q",
-                "maturin>=1.4,<2",
-                "pandas",
-                "pytest",
-                "dask[distributed]",
-            ]),
-            "pip install (maturin, pandas, pytest, dask)",
-        );
     }
+    // Quick when they are there already.
+    run(
+        Command::new(&py).args([
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "maturin>=1.4,<2",
+            "pandas",
+            "pytest",
+            "dask[distributed]",
+            "ray",
+        ]),
+        "pip install (maturin, pandas, pytest, dask, ray)",
+    );
     let target = root().join("target/python");
     // maturin's build hook runs the `maturin` the venv installed.
     let path = format!(
