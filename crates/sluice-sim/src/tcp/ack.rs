@@ -203,7 +203,9 @@ impl TcpConnection {
 
     /// `tcp_clean_rtx_queue`: drop what the cumulative ACK covers.
     fn clean_rtx_queue(&mut self, ack: u64, now: Time, f: &mut AckFlags, t: &mut Tally) {
-        for d in self.sb.ack(ack) {
+        // Segment by segment: what is done with each reads nothing of the
+        // scoreboard.
+        while let Some(d) = self.sb.ack_next(ack) {
             self.rate.on_delivered(&mut t.rs, &d);
             if d.ever_retrans {
                 f.retrans_data_acked = true;
@@ -218,6 +220,7 @@ impl TcpConnection {
                     .advance(d.ever_retrans, d.end, d.xmit_time, now, min_rtt);
             }
         }
+        self.sb.ack_trim(ack);
         if ack > self.snd_una {
             f.acked = true;
             f.set_xmit_timer = true;

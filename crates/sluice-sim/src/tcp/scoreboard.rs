@@ -319,22 +319,33 @@ impl Scoreboard {
     /// ACK covers only in part is trimmed (`tcp_trim_head`).
     pub fn ack(&mut self, ack: u64) -> Vec<Delivered> {
         let mut out = Vec::new();
-        while let Some(seg) = self.segs.front() {
-            if seg.end > ack {
-                break;
-            }
-            let Some(seg) = self.segs.pop_front() else {
-                break;
-            };
-            out.push(self.forget(seg));
+        while let Some(d) = self.ack_next(ack) {
+            out.push(d);
         }
+        self.ack_trim(ack);
+        out
+    }
+
+    /// [`Scoreboard::ack`] one segment at a time, without a list: the
+    /// next segment `ack` covers, removed; `None` when there is none
+    /// left, and then [`Scoreboard::ack_trim`] finishes.
+    pub fn ack_next(&mut self, ack: u64) -> Option<Delivered> {
+        if self.segs.front()?.end > ack {
+            return None;
+        }
+        let seg = self.segs.pop_front()?;
+        Some(self.forget(seg))
+    }
+
+    /// The end of [`Scoreboard::ack`]: trim the head segment if `ack`
+    /// covers part of it, and forget SACKed ranges below `ack`.
+    pub fn ack_trim(&mut self, ack: u64) {
         if let Some(head) = self.segs.front_mut() {
             if head.start < ack {
                 head.start = ack;
             }
         }
         self.sacked_bytes.remove_below(ack);
-        out
     }
 
     fn forget(&mut self, seg: SentSeg) -> Delivered {
