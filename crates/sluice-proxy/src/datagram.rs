@@ -16,30 +16,20 @@
 //! checksum that fails is dropped, as the receiving host's UDP does; no
 //! program sees a flipped bit.
 
-use crate::pipe::{
-    drain_due, intact, ipv4_ports, offer, qdisc_device, qdisc_spec, rechain, seal, stage_seed,
-};
-use crate::toxic::{Kind, Toxic, Varying};
-use crate::wire::WireStage;
+use crate::pipe::{ipv4_ports, rechain, stage_seed, Shaper};
+use crate::toxic::{Kind, Toxic};
 use sluice_core::packet::{Packet, ETH_P_IP};
-use sluice_core::qdisc::{Cx, Dequeue};
 use sluice_core::time::Time;
-use sluice_tc::net::Net;
 use std::net::SocketAddr;
 
 /// Length of the synthesized IPv4 + UDP header.
 const HEADER: usize = 28;
 
 enum Body {
-    /// A device whose root qdisc is the toxic's (see `pipe`'s `Body::Qdisc`).
-    Qdisc {
-        net: Box<Net>,
-        wake: Option<Time>,
-        wire: bool,
-    },
-    /// A wire that changes over time (`crate::wire`); what its queue
-    /// refuses is lost.
-    Wire(Box<WireStage>),
+    /// A queue that shapes (`latency`, `bandwidth`, `tc`); what it refuses
+    /// is lost, and so is what a `tc` stage corrupts (the receiver's
+    /// checksum drops it).
+    Shaper(Shaper),
     /// Nothing passes.
     Drop,
     /// Datagrams pass while `left` bytes remain.
@@ -55,20 +45,10 @@ struct Stage {
 
 impl Stage {
     fn new(toxic: &Toxic, seed: u64, now: Time) -> Result<Stage, String> {
-        let body = match (&toxic.kind, qdisc_spec(&toxic.kind)) {
-            (k, None) if k.varying().is_some_and(Varying::any) => {
-                match WireStage::new(k, now, seed)? {
-                    Some(w) => Body::Wire(Box::new(w)),
-                    None => Body::Pass,
-                }
-            }
-            (k, Some(spec)) => Body::Qdisc {
-                net: Box::new(qdisc_device(&spec, seed)?),
-                wake: None,
-                wire: matches!(k, Kind::Tc { .. }),
-            },
-            (Kind::Timeout { .. }, None) => Body::Drop,
-            (Kind::LimitData { bytes }, None) => Body::Limit {
+        let body = match (Shaper::new(&toxic.kind, now, seed)?, &toxic.kind) {
+            (Some(shaper), _) => Body::Shaper(shaper),
+            (None, Kind::Timeout { .. }) => Body::Drop,
+            (None, Kind::LimitData { bytes }) => Body::Limit {
                 left: (*bytes).max(0) as u64,
             },
             _ => Body::Pass,
@@ -77,29 +57,6 @@ impl Stage {
             toxic: toxic.clone(),
             body,
         })
-    }
-
-    /// Everything a qdisc stage holds, dequeued as if time had run on.
-    fn drain(&mut self) -> Vec<Packet> {
-        let mut out = Vec::new();
-        if let Body::Wire(w) = &mut self.body {
-            return w.drain();
-        }
-        if let Body::Qdisc { net, .. } = &mut self.body {
-            let Some(dev) = net.devices.last_mut() else {
-                return out;
-            };
-            let mut t = Time(u64::MAX / 4);
-            for _ in 0..1_000_000 {
-                let mut cx = Cx::new(t);
-                match dev.root.dequeue(&mut cx) {
-                    Dequeue::Packet(p) => out.push(p),
-                    Dequeue::Wait(w) if w > t => t = w,
-                    _ => break,
-                }
-            }
-        }
-        out
     }
 }
 
@@ -149,7 +106,11 @@ impl DatagramPipe {
             |i, t| Stage::new(t, stage_seed(seed, i), now),
         )?;
         for (i, mut s) in old {
-            for p in s.drain() {
+            let held = match &mut s.body {
+                Body::Shaper(shaper) => shaper.drain(),
+                _ => Vec::new(),
+            };
+            for p in held {
                 self.enter(i.min(self.stages.len()), p, now);
             }
         }
@@ -164,7 +125,7 @@ impl DatagramPipe {
     }
 
     /// Put a datagram into stage `i` (past the last: it is ready).
-    fn enter(&mut self, i: usize, mut pkt: Packet, now: Time) {
+    fn enter(&mut self, i: usize, pkt: Packet, now: Time) {
         let payload = pkt.data.len().saturating_sub(HEADER) as u32;
         let Some(stage) = self.stages.get_mut(i) else {
             self.ready
@@ -172,21 +133,9 @@ impl DatagramPipe {
             return;
         };
         match &mut stage.body {
-            Body::Qdisc { net, wake, wire } => {
-                if *wire {
-                    seal(&mut pkt.data);
-                }
-                pkt.len = if *wire {
-                    pkt.data.len() as u32
-                } else {
-                    payload
-                };
+            Body::Shaper(shaper) => {
                 // Refused: lost, as on a network.
-                offer(net, wake, pkt, now);
-            }
-            Body::Wire(w) => {
-                // Refused: lost, as on a network.
-                let _ = w.send(pkt, payload, now);
+                shaper.send(pkt, payload, now);
             }
             Body::Drop => {}
             Body::Limit { left } => {
@@ -205,17 +154,9 @@ impl DatagramPipe {
     pub fn poll(&mut self, now: Time, out: &mut Vec<Vec<u8>>) {
         for i in 0..self.stages.len() {
             let mut leaving = Vec::new();
-            if let Body::Wire(w) = &mut self.stages[i].body {
-                w.poll(now, &mut leaving);
-            }
-            if let Body::Qdisc { net, wake, wire } = &mut self.stages[i].body {
-                if let Some(dev) = net.devices.last_mut() {
-                    drain_due(dev, wake, now, &mut leaving);
-                }
-                if *wire {
-                    // Corrupted: the receiver's checksum drops it.
-                    leaving.retain(|(_, p)| intact(&p.data));
-                }
+            if let Body::Shaper(shaper) = &mut self.stages[i].body {
+                // Corrupted: the receiver's checksum drops it.
+                shaper.poll(now, &mut leaving, &mut Vec::new());
             }
             for (t, p) in leaving {
                 self.enter(i + 1, p, t);
@@ -232,8 +173,7 @@ impl DatagramPipe {
         self.stages
             .iter()
             .filter_map(|s| match &s.body {
-                Body::Qdisc { wake, .. } => *wake,
-                Body::Wire(w) => w.next_wake(),
+                Body::Shaper(shaper) => shaper.next_wake(),
                 _ => None,
             })
             .min()
@@ -304,7 +244,7 @@ mod tests {
         for _ in 0..1000 {
             p.push(&[0; 1400], Time(0));
         }
-        let Body::Wire(w) = &p.stages[0].body else {
+        let Body::Shaper(Shaper::Wire(w)) = &p.stages[0].body else {
             panic!("a wire stage")
         };
         // The queue's bytes, and one in the ring and one on the wire.

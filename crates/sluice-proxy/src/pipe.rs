@@ -193,9 +193,12 @@ fn slice_points(
     slice_points(mid, end, avg, var, rng, out);
 }
 
-enum Body {
+/// A stage that holds packets in a queue and lets them go as the toxic
+/// says: a `latency`, `bandwidth` or `tc` toxic's, for TCP's pipes and
+/// UDP's alike.
+pub(crate) enum Shaper {
     /// A device whose root qdisc is the toxic's; `wake` is when its last
-    /// dequeue said to come back. `wire`: the qdisc counts a segment's
+    /// dequeue said to come back. `wire`: the qdisc counts a packet's
     /// header in its length, as on a network (`tc` toxics); Toxiproxy's
     /// own types count the bytes of the stream only.
     Qdisc {
@@ -203,6 +206,119 @@ enum Body {
         wake: Option<Time>,
         wire: bool,
     },
+    /// A wire that changes over time (`crate::wire`).
+    Wire(Box<WireStage>),
+}
+
+impl Shaper {
+    /// The shaper of `kind` from `now`, if it is a shaping toxic that acts
+    /// (a `bandwidth` of 0 does not).
+    pub(crate) fn new(kind: &Kind, now: Time, seed: u64) -> Result<Option<Shaper>, String> {
+        if kind.varying().is_some_and(Varying::any) {
+            return Ok(WireStage::new(kind, now, seed)?.map(|w| Shaper::Wire(Box::new(w))));
+        }
+        let Some(spec) = qdisc_spec(kind) else {
+            return Ok(None);
+        };
+        Ok(Some(Shaper::Qdisc {
+            net: Box::new(qdisc_device(&spec, seed)?),
+            wake: None,
+            wire: matches!(kind, Kind::Tc { .. }),
+        }))
+    }
+
+    /// Offer a packet carrying `payload` bytes of stream at `now` (a `tc`
+    /// stage's sealed with real checksums first); whether it was taken.
+    pub(crate) fn send(&mut self, mut pkt: Packet, payload: u32, now: Time) -> bool {
+        match self {
+            Shaper::Qdisc { net, wake, wire } => {
+                if *wire {
+                    seal(&mut pkt.data);
+                }
+                pkt.len = if *wire {
+                    pkt.data.len() as u32
+                } else {
+                    payload
+                };
+                offer(net, wake, pkt, now)
+            }
+            Shaper::Wire(w) => w.send(pkt, payload, now).is_ok(),
+        }
+    }
+
+    /// What leaves by `now` goes to `leaving`, with the time it left, but
+    /// for the packets a `tc` stage corrupted (their checksums fail: a
+    /// receiver drops them), which go to `corrupted`. Whether a qdisc
+    /// stage ran and now holds nothing.
+    pub(crate) fn poll(
+        &mut self,
+        now: Time,
+        leaving: &mut Vec<(Time, Packet)>,
+        corrupted: &mut Vec<(Time, Packet)>,
+    ) -> bool {
+        match self {
+            Shaper::Qdisc { net, wake, wire } => {
+                if !wake.is_some_and(|w| w <= now) {
+                    return false;
+                }
+                let Some(dev) = net.devices.last_mut() else {
+                    return false;
+                };
+                let from = leaving.len();
+                drain_due(dev, wake, now, leaving);
+                if *wire {
+                    for (t, p) in leaving.split_off(from) {
+                        if intact(&p.data) {
+                            leaving.push((t, p));
+                        } else {
+                            corrupted.push((t, p));
+                        }
+                    }
+                }
+                dev.root.stats.qlen == 0
+            }
+            Shaper::Wire(w) => {
+                w.poll(now, leaving);
+                false
+            }
+        }
+    }
+
+    /// When [`Shaper::poll`] next has something to do.
+    pub(crate) fn next_wake(&self) -> Option<Time> {
+        match self {
+            Shaper::Qdisc { wake, .. } => *wake,
+            Shaper::Wire(w) => w.next_wake(),
+        }
+    }
+
+    /// Everything the stage holds, dequeued as if time had run on.
+    pub(crate) fn drain(&mut self) -> Vec<Packet> {
+        let mut out = Vec::new();
+        match self {
+            Shaper::Wire(w) => return w.drain(),
+            Shaper::Qdisc { net, .. } => {
+                let Some(dev) = net.devices.last_mut() else {
+                    return out;
+                };
+                let mut t = Time(u64::MAX / 4);
+                for _ in 0..1_000_000 {
+                    let mut cx = Cx::new(t);
+                    match dev.root.dequeue(&mut cx) {
+                        Dequeue::Packet(p) => out.push(p),
+                        Dequeue::Wait(w) if w > t => t = w,
+                        _ => break,
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+enum Body {
+    /// A queue that shapes (`latency`, `bandwidth`, `tc`).
+    Shaper(Shaper),
     /// Pieces with their departure times; the next piece may leave at `free`.
     Slicer {
         avg: usize,
@@ -231,8 +347,6 @@ enum Body {
     LimitData { left: u64, closed: bool },
     /// Everything goes through; the close waits `delay`.
     SlowClose { delay: Duration },
-    /// A wire that changes over time (`crate::wire`).
-    Wire(Box<WireStage>),
     /// Everything goes through (a bandwidth of 0: no limit).
     Pass,
 }
@@ -249,17 +363,9 @@ impl Stage {
     fn new(toxic: &Toxic, now: Time, seed: u64, at_start: bool) -> Result<Stage, String> {
         let ms = |v: i64| Duration(v.max(0) as u64 * 1_000_000);
         let body = match &toxic.kind {
-            k if k.varying().is_some_and(Varying::any) => match WireStage::new(k, now, seed)? {
-                Some(w) => Body::Wire(Box::new(w)),
-                None => Body::Pass,
-            },
             k @ (Kind::Latency { .. } | Kind::Bandwidth { .. } | Kind::Tc { .. }) => {
-                match qdisc_spec(k) {
-                    Some(spec) => Body::Qdisc {
-                        net: Box::new(qdisc_device(&spec, seed)?),
-                        wake: None,
-                        wire: matches!(k, Kind::Tc { .. }),
-                    },
+                match Shaper::new(k, now, seed)? {
+                    Some(shaper) => Body::Shaper(shaper),
                     None => Body::Pass,
                 }
             }
@@ -354,7 +460,7 @@ pub(crate) fn ipv4_ports(h: &mut [u8], protocol: u8, from: SocketAddr, to: Socke
 /// duplicates after it: the kernel enqueues them at the root too; a stream
 /// takes their bytes once); whether the qdisc took it. The stage is to be
 /// dequeued at `now`.
-pub(crate) fn offer(net: &mut Net, wake: &mut Option<Time>, mut pkt: Packet, now: Time) -> bool {
+fn offer(net: &mut Net, wake: &mut Option<Time>, mut pkt: Packet, now: Time) -> bool {
     let Some(dev) = net.devices.last_mut() else {
         return false;
     };
@@ -373,7 +479,7 @@ pub(crate) fn offer(net: &mut Net, wake: &mut Option<Time>, mut pkt: Packet, now
 /// when the pump woke: a late wake-up does not slow a shaper down (the
 /// bucket would have capped the tokens of the late time), it lets the
 /// packets that were due go together. `wake` becomes the next due time.
-pub(crate) fn drain_due(
+fn drain_due(
     dev: &mut sluice_core::device::Device,
     wake: &mut Option<Time>,
     now: Time,
@@ -422,7 +528,7 @@ fn l4_sum(data: &[u8]) -> u64 {
 
 /// Give a synthesized IPv4 packet (TCP or UDP) the lengths and checksums
 /// it would carry on the wire, so that a bit flipped on the way shows.
-pub(crate) fn seal(data: &mut [u8]) {
+fn seal(data: &mut [u8]) {
     if data.len() < 20 || data.len() > 65535 {
         return;
     }
@@ -450,7 +556,7 @@ pub(crate) fn seal(data: &mut [u8]) {
 }
 
 /// Do a sealed packet's checksums still hold (a receiver would take it)?
-pub(crate) fn intact(data: &[u8]) -> bool {
+fn intact(data: &[u8]) -> bool {
     if data.len() < 20 || data.len() > 65535 || fold(sum(&data[..20], 0)) != 0xffff {
         return false;
     }
@@ -650,13 +756,8 @@ impl Pipe {
         };
         let (off, plen) = (pkt.id, payload_len(&pkt));
         match &mut stage.body {
-            Body::Qdisc { net, wake, wire } => {
-                let mut pkt = pkt;
-                if *wire {
-                    seal(&mut pkt.data);
-                }
-                pkt.len = if *wire { pkt.data.len() as u32 } else { plen };
-                if offer(net, wake, pkt, now) {
+            Body::Shaper(shaper) => {
+                if shaper.send(pkt, plen, now) {
                     stage.inside.insert(off, plen);
                 } else {
                     self.retry.push((now + RTO, i, off, plen));
@@ -712,12 +813,6 @@ impl Pipe {
                     self.enter(i + 1, p, now);
                 }
             }
-            Body::Wire(w) => match w.send(pkt, plen, now) {
-                Ok(()) => {
-                    stage.inside.insert(off, plen);
-                }
-                Err(_) => self.retry.push((now + RTO, i, off, plen)),
-            },
             Body::SlowClose { .. } | Body::Pass => self.enter(i + 1, pkt, now),
         }
     }
@@ -780,29 +875,21 @@ impl Pipe {
     ) -> Option<Signal> {
         let stage = &mut self.stages[i];
         match &mut stage.body {
-            Body::Qdisc { net, wake, wire } => {
-                if wake.is_some_and(|w| w <= now) {
-                    let dev = net.devices.last_mut()?;
-                    drain_due(dev, wake, now, leaving);
-                    for (_, p) in leaving.iter() {
-                        stage.inside.remove(&p.id);
-                    }
-                    if *wire {
-                        // Corrupted on the way: the receiver's checksum
-                        // drops it, and it is sent again after the RTO.
-                        leaving.retain(|(t, p)| {
-                            let ok = intact(&p.data);
-                            if !ok {
-                                self.retry.push((*t + RTO, i, p.id, payload_len(p)));
-                            }
-                            ok
-                        });
-                    }
-                    // Shed from inside the queue: find them once it is empty.
-                    if dev.root.stats.qlen == 0 && !stage.inside.is_empty() {
-                        for (off, len) in stage.inside.drain() {
-                            self.retry.push((now + RTO, i, off, len));
-                        }
+            Body::Shaper(shaper) => {
+                let (from, mut corrupted) = (leaving.len(), Vec::new());
+                let emptied = shaper.poll(now, leaving, &mut corrupted);
+                for (_, p) in leaving[from..].iter().chain(&corrupted) {
+                    stage.inside.remove(&p.id);
+                }
+                // Corrupted on the way: the receiver's checksum drops it,
+                // and it is sent again after the RTO.
+                for (t, p) in corrupted {
+                    self.retry.push((t + RTO, i, p.id, payload_len(&p)));
+                }
+                // Shed from inside the queue: find them once it is empty.
+                if emptied && !stage.inside.is_empty() {
+                    for (off, len) in stage.inside.drain() {
+                        self.retry.push((now + RTO, i, off, len));
                     }
                 }
             }
@@ -827,12 +914,6 @@ impl Pipe {
                 }
                 if at.is_some_and(|t| t <= now) {
                     return Some(if *rst { Signal::Reset } else { Signal::Close });
-                }
-            }
-            Body::Wire(w) => {
-                w.poll(now, leaving);
-                for (_, p) in leaving.iter() {
-                    stage.inside.remove(&p.id);
                 }
             }
             Body::LimitData { .. } | Body::SlowClose { .. } | Body::Pass => {}
@@ -875,7 +956,7 @@ impl Pipe {
     fn nothing_inside(&self) -> bool {
         self.retry.is_empty()
             && self.stages.iter().all(|s| match &s.body {
-                Body::Qdisc { .. } | Body::Wire(_) => s.inside.is_empty(),
+                Body::Shaper(_) => s.inside.is_empty(),
                 Body::Slicer { queue, .. } => queue.is_empty(),
                 _ => true,
             })
@@ -918,7 +999,6 @@ impl Pipe {
         }
         for s in &self.stages {
             match &s.body {
-                Body::Qdisc { wake: Some(w), .. } => at(*w),
                 Body::Slicer { queue, .. } => {
                     if let Some((w, _)) = queue.front() {
                         at(*w)
@@ -928,8 +1008,8 @@ impl Pipe {
                     close_at: Some(c), ..
                 } => at(*c),
                 Body::ResetPeer { at: Some(r), .. } => at(*r),
-                Body::Wire(w) => {
-                    if let Some(t) = w.next_wake() {
+                Body::Shaper(shaper) => {
+                    if let Some(t) = shaper.next_wake() {
                         at(t)
                     }
                 }
