@@ -3,13 +3,13 @@
 //! number. The first loop accepts the clients and hands them to the loops
 //! in turn; a connection then stays on its loop.
 //!
-//! Each loop waits on one epoll set (through `mio`) for its connections'
-//! two sockets each (and the first, the listening socket), a waker (a
-//! client handed over, the toxics changed, or the proxy stops) and a
-//! timerfd armed for the earliest wake-up any of its connections' pipes
-//! asked for. Sockets are non-blocking and their events
-//! edge-triggered, so each connection remembers which of its sockets are
-//! readable and writable until a call says `WouldBlock`.
+//! Each loop is one of [`crate::event_loop`]'s: its epoll set holds its
+//! connections' two sockets each (and the first's, the listening socket),
+//! its waker also tells of a client handed over, and its timer is armed
+//! for the earliest wake-up any of its connections' pipes asked for.
+//! Sockets are non-blocking and their events edge-triggered, so each
+//! connection remembers which of its sockets are readable and writable
+//! until a call says `WouldBlock`.
 //!
 //! A connection is driven (`Reactor::drive`) whenever one of its
 //! sockets has an event, its timer is due or the toxics changed. Each
@@ -305,7 +305,7 @@ impl Reactor {
             }
         }
         // Stopped: close every connection (FIN both ways) and the listener.
-        for c in self.conns.iter() {
+        for (_, c) in self.conns.iter_mut() {
             for s in &c.socks {
                 let _ = s.shutdown(Shutdown::Both);
             }

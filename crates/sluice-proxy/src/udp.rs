@@ -4,10 +4,10 @@
 //! [`MAX_UDP_SESSIONS`], each ended after [`UDP_IDLE`] without a datagram
 //! either way, as the kernel's conntrack forgets an answered UDP flow): a
 //! socket of its own towards the upstream, connected to it, and a
-//! [`DatagramPipe`] per direction. The thread waits on one epoll set for
-//! the listening socket, every session's socket, a waker (the toxics
-//! changed, or the proxy stops) and a timer for the earliest wake-up any
-//! pipe or idle session asked for. A datagram read goes into its pipe at
+//! [`DatagramPipe`] per direction. The thread is one of
+//! [`crate::event_loop`]'s loops: its epoll set holds the listening socket
+//! and every session's socket, and its timer is armed for the earliest
+//! wake-up any pipe or idle session asked for. A datagram read goes into its pipe at
 //! once; what leaves a pipe is sent at once, and lost if the socket's
 //! buffer is full, as on a network. Datagrams from further clients, past
 //! the session limit, are dropped until some session ends.

@@ -1,7 +1,7 @@
 //! A toxic whose wire changes over time: a `bandwidth` toxic playing a
 //! Mahimahi trace or following a schedule's rate column, a `latency` toxic
 //! following a schedule's delay column or a delay trace
-//! ([`Varying`](crate::toxic::Varying)).
+//! ([`Varying`]).
 //!
 //! The stage is sluice-core's [`Port`]: a byte-counted FIFO in front of a
 //! wire whose carrier is the toxic's fixed rate, the trace's delivery
