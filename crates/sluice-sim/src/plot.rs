@@ -408,14 +408,22 @@ fn draw<DB: DrawingBackend>(
         }
     }
     if chart.series.iter().any(|(n, _)| !n.is_empty()) {
-        ctx.configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK.mix(0.4))
-            .label_font(("sans-serif", 14))
-            .draw()?;
+        legend(&mut ctx, SeriesLabelPosition::UpperRight)?;
     }
     Ok(())
+}
+
+/// The series' legend in `corner`, as every chart draws it.
+pub(crate) fn legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+    ctx: &mut ChartContext<'a, DB, CT>,
+    corner: SeriesLabelPosition,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    ctx.configure_series_labels()
+        .position(corner)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.4))
+        .label_font(("sans-serif", 14))
+        .draw()
 }
 
 #[cfg(test)]

@@ -42,7 +42,7 @@
 
 use crate::limits;
 use crate::plot::{
-    file_stem, register_font, tick_format, write_figure, Figure, PlotError, PALETTE,
+    file_stem, legend, register_font, tick_format, write_figure, Figure, PlotError, PALETTE,
 };
 use crate::sweep::{summarize, Row, RttSamples, Summary};
 use plotters::coord::Shift;
@@ -512,13 +512,7 @@ impl Figure for MeanChart {
                 ctx.draw_series([Circle::new((b.x, b.mean), 4, c.filled())])?;
             }
         }
-        ctx.configure_series_labels()
-            .position(corner)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK.mix(0.4))
-            .label_font(("sans-serif", 14))
-            .draw()?;
-        Ok(())
+        legend(&mut ctx, corner)
     }
 }
 
@@ -574,13 +568,7 @@ impl Figure for CdfChart {
                     PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(3))
                 });
         }
-        ctx.configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK.mix(0.4))
-            .label_font(("sans-serif", 14))
-            .draw()?;
-        Ok(())
+        legend(&mut ctx, SeriesLabelPosition::LowerRight)
     }
 }
 
