@@ -47,24 +47,6 @@ struct Dir {
     draws: Draws,
 }
 
-impl Dir {
-    fn new(
-        stream: Stream,
-        from: SocketAddr,
-        to: SocketAddr,
-        seed: u64,
-        toxics: &[Toxic],
-        now: Time,
-    ) -> Option<Dir> {
-        let (draws, seed, on) = Draws::new(stream, seed, toxics);
-        Some(Dir {
-            stream,
-            pipe: DatagramPipe::new(&on, from, to, seed, now).ok()?,
-            draws,
-        })
-    }
-}
-
 /// A client's session.
 struct Session {
     client: SocketAddr,
@@ -247,9 +229,19 @@ impl Udp {
         let mut up = UdpSocket::bind(any).ok()?;
         up.connect(server).ok()?;
         let seed = fresh_seed();
+        // A direction: its draws of the toxics, and its pipe through those that act.
+        let dir = |stream, from, to| {
+            let (draws, seed, on) = Draws::new(stream, seed, &self.toxics);
+            let pipe = DatagramPipe::new(&on, from, to, seed, t).ok()?;
+            Some(Dir {
+                stream,
+                pipe,
+                draws,
+            })
+        };
         let dirs = [
-            Dir::new(Stream::Upstream, client, server, seed, &self.toxics, t)?,
-            Dir::new(Stream::Downstream, server, client, seed, &self.toxics, t)?,
+            dir(Stream::Upstream, client, server)?,
+            dir(Stream::Downstream, server, client)?,
         ];
         let token = Token(FIRST + self.sessions.vacant());
         let registry = self.poller.registry();
