@@ -3,10 +3,10 @@
 //! Packets in the simulator carry the bytes of their network and transport
 //! headers so that classifiers (u32 at byte offsets, flow hashing, iptables
 //! matches) read exactly what they would read in the kernel. The fixed
-//! headers are read with `etherparse`'s zero-copy slices and written field
-//! by field (checked against `etherparse`'s builders in the tests); TCP
-//! options use the model's own encoder so the layout is Linux's (see
-//! `segment.rs`).
+//! headers are written field by field (checked against `etherparse`'s
+//! builders in the tests) and read field by field when the IPv4 header has
+//! no options, with `etherparse`'s zero-copy slices otherwise; TCP options
+//! use the model's own encoder so the layout is Linux's (see `segment.rs`).
 //!
 //! [`Segment::emit_ipv4`] writes the headers only: the IPv4 total length and
 //! the TCP checksum account for `payload_len` zero bytes that are not there
@@ -371,6 +371,26 @@ mod tests {
                 id,
             };
             proptest::prop_assert_eq!(s.emit_ipv4(&m).unwrap(), reference_emit(&s, &m));
+        }
+
+        #[test]
+        fn reads_as_etherparse_reads(
+            bytes in proptest::collection::vec(0u8.., 0..80),
+            head in proptest::sample::select(vec![0x45u8, 0x46, 0x44, 0x55]),
+            proto in proptest::sample::select(vec![6u8, 17]),
+        ) {
+            // Mostly plausible headers, some not: the field-by-field read
+            // takes what it can and must then agree with etherparse.
+            let mut b = bytes;
+            if b.len() > 9 {
+                b[0] = head;
+                b[9] = proto;
+                b[6] &= 0xe0; // flags kept, fragment offset 0
+                b[7] = 0;
+            }
+            if let Some(plain) = Segment::parse_plain_ipv4(&b) {
+                proptest::prop_assert_eq!(Ok(plain), Segment::parse_ipv4_slices(&b));
+            }
         }
     }
 
