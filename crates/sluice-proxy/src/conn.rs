@@ -23,7 +23,8 @@ use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use sluice_core::time::Time;
 use std::collections::HashMap;
-use std::net::{ToSocketAddrs, UdpSocket};
+use std::io;
+use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
@@ -141,30 +142,27 @@ pub fn start(shared: &Shared) -> Result<(), String> {
     if !p.enabled || p.reactor.is_some() {
         return Ok(());
     }
-    let addr = if p.udp {
-        let socket = UdpSocket::bind(&p.listen).map_err(|e| e.to_string())?;
-        socket.set_nonblocking(true).map_err(|e| e.to_string())?;
-        let addr = socket.local_addr().map_err(|e| e.to_string())?;
-        let handle = udp::spawn(socket, p.upstream.clone(), p.published.clone())
-            .map_err(|e| e.to_string())?;
-        p.reactor = Some(handle);
-        addr
-    } else {
-        let want = p
-            .listen
-            .to_socket_addrs()
-            .map_err(|e| e.to_string())?
-            .next()
-            .ok_or_else(|| format!("{}: no address", p.listen))?;
-        let listener = reactor::listen(want).map_err(|e| e.to_string())?;
-        let addr = listener.local_addr().map_err(|e| e.to_string())?;
-        let handle = reactor::spawn(listener, p.upstream.clone(), p.published.clone())
-            .map_err(|e| e.to_string())?;
-        p.reactor = Some(handle);
-        addr
-    };
+    let (addr, handle) = open(&p).map_err(|e| e.to_string())?;
+    p.reactor = Some(handle);
     p.listen = addr.to_string();
     Ok(())
+}
+
+/// Bind `p`'s listening socket and start its event loops: the bound
+/// address, and their handle.
+fn open(p: &Proxy) -> io::Result<(SocketAddr, Handle)> {
+    let (upstream, published) = (p.upstream.clone(), p.published.clone());
+    if p.udp {
+        let socket = UdpSocket::bind(&p.listen)?;
+        socket.set_nonblocking(true)?;
+        let addr = socket.local_addr()?;
+        return Ok((addr, udp::spawn(socket, upstream, published)?));
+    }
+    let no_address = || io::Error::other(format!("{}: no address", p.listen));
+    let want = p.listen.to_socket_addrs()?.next().ok_or_else(no_address)?;
+    let listener = reactor::listen(want)?;
+    let addr = listener.local_addr()?;
+    Ok((addr, reactor::spawn(listener, upstream, published)?))
 }
 
 /// Each connection or session draws its own randomness (jitter, toxicity):
