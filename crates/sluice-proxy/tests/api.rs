@@ -115,13 +115,7 @@ fn proxies_are_created_listed_updated_and_deleted_as_toxiproxy_does() {
 
 #[test]
 fn toxics_take_toxiproxys_defaults_checks_and_merges() {
-    let api = Api::default();
-    let r = api.route(
-        "POST",
-        "/proxies",
-        r#"{"name":"p","upstream":"x:1","enabled":false}"#,
-    );
-    assert_eq!(r.status, 201);
+    let api = common::stopped_proxy();
     let r = api.route(
         "POST",
         "/proxies/p/toxics",
@@ -508,24 +502,9 @@ fn fuzz_body_survives_generated_requests() {
 #[test]
 fn a_udp_proxy_carries_datagrams_through_its_toxics() {
     use std::net::UdpSocket;
-    let server = UdpSocket::bind("127.0.0.1:0").unwrap();
-    let up = server.local_addr().unwrap();
-    thread::spawn(move || {
-        let mut buf = [0u8; 2048];
-        while let Ok((n, from)) = server.recv_from(&mut buf) {
-            let _ = server.send_to(&buf[..n], from);
-        }
-    });
+    let up = common::udp_echo();
     let api = Api::default();
-    let r = api.route(
-        "POST",
-        "/proxies",
-        &format!(r#"{{"name":"u","listen":"127.0.0.1:0","upstream":"{up}","protocol":"udp"}}"#),
-    );
-    assert_eq!(r.status, 201, "{}", r.body);
-    let v = json(&r.body);
-    assert_eq!(v["protocol"], "udp");
-    let listen = v["listen"].as_str().unwrap().to_string();
+    let listen = common::udp_proxy(&api, "u", up);
     add_toxic(
         &api,
         "u",

@@ -10,7 +10,6 @@ mod common;
 use common::threads;
 use mio::net::{TcpListener, TcpStream as MioStream};
 use mio::{Events, Interest, Poll, Token};
-use serde_json::Value;
 use sluice_proxy::api::Api;
 use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
@@ -101,14 +100,9 @@ fn a_burst_of_500_connections_is_carried_whole_on_a_few_threads() {
     let upstream = echo();
     let before = threads();
     let api = Api::default();
-    let r = api.route(
-        "POST",
-        "/proxies",
-        &format!(r#"{{"name":"burst","listen":"127.0.0.1:0","upstream":"{upstream}"}}"#),
-    );
-    assert_eq!(r.status, 201, "{}", r.body);
-    let v: Value = serde_json::from_str(&r.body).unwrap();
-    let listen: SocketAddr = v["listen"].as_str().unwrap().parse().unwrap();
+    let listen: SocketAddr = common::proxy(&api, "burst", &upstream.to_string())
+        .parse()
+        .unwrap();
 
     // All the SYNs at once: non-blocking connects, then blocking sockets
     // (a blocking write waits for its connection to be established).

@@ -6,6 +6,8 @@
 //! bodies) are served. Statuses are RFC 9110/9112's; the timeouts are
 //! shortened so that a test waits for their effect, never measures it.
 
+mod common;
+
 use serde_json::Value;
 use sluice_proxy::api::{self, Api, Limits};
 use std::io::{ErrorKind, Read, Write};
@@ -429,13 +431,7 @@ fn refused(r: &api::Reply) -> String {
 
 #[test]
 fn latency_beyond_what_netem_takes_is_refused_never_wrapped() {
-    let api = Api::default();
-    let r = api.route(
-        "POST",
-        "/proxies",
-        r#"{"name":"p","upstream":"x:1","enabled":false}"#,
-    );
-    assert_eq!(r.status, 201);
+    let api = common::stopped_proxy();
     // 4 294 968 ms is 2^32 µs and a little: it used to act as ~1 ms.
     // netem's delay is 2^32 ticks of 64 ns at most (iproute2's get_ticks):
     // 274 877 ms.
@@ -479,13 +475,7 @@ fn latency_beyond_what_netem_takes_is_refused_never_wrapped() {
 
 #[test]
 fn every_toxic_attribute_is_carried_out_or_refused_never_wrapped() {
-    let api = Api::default();
-    let r = api.route(
-        "POST",
-        "/proxies",
-        r#"{"name":"p","upstream":"x:1","enabled":false}"#,
-    );
-    assert_eq!(r.status, 201);
+    let api = common::stopped_proxy();
     // Past the largest value each can be carried out with: named, refused.
     let ns = i64::MAX / 1_000_000 + 1;
     for (kind, attr, v, message) in [
@@ -583,13 +573,7 @@ fn toxics_at_their_extremes_carry_bytes() {
         }
     });
     let api = Api::default();
-    let r = api.route(
-        "POST",
-        "/proxies",
-        &format!(r#"{{"name":"x","listen":"127.0.0.1:0","upstream":"{up}"}}"#),
-    );
-    assert_eq!(r.status, 201, "{}", r.body);
-    let listen: Value = serde_json::from_str(&r.body).unwrap();
+    let listen = common::proxy(&api, "x", &up.to_string());
     let (min, max) = (i64::MIN, i64::MAX);
     for body in [
         format!(
@@ -615,7 +599,7 @@ fn toxics_at_their_extremes_carry_bytes() {
         let r = api.route("POST", "/proxies/x/toxics", &body);
         assert_eq!(r.status, 200, "{body}: {}", r.body);
     }
-    let mut s = TcpStream::connect(listen["listen"].as_str().unwrap()).unwrap();
+    let mut s = TcpStream::connect(&listen).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     s.write_all(b"ping").unwrap();
     let mut got = [0u8; 4];

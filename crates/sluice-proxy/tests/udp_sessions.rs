@@ -9,34 +9,18 @@
 mod common;
 
 use common::threads;
-use serde_json::Value;
 use sluice_proxy::api::Api;
 use std::net::UdpSocket;
-use std::thread;
 use std::time::Duration;
 
 const CLIENTS: usize = 200;
 
 #[test]
 fn two_hundred_udp_sessions_on_one_thread_and_corruption_is_loss() {
-    let server = UdpSocket::bind("127.0.0.1:0").unwrap();
-    let up = server.local_addr().unwrap();
-    thread::spawn(move || {
-        let mut buf = [0u8; 2048];
-        while let Ok((n, from)) = server.recv_from(&mut buf) {
-            let _ = server.send_to(&buf[..n], from);
-        }
-    });
+    let up = common::udp_echo();
     let before = threads();
     let api = Api::default();
-    let r = api.route(
-        "POST",
-        "/proxies",
-        &format!(r#"{{"name":"u","listen":"127.0.0.1:0","upstream":"{up}","protocol":"udp"}}"#),
-    );
-    assert_eq!(r.status, 201, "{}", r.body);
-    let v: Value = serde_json::from_str(&r.body).unwrap();
-    let listen = v["listen"].as_str().unwrap().to_string();
+    let listen = common::udp_proxy(&api, "u", up);
     let clients: Vec<UdpSocket> = (0..CLIENTS)
         .map(|_| {
             let c = UdpSocket::bind("127.0.0.1:0").unwrap();

@@ -1,12 +1,12 @@
-//! Helpers the proxy's integration tests share: an echo server, a proxy
-//! made through the API, a client connection, the process's thread count.
+//! Helpers the proxy's integration tests share: echo servers (TCP, UDP), a proxy
+//! made through the API (or one that is stopped), a client connection, the process's thread count.
 // Each test file uses some of these.
 #![allow(dead_code)]
 
 use serde_json::Value;
 use sluice_proxy::api::Api;
 use std::io::{Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::thread;
 use std::time::Duration;
 
@@ -31,6 +31,19 @@ pub fn echo() -> String {
     addr
 }
 
+/// A UDP echo server (one thread); returns its address.
+pub fn udp_echo() -> SocketAddr {
+    let server = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = server.local_addr().unwrap();
+    thread::spawn(move || {
+        let mut buf = [0u8; 2048];
+        while let Ok((n, from)) = server.recv_from(&mut buf) {
+            let _ = server.send_to(&buf[..n], from);
+        }
+    });
+    addr
+}
+
 /// A proxy named `name` to `upstream`; returns its listen address.
 pub fn proxy(api: &Api, name: &str, upstream: &str) -> String {
     let r = api.route(
@@ -41,6 +54,30 @@ pub fn proxy(api: &Api, name: &str, upstream: &str) -> String {
     assert_eq!(r.status, 201, "{}", r.body);
     let v: Value = serde_json::from_str(&r.body).unwrap();
     v["listen"].as_str().unwrap().to_string()
+}
+
+/// A UDP proxy named `name` to `upstream`; returns its listen address.
+pub fn udp_proxy(api: &Api, name: &str, upstream: SocketAddr) -> String {
+    let body = format!(
+        r#"{{"name":"{name}","listen":"127.0.0.1:0","upstream":"{upstream}","protocol":"udp"}}"#
+    );
+    let r = api.route("POST", "/proxies", &body);
+    assert_eq!(r.status, 201, "{}", r.body);
+    let v: Value = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(v["protocol"], "udp");
+    v["listen"].as_str().unwrap().to_string()
+}
+
+/// An API holding one proxy, `p`, disabled (nothing listens).
+pub fn stopped_proxy() -> Api {
+    let api = Api::default();
+    let r = api.route(
+        "POST",
+        "/proxies",
+        r#"{"name":"p","upstream":"x:1","enabled":false}"#,
+    );
+    assert_eq!(r.status, 201);
+    api
 }
 
 /// A client connection without Nagle's delay, reads bounded by 30 s.
