@@ -404,14 +404,7 @@ impl Plan {
                 }
             }
         }
-        let total: f64 = result.flows.iter().map(|f| f.goodput_mbps).sum();
-        for f in &mut result.flows {
-            f.share = if total > 0.0 {
-                f.goodput_mbps / total
-            } else {
-                0.0
-            };
-        }
+        result.compute_shares();
         let mut stats = String::new();
         for name in &net.links {
             let out = Command::new(std::env::current_exe().map_err(|e| e.to_string())?)
