@@ -346,21 +346,35 @@ impl Plan {
         let mut servers = vec![];
         for p in programs {
             if let Some(cmd) = &p.server {
-                servers.push(spawn(cmd)?);
+                match spawn(cmd) {
+                    Ok(r) => servers.push(r),
+                    Err(e) => {
+                        stop_all(&mut servers);
+                        return Err(e);
+                    }
+                }
             }
         }
         std::thread::sleep(std::time::Duration::from_millis(300));
         let t0 = Instant::now();
         let bar = progress(end);
-        let mut clients: Vec<(usize, Option<Running>)> =
-            (0..programs.len()).map(|i| (i, None)).collect();
+        let mut clients: Vec<Option<Running>> = programs.iter().map(|_| None).collect();
         let end_wall = std::time::Duration::from_nanos(end.0);
         loop {
             let now = t0.elapsed();
-            for (i, c) in clients.iter_mut() {
-                let p = &programs[*i];
-                if c.is_none() && now >= std::time::Duration::from_nanos(p.start.0) {
-                    *c = Some(spawn(&p.client)?);
+            for (i, p) in programs.iter().enumerate() {
+                if clients[i].is_some() || now < std::time::Duration::from_nanos(p.start.0) {
+                    continue;
+                }
+                match spawn(&p.client) {
+                    Ok(r) => clients[i] = Some(r),
+                    Err(e) => {
+                        let mut started: Vec<Running> =
+                            clients.iter_mut().filter_map(Option::take).collect();
+                        stop_all(&mut started);
+                        stop_all(&mut servers);
+                        return Err(e);
+                    }
                 }
             }
             bar.set_position(now.as_millis().min(u128::from(u64::MAX)) as u64);
@@ -370,14 +384,11 @@ impl Plan {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
         bar.finish_and_clear();
-        let mut outputs = vec![];
-        for (i, c) in clients {
-            let out = match c {
-                Some(child) => finish(child),
-                None => String::new(),
-            };
-            outputs.push((i, out));
-        }
+        let outputs: Vec<(usize, String)> = clients
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| (i, c.map(finish).unwrap_or_default()))
+            .collect();
         let mut server_out = vec![];
         for s in servers {
             server_out.push(finish(s));
@@ -767,6 +778,14 @@ fn spawn(cmd: &[String]) -> Result<Running, String> {
         out
     });
     Ok(Running { child, output })
+}
+
+/// Kill programs a failed start leaves behind.
+fn stop_all(running: &mut Vec<Running>) {
+    for mut r in running.drain(..) {
+        let _ = r.child.kill();
+        let _ = r.child.wait();
+    }
 }
 
 /// Stop a program that outlived the run, and return what it printed.
