@@ -50,8 +50,9 @@
 //!
 //! Simplifications: send-queue memory is charged at one byte per payload
 //! byte (the kernel's 64 KiB GSO buffers cost ~2 % more); no memory
-//! pressure; received packets all have the frame size of a full segment's
-//! `truesize` class (no GRO coalescing, no per-driver page fragments).
+//! pressure; held data is charged at the ratio measured on full segments,
+//! each received segment's `truesize` that of a linear buffer of its frame
+//! (no GRO coalescing, no per-driver page fragments).
 
 use super::config::TcpConfig;
 use sluice_core::qdisc::fq_codel::truesize;
