@@ -136,6 +136,28 @@ pub struct LinkSpec {
 }
 
 impl LinkSpec {
+    /// A link `name` between sides `a` and `b`: unlimited wires with a
+    /// 1-packet buffer, MTU 1500, no tc commands, NAT, traces or logs.
+    pub fn new(name: String, a: Side, b: Side) -> LinkSpec {
+        LinkSpec {
+            name,
+            a,
+            b,
+            ab: Wire::default(),
+            ba: Wire::default(),
+            tc: vec![],
+            nat_subnet: None,
+            mtu: 1500,
+            subnet: None,
+            keep_awake: Default::default(),
+            rootless: false,
+            ab_start: Default::default(),
+            ba_start: Default::default(),
+            logs: vec![],
+            shared_netns: false,
+        }
+    }
+
     /// The description without the files' texts, as the link's record keeps it.
     pub fn for_record(&self) -> LinkSpec {
         LinkSpec {

@@ -107,32 +107,28 @@ pub fn remove_nat(name: &str) {
 
 /// The link description of a shell with this name.
 pub fn spec(name: &str, o: &ShellOpts) -> LinkSpec {
+    let a = Side {
+        netns: Some(format!("{name}-a")),
+        ifname: "a0".into(),
+        addr: "10.77.{X}.2/24".into(),
+        default_via: Some("10.77.{X}.1".into()),
+    };
+    let b = Side {
+        netns: None,
+        ifname: "sluice{X}".into(),
+        addr: "10.77.{X}.1/24".into(),
+        default_via: None,
+    };
     LinkSpec {
-        name: name.into(),
-        a: Side {
-            netns: Some(format!("{name}-a")),
-            ifname: "a0".into(),
-            addr: "10.77.{X}.2/24".into(),
-            default_via: Some("10.77.{X}.1".into()),
-        },
-        b: Side {
-            netns: None,
-            ifname: "sluice{X}".into(),
-            addr: "10.77.{X}.1/24".into(),
-            default_via: None,
-        },
         ab: o.up,
         ba: o.down,
         tc: o.tc.clone(),
         nat_subnet: Some("10.77.{X}.0/24".into()),
-        mtu: 1500,
-        subnet: None,
         keep_awake: o.keep_awake,
-        rootless: false,
         ab_start: o.up_start.clone(),
         ba_start: o.down_start.clone(),
         logs: o.logs.clone(),
-        shared_netns: false,
+        ..LinkSpec::new(name.into(), a, b)
     }
 }
 

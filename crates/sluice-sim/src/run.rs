@@ -1114,16 +1114,15 @@ fn tcp_config(cx: &Workload, node: usize) -> Result<TcpConfig, String> {
     if let Some(b) = buf(w.rcvbuf.as_ref(), "rcvbuf")? {
         cfg.recv_buffer = Some(b);
     }
-    match w.cc.as_ref().map(|c| cx.sub(c)).transpose()?.as_deref() {
-        None | Some("cubic") => {}
-        Some("reno") => cfg.congestion = CongestionAlgorithm::Reno,
-        Some("bbr") => cfg.congestion = CongestionAlgorithm::Bbr,
-        Some(other) => {
-            return Err(format!(
-                "{}: unknown congestion control {other:?} (cubic, reno or bbr)",
+    // The workload's choice over its node's (`cc = "cubic"` on a node
+    // whose sysctl says bbr runs CUBIC).
+    if let Some(name) = w.cc.as_ref().map(|c| cx.sub(c)).transpose()? {
+        cfg.congestion = CongestionAlgorithm::from_name(&name).ok_or_else(|| {
+            format!(
+                "{}: unknown congestion control {name:?} (cubic, reno or bbr)",
                 cx.key("cc")
-            ))
-        }
+            )
+        })?;
     }
     if cx.flag(w.ecn.as_ref(), "ecn")? {
         cfg.ecn = EcnMode::On;

@@ -65,15 +65,7 @@ pub fn settings(cfg: &TcpConfig) -> Vec<(&'static str, String)> {
     let three = |t: [u64; 3]| format!("{} {} {}", t[0], t[1], t[2]);
     let bit = |on: bool| u8::from(on).to_string();
     vec![
-        (
-            KNOWN[0].0,
-            match cfg.congestion {
-                CongestionAlgorithm::Cubic => "cubic",
-                CongestionAlgorithm::Reno => "reno",
-                CongestionAlgorithm::Bbr => "bbr",
-            }
-            .into(),
-        ),
+        (KNOWN[0].0, cfg.congestion.name().into()),
         (
             KNOWN[1].0,
             match cfg.ecn {
@@ -120,12 +112,8 @@ fn set(cfg: &mut TcpConfig, key: &str, v: &str) -> Result<(), String> {
     let b = &mut cfg.buffers;
     match key {
         "net.ipv4.tcp_congestion_control" => {
-            cfg.congestion = match v {
-                "cubic" => CongestionAlgorithm::Cubic,
-                "reno" => CongestionAlgorithm::Reno,
-                "bbr" => CongestionAlgorithm::Bbr,
-                _ => return Err(format!("{v:?}: cubic, reno or bbr")),
-            }
+            cfg.congestion = CongestionAlgorithm::from_name(v)
+                .ok_or_else(|| format!("{v:?}: cubic, reno or bbr"))?
         }
         "net.ipv4.tcp_ecn" => {
             cfg.ecn = match int(0, 2)? {

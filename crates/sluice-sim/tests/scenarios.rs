@@ -959,6 +959,12 @@ fn node_sysctls_are_its_connections_defaults() {
     let (a, b) = (one_run(&by_workload), one_run(&by_node));
     assert_eq!(a.flows[0].bytes, b.flows[0].bytes);
     assert_eq!(a.pings[0].series, b.pings[0].series);
+    // A workload's own `cc` wins over its node's.
+    let mut cubic_over_bbr = with("\"net.ipv4.tcp_congestion_control\" = \"bbr\"", "");
+    cubic_over_bbr.workloads[0].cc = Some("cubic".into());
+    let (c, d) = (one_run(&cubic_over_bbr), one_run(&with("", "")));
+    assert_eq!(c.flows[0].bytes, d.flows[0].bytes);
+    assert_ne!(c.flows[0].bytes, b.flows[0].bytes);
 
     // Autotuning capped at 256 KiB of memory (160 KiB of window): the
     // standing queue is at most that less the 27.5 kB path, ~0.11 s at

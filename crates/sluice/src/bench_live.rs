@@ -18,7 +18,7 @@
 //! Everything it made is removed at the end (and by the next run, if this
 //! one was killed).
 
-use sluice_net::link::{self, LinkSpec, Side, Wire};
+use sluice_net::link::{self, LinkSpec, Side};
 use sluice_net::traffic::{self, Endpoints, VethPair};
 use std::net::Ipv4Addr;
 
@@ -152,23 +152,7 @@ impl BenchLink {
             addr: format!("10.77.{{X}}.{host}/24"),
             default_via: None,
         };
-        let spec = LinkSpec {
-            a: side('a', 1),
-            b: side('b', 2),
-            name: name.clone(),
-            ab: Wire::default(),
-            ba: Wire::default(),
-            tc: vec![],
-            nat_subnet: None,
-            mtu: 1500,
-            subnet: None,
-            keep_awake: Default::default(),
-            rootless: false,
-            ab_start: Default::default(),
-            ba_start: Default::default(),
-            logs: vec![],
-            shared_netns: false,
-        };
+        let spec = LinkSpec::new(name.clone(), side('a', 1), side('b', 2));
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
         // Tied: the daemon goes (and cleans up) if this process is killed.
         let rec = link::up_tied(&exe, spec, true).map_err(|e| e.to_string())?;

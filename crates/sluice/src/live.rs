@@ -434,33 +434,29 @@ pub fn link_main(args: &[String]) -> i32 {
                     return 2;
                 }
             };
+            let side_a = Side {
+                netns: Some(format!("{}-a", a.name)),
+                ifname: "a0".into(),
+                addr: a.addr_a.unwrap_or_else(|| "10.77.{X}.1/24".into()),
+                default_via: None,
+            };
+            let side_b = Side {
+                netns: Some(format!("{}-b", a.name)),
+                ifname: "b0".into(),
+                addr: a.addr_b.unwrap_or_else(|| "10.77.{X}.2/24".into()),
+                default_via: None,
+            };
             let spec = LinkSpec {
-                a: Side {
-                    netns: Some(format!("{}-a", a.name)),
-                    ifname: "a0".into(),
-                    addr: a.addr_a.unwrap_or_else(|| "10.77.{X}.1/24".into()),
-                    default_via: None,
-                },
-                b: Side {
-                    netns: Some(format!("{}-b", a.name)),
-                    ifname: "b0".into(),
-                    addr: a.addr_b.unwrap_or_else(|| "10.77.{X}.2/24".into()),
-                    default_via: None,
-                },
-                name: a.name,
                 ab,
                 ba,
                 tc: a.tc.iter().map(|c| tc_words(c)).collect(),
-                nat_subnet: None,
                 mtu: a.mtu,
-                subnet: None,
                 keep_awake: a.wire.keep_awake,
                 // Without root, the link lives in a user namespace (sluice-net's rootless.rs).
                 rootless: !sluice_net::rootless::privileged(),
                 ab_start,
                 ba_start,
-                logs: vec![],
-                shared_netns: false,
+                ..LinkSpec::new(a.name, side_a, side_b)
             };
             match link::up(&exe(), spec) {
                 Ok(rec) => {

@@ -127,12 +127,6 @@ fn reap() {
     }
 }
 
-/// One node's side of a link.
-struct End {
-    node: usize,
-    dev: String,
-}
-
 /// What a variant becomes live.
 struct Plan {
     /// Namespace per node.
@@ -140,8 +134,8 @@ struct Plan {
     /// Address per node.
     addrs: Vec<Ipv4Addr>,
     routers: Vec<bool>,
-    /// Per link: its two ends and the daemon's description.
-    links: Vec<(End, End, LinkSpec)>,
+    /// Per link: the daemon's description.
+    links: Vec<LinkSpec>,
     /// Per node: (destination, device) host routes.
     routes: Vec<Vec<(Ipv4Addr, String)>>,
     duration: Time,
@@ -154,7 +148,7 @@ struct Plan {
 
 impl Plan {
     fn new(sc: &Scenario, vars: &BTreeMap<String, String>, b: &Built) -> Result<Plan, String> {
-        refuse_unsupported(sc, vars, b)?;
+        refuse_unsupported(sc, b)?;
         let pid = std::process::id();
         let w = &b.world;
         let ns: Vec<String> = w
@@ -166,7 +160,7 @@ impl Plan {
             let n = &w.nodes[node];
             n.net.devices[n.ifaces[iface].dev].info.name.clone()
         };
-        let mut links = vec![];
+        let mut links: Vec<LinkSpec> = vec![];
         let mut seen = vec![];
         for (ni, n) in w.nodes.iter().enumerate() {
             for (ii, ifc) in n.ifaces.iter().enumerate() {
@@ -175,69 +169,56 @@ impl Plan {
                     continue;
                 }
                 seen.push((ni, ii));
-                let a = End {
-                    node: ni,
-                    dev: dev_name(ni, ii),
-                };
-                let bend = End {
-                    node: pn,
-                    dev: dev_name(pn, pi),
-                };
-                let name = format!("ss{pid}l{}", links.len());
-                let side = |e: &End| Side {
-                    netns: Some(ns[e.node].clone()),
-                    ifname: e.dev.clone(),
-                    addr: format!("{}/32", w.nodes[e.node].addr),
+                let side = |node: usize, iface: usize| Side {
+                    netns: Some(ns[node].clone()),
+                    ifname: dev_name(node, iface),
+                    addr: format!("{}/32", w.nodes[node].addr),
                     default_via: None,
                 };
-                let spec = LinkSpec {
-                    name,
-                    a: side(&a),
-                    b: side(&bend),
+                let name = format!("ss{pid}l{}", links.len());
+                links.push(LinkSpec {
                     ab: wire(ifc.port.config()),
                     ba: wire(w.nodes[pn].ifaces[pi].port.config()),
-                    tc: vec![],
-                    nat_subnet: None,
-                    mtu: 1500,
-                    subnet: None,
-                    keep_awake: Default::default(),
-                    rootless: false,
-                    ab_start: Default::default(),
-                    ba_start: Default::default(),
-                    logs: vec![],
                     shared_netns: true,
-                };
-                links.push((a, bend, spec));
+                    ..LinkSpec::new(name, side(ni, ii), side(pn, pi))
+                });
             }
         }
-        // Each node's tc lines, to the daemon whose device they name.
+        // Each node's tc lines, to the daemon whose device they name, as
+        // its `dev a0` or `dev b0`.
         for (ni, node) in sc.nodes.iter().enumerate() {
             for line in &node.tc {
                 let line = substitute(line, vars)?;
-                let mut words: Vec<String> =
-                    line.split_whitespace().skip(1).map(String::from).collect();
-                let at = words.iter().position(|x| x == "dev").map(|i| i + 1);
-                let Some(dev) = at.and_then(|i| words.get(i)).cloned() else {
+                let mut words: Vec<String> = line.split_whitespace().map(String::from).collect();
+                if words.first().map(String::as_str) != Some("tc") {
+                    return Err(format!(
+                        "node {}: `{line}`: only tc lines run live yet",
+                        node.name
+                    ));
+                }
+                words.remove(0);
+                let Some(i) = words.iter().position(|x| x == "dev").map(|i| i + 1) else {
                     return Err(format!("node {}: `{line}` names no device", node.name));
                 };
-                let Some((li, side)) = links.iter().enumerate().find_map(|(li, (a, bb, _))| {
-                    if a.node == ni && a.dev == dev {
-                        Some((li, "a0"))
-                    } else if bb.node == ni && bb.dev == dev {
-                        Some((li, "b0"))
+                let dev = words.get(i).cloned().unwrap_or_default();
+                let on = |s: &Side| s.netns.as_deref() == Some(ns[ni].as_str()) && s.ifname == dev;
+                let Some((spec, side)) = links.iter_mut().find_map(|l| {
+                    let side = if on(&l.a) {
+                        "a0"
+                    } else if on(&l.b) {
+                        "b0"
                     } else {
-                        None
-                    }
+                        return None;
+                    };
+                    Some((l, side))
                 }) else {
                     return Err(format!(
                         "node {}: `{line}`: no link has its device {dev}",
                         node.name
                     ));
                 };
-                if let Some(i) = at {
-                    words[i] = side.to_string();
-                }
-                links[li].2.tc.push(words);
+                words[i] = side.to_string();
+                spec.tc.push(words);
             }
         }
         let routes = w
@@ -310,7 +291,7 @@ impl Plan {
             }
         }
         let exe = std::env::current_exe().map_err(|e| format!("own path: {e}"))?;
-        for (_, _, spec) in &self.links {
+        for spec in &self.links {
             link::up_tied(&exe, spec.clone(), true)
                 .map_err(|e| format!("link {}: {e}", spec.name))?;
             net.links.push(spec.name.clone());
@@ -441,11 +422,9 @@ impl Plan {
         end: Time,
         port: &mut u16,
     ) -> Result<Program, String> {
-        let secs = |from: Time| {
-            (end.0.saturating_sub(from.0))
-                .div_ceil(1_000_000_000)
-                .max(1)
-        };
+        // Whole seconds from `from` to `to` (iperf3's -t), at least one.
+        let secs =
+            |from: Time, to: Time| to.0.saturating_sub(from.0).div_ceil(1_000_000_000).max(1);
         match m {
             Measure::Ping { node, app } => {
                 let App::Ping(p) = &w.nodes[*node].host.apps[*app] else {
@@ -491,11 +470,6 @@ impl Plan {
                 };
                 *port += 1;
                 let p = port.to_string();
-                let cc = match t.cfg.congestion {
-                    sluice_sim::tcp::config::CongestionAlgorithm::Cubic => "cubic",
-                    sluice_sim::tcp::config::CongestionAlgorithm::Reno => "reno",
-                    sluice_sim::tcp::config::CongestionAlgorithm::Bbr => "bbr",
-                };
                 let mut args: Vec<String> = [
                     "iperf3",
                     "-c",
@@ -503,7 +477,7 @@ impl Plan {
                     "-p",
                     &p,
                     "-C",
-                    cc,
+                    t.cfg.congestion.name(),
                     "-S",
                     &t.tos.to_string(),
                 ]
@@ -512,7 +486,7 @@ impl Plan {
                 .collect();
                 match t.bytes {
                     Some(n) => args.extend(["-n".into(), n.to_string()]),
-                    None => args.extend(["-t".into(), secs(*start).to_string()]),
+                    None => args.extend(["-t".into(), secs(*start, end).to_string()]),
                 }
                 if let Some(buf) = t.cfg.recv_buffer.or(t.cfg.send_buffer) {
                     args.extend(["-w".into(), buf.to_string()]);
@@ -544,9 +518,7 @@ impl Plan {
                 // The scenario's rate counts IP packets; iperf3's -b counts payload.
                 let ip_len = u64::from(u.size) + 28;
                 let payload_bps = u.rate_bps * u64::from(u.size) / ip_len.max(1);
-                let t_secs = (stop.min(&end).0.saturating_sub(start.0))
-                    .div_ceil(1_000_000_000)
-                    .max(1);
+                let t_secs = secs(*start, (*stop).min(end));
                 Ok(Program {
                     label: label.into(),
                     start: *start,
@@ -623,11 +595,7 @@ fn check_global_sysctls(nodes: &[Vec<(&'static str, String)>]) -> Result<(), Str
 }
 
 /// The scenario's features this front end does not map to a live network.
-fn refuse_unsupported(
-    sc: &Scenario,
-    vars: &BTreeMap<String, String>,
-    b: &Built,
-) -> Result<(), String> {
+fn refuse_unsupported(sc: &Scenario, b: &Built) -> Result<(), String> {
     if !sc.events.is_empty() {
         return Err("timed events do not run live yet".into());
     }
@@ -643,20 +611,11 @@ fn refuse_unsupported(
                 n.name
             ));
         }
-        for line in &n.tc {
-            let line = substitute(line, vars)?;
-            if !line.starts_with("tc ") {
-                return Err(format!(
-                    "node {}: `{line}`: only tc lines run live yet",
-                    n.name
-                ));
-            }
-        }
     }
-    for n in &b.world.nodes {
+    for (ni, n) in b.world.nodes.iter().enumerate() {
         for (i, ifc) in n.ifaces.iter().enumerate() {
             let dev = &n.net.devices[ifc.dev];
-            if ifc.peer == (b.world.node_id(&n.name).unwrap_or(usize::MAX), i) {
+            if ifc.peer == (ni, i) {
                 return Err(format!(
                     "node {}: device {}: ifb devices do not run live yet",
                     n.name, dev.info.name

@@ -17,6 +17,24 @@ pub enum CongestionAlgorithm {
     Bbr,
 }
 
+impl CongestionAlgorithm {
+    /// Its name, as `tcp_congestion_control` and `iperf3 -C` spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            CongestionAlgorithm::Cubic => "cubic",
+            CongestionAlgorithm::Reno => "reno",
+            CongestionAlgorithm::Bbr => "bbr",
+        }
+    }
+
+    /// The algorithm of that name, if the model has it.
+    pub fn from_name(name: &str) -> Option<Self> {
+        [Self::Cubic, Self::Reno, Self::Bbr]
+            .into_iter()
+            .find(|c| c.name() == name)
+    }
+}
+
 /// ECN negotiation (`net.ipv4.tcp_ecn`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum EcnMode {
