@@ -27,6 +27,8 @@
 //! `sans-serif` family and leaves rendering to the viewer.
 
 use crate::report::RunResult;
+use plotters::chart::MeshStyle;
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::{Path, PathBuf};
@@ -358,34 +360,69 @@ fn ranges(chart: &Chart) -> (std::ops::Range<f64>, std::ops::Range<f64>) {
     (0.0..x_max, 0.0..y_max)
 }
 
-fn draw<DB: DrawingBackend>(
-    root: &DrawingArea<DB, Shift>,
-    chart: &Chart,
-) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+/// A chart's plotting area on `root`, as every chart has it: a white
+/// image, the font, the caption and the axis areas.
+pub(crate) fn chart_on<'a, DB: DrawingBackend + 'a>(
+    root: &'a DrawingArea<DB, Shift>,
+    title: &str,
+    x: std::ops::Range<f64>,
+    y: std::ops::Range<f64>,
+) -> Result<
+    ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+    DrawingAreaErrorKind<DB::ErrorType>,
+> {
     register_font();
     root.fill(&WHITE)?;
     // Even font sizes: plotters' ab_glyph rasterizer rounds half a pixel
     // the wrong way for odd ones and draws '.' and ',' too high.
-    let (xr, yr) = ranges(chart);
-    let (x_span, y_span) = (xr.end, yr.end);
-    let mut ctx = ChartBuilder::on(root)
-        .caption(&chart.title, ("sans-serif", 20))
+    ChartBuilder::on(root)
+        .caption(title, ("sans-serif", 20))
         .margin(14)
         .x_label_area_size(44)
         .y_label_area_size(64)
-        .build_cartesian_2d(xr, yr)?;
-    ctx.configure_mesh()
-        .x_desc(chart.x_label.as_str())
-        .y_desc(chart.y_label.as_str())
+        .build_cartesian_2d(x, y)
+}
+
+/// The mesh of a [`chart_on`] chart with its axis descriptions, styled as
+/// every chart's; the caller adds label formatters and draws it.
+pub(crate) fn mesh<'a, 'b, DB: DrawingBackend>(
+    ctx: &'b mut ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+    x_desc: &str,
+    y_desc: &str,
+) -> MeshStyle<'a, 'b, RangedCoordf64, RangedCoordf64, DB> {
+    let mut m = ctx.configure_mesh();
+    m.x_desc(x_desc)
+        .y_desc(y_desc)
         .label_style(("sans-serif", 14))
         .axis_desc_style(("sans-serif", 16))
+        .light_line_style(RGBColor(238, 238, 238));
+    m
+}
+
+/// Colour `i` of the palette.
+pub(crate) fn color(i: usize) -> RGBAColor {
+    let (r, g, b) = PALETTE[i % PALETTE.len()];
+    RGBColor(r, g, b).to_rgba()
+}
+
+/// A legend entry: a short thick line in `c`.
+pub(crate) fn legend_line(c: RGBAColor) -> impl Fn((i32, i32)) -> PathElement<(i32, i32)> {
+    move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(3))
+}
+
+fn draw<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    chart: &Chart,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    let (xr, yr) = ranges(chart);
+    let (x_span, y_span) = (xr.end, yr.end);
+    let mut ctx = chart_on(root, &chart.title, xr, yr)?;
+    mesh(&mut ctx, &chart.x_label, &chart.y_label)
         .x_label_formatter(&tick_format(x_span))
         .y_label_formatter(&tick_format(y_span))
-        .light_line_style(RGBColor(238, 238, 238))
         .draw()?;
     for (i, (name, points)) in chart.series.iter().enumerate() {
-        let (r, g, b) = PALETTE[i % PALETTE.len()];
-        let color = RGBColor(r, g, b).to_rgba();
+        let color = color(i);
         let faint = if chart.average.is_some() {
             color.mix(0.35)
         } else {
@@ -400,9 +437,7 @@ fn draw<DB: DrawingBackend>(
             let avg = moving_average(points, n);
             labelled = ctx.draw_series(LineSeries::new(avg, color.stroke_width(3)))?;
         }
-        labelled.label(name.as_str()).legend(move |(x, y)| {
-            PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(3))
-        });
+        labelled.label(name.as_str()).legend(legend_line(color));
         if chart.dots {
             ctx.draw_series(points.iter().map(|&p| Circle::new(p, 2, color.filled())))?;
         }

@@ -42,7 +42,8 @@
 
 use crate::limits;
 use crate::plot::{
-    file_stem, legend, register_font, tick_format, write_figure, Figure, PlotError, PALETTE,
+    chart_on, color, file_stem, legend, legend_line, mesh, tick_format, write_figure, Figure,
+    PlotError,
 };
 use crate::sweep::{summarize, Row, RttSamples, Summary};
 use plotters::coord::Shift;
@@ -406,11 +407,6 @@ fn category_label(cats: &[String], x: f64) -> String {
     }
 }
 
-fn color(i: usize) -> RGBAColor {
-    let (r, g, b) = PALETTE[i % PALETTE.len()];
-    RGBColor(r, g, b).to_rgba()
-}
-
 impl MeanChart {
     fn ranges(&self) -> (Range<f64>, Range<f64>) {
         let bars = || self.lines.iter().flat_map(|(_, b)| b.iter());
@@ -463,8 +459,6 @@ impl Figure for MeanChart {
         &self,
         root: &DrawingArea<DB, Shift>,
     ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
-        register_font();
-        root.fill(&WHITE)?;
         let (xr, yr) = self.ranges();
         let corner = self.legend_corner(&xr);
         let (x_fmt, y_fmt) = (
@@ -476,32 +470,19 @@ impl Figure for MeanChart {
             Axis::Numeric => None,
         };
         let x_label = |v: &f64| cats.map_or_else(|| x_fmt(v), |c| category_label(c, *v));
-        let mut ctx = ChartBuilder::on(root)
-            .caption(&self.title, ("sans-serif", 20))
-            .margin(14)
-            .x_label_area_size(44)
-            .y_label_area_size(64)
-            .build_cartesian_2d(xr, yr)?;
-        let mut mesh = ctx.configure_mesh();
-        mesh.x_desc(self.x_label.as_str())
-            .y_desc(self.y_label.as_str())
-            .label_style(("sans-serif", 14))
-            .axis_desc_style(("sans-serif", 16))
-            .x_label_formatter(&x_label)
-            .y_label_formatter(&y_fmt)
-            .light_line_style(RGBColor(238, 238, 238));
+        let mut ctx = chart_on(root, &self.title, xr, yr)?;
+        let mut m = mesh(&mut ctx, &self.x_label, &self.y_label);
+        m.x_label_formatter(&x_label).y_label_formatter(&y_fmt);
         if let Some(c) = cats {
-            mesh.x_labels(c.len());
+            m.x_labels(c.len());
         }
-        mesh.draw()?;
+        m.draw()?;
         for (i, (name, bars)) in self.lines.iter().enumerate() {
             let c = color(i);
             let points = bars.iter().map(|b| (b.x, b.mean));
             ctx.draw_series(LineSeries::new(points, c.stroke_width(2)))?
                 .label(name.as_str())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(3))
-                });
+                .legend(legend_line(c));
             let stroke = c.stroke_width(1);
             let cap = |at: (f64, f64)| {
                 EmptyElement::at(at) + PathElement::new(vec![(-5, 0), (5, 0)], stroke)
@@ -537,36 +518,22 @@ impl Figure for CdfChart {
         &self,
         root: &DrawingArea<DB, Shift>,
     ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
-        register_font();
-        root.fill(&WHITE)?;
         let xr = span(
             self.series.iter().flat_map(|(_, s)| s.iter().map(|p| p.0)),
             0.03,
         );
         let x_fmt = tick_format(xr.end - xr.start);
         let y_fmt = tick_format(1.0);
-        let mut ctx = ChartBuilder::on(root)
-            .caption(&self.title, ("sans-serif", 20))
-            .margin(14)
-            .x_label_area_size(44)
-            .y_label_area_size(64)
-            .build_cartesian_2d(xr, 0.0..1.02)?;
-        ctx.configure_mesh()
-            .x_desc(self.x_label.as_str())
-            .y_desc(self.y_label.as_str())
-            .label_style(("sans-serif", 14))
-            .axis_desc_style(("sans-serif", 16))
+        let mut ctx = chart_on(root, &self.title, xr, 0.0..1.02)?;
+        mesh(&mut ctx, &self.x_label, &self.y_label)
             .x_label_formatter(&x_fmt)
             .y_label_formatter(&y_fmt)
-            .light_line_style(RGBColor(238, 238, 238))
             .draw()?;
         for (i, (name, steps)) in self.series.iter().enumerate() {
             let c = color(i);
             ctx.draw_series(LineSeries::new(staircase(steps), c.stroke_width(2)))?
                 .label(name.as_str())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(3))
-                });
+                .legend(legend_line(c));
         }
         legend(&mut ctx, SeriesLabelPosition::LowerRight)
     }
