@@ -360,6 +360,9 @@ fn ranges(chart: &Chart) -> (std::ops::Range<f64>, std::ops::Range<f64>) {
     (0.0..x_max, 0.0..y_max)
 }
 
+/// The coordinates of every chart: `f64` on both axes.
+pub(crate) type Xy = Cartesian2d<RangedCoordf64, RangedCoordf64>;
+
 /// A chart's plotting area on `root`, as every chart has it: a white
 /// image, the font, the caption and the axis areas.
 pub(crate) fn chart_on<'a, DB: DrawingBackend + 'a>(
@@ -367,10 +370,7 @@ pub(crate) fn chart_on<'a, DB: DrawingBackend + 'a>(
     title: &str,
     x: std::ops::Range<f64>,
     y: std::ops::Range<f64>,
-) -> Result<
-    ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
-    DrawingAreaErrorKind<DB::ErrorType>,
-> {
+) -> Result<ChartContext<'a, DB, Xy>, DrawingAreaErrorKind<DB::ErrorType>> {
     register_font();
     root.fill(&WHITE)?;
     // Even font sizes: plotters' ab_glyph rasterizer rounds half a pixel
@@ -386,7 +386,7 @@ pub(crate) fn chart_on<'a, DB: DrawingBackend + 'a>(
 /// The mesh of a [`chart_on`] chart with its axis descriptions, styled as
 /// every chart's; the caller adds label formatters and draws it.
 pub(crate) fn mesh<'a, 'b, DB: DrawingBackend>(
-    ctx: &'b mut ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+    ctx: &'b mut ChartContext<'a, DB, Xy>,
     x_desc: &str,
     y_desc: &str,
 ) -> MeshStyle<'a, 'b, RangedCoordf64, RangedCoordf64, DB> {
