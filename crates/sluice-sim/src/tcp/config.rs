@@ -27,6 +27,16 @@ impl CongestionAlgorithm {
         }
     }
 
+    /// Congestion windows of memory an unset send buffer provisions
+    /// (`sndbuf_expand`: 3 for BBR, which may slow-start in recovery; the
+    /// kernel's 2 for the others).
+    pub fn sndbuf_windows(self) -> u64 {
+        match self {
+            CongestionAlgorithm::Bbr => 3,
+            CongestionAlgorithm::Cubic | CongestionAlgorithm::Reno => 2,
+        }
+    }
+
     /// The algorithm of that name, if the model has it.
     pub fn from_name(name: &str) -> Option<Self> {
         [Self::Cubic, Self::Reno, Self::Bbr]

@@ -322,15 +322,10 @@ impl TcpConnection {
         self.sndbuf.sndbuf.saturating_sub(queued)
     }
 
-    /// `tcp_sndbuf_expand`: an unset send buffer grows with cwnd (BBR
-    /// provisions three windows, others two).
+    /// `tcp_sndbuf_expand`: an unset send buffer grows with cwnd.
     pub(crate) fn expand_sndbuf(&mut self) {
-        let per_cwnd = if self.cfg.congestion == super::config::CongestionAlgorithm::Bbr {
-            3
-        } else {
-            2
-        };
-        self.sndbuf.expand(self.w.cwnd, per_cwnd);
+        let windows = self.cfg.congestion.sndbuf_windows();
+        self.sndbuf.expand(self.w.cwnd, windows);
     }
 
     /// Bytes written but not yet acknowledged.
