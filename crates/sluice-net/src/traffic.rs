@@ -232,8 +232,11 @@ fn icmp_probe(
     .map_err(|e| format!("raw ICMP socket: {e}"))?;
     so::setsockopt(&sock, sockopt::ReceiveTimestampns, &true).map_err(|e| e.to_string())?;
     let dest = so::SockaddrIn::from(SocketAddrV4::new(addr, 0));
-    let ident = (std::process::id() as u16) ^ 0x5a5a;
-    let realtime = || clock_gettime(ClockId::CLOCK_REALTIME).map_err(|e| e.to_string());
+    static PROBES: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
+    let ident = (std::process::id() as u16)
+        ^ PROBES.fetch_add(0x9e37, std::sync::atomic::Ordering::Relaxed);
+    let clock = |id| clock_gettime(id).map_err(|e| e.to_string());
+    let monotonic = || clock(ClockId::CLOCK_MONOTONIC);
     let mut sent_at: Vec<Option<TimeSpec>> = vec![None; count as usize];
     let mut rtts = Vec::with_capacity(count as usize);
     let start = Instant::now();
@@ -250,7 +253,7 @@ fn icmp_probe(
             req[6..8].copy_from_slice(&next.to_be_bytes());
             let c = !fold16(&req);
             req[2..4].copy_from_slice(&c.to_be_bytes());
-            sent_at[next as usize] = Some(realtime()?);
+            sent_at[next as usize] = Some(monotonic()?);
             so::sendto(sock.as_raw_fd(), &req, &dest, MsgFlags::empty())
                 .map_err(|e| format!("send echo: {e}"))?;
             next += 1;
@@ -304,7 +307,9 @@ fn icmp_probe(
                 continue;
             }
             if let (Some(Some(t0)), Some(t1)) = (sent_at.get_mut(seq).map(Option::take), ts) {
-                let d = t1 - t0;
+                // The realtime stamp on the monotonic clock, by their offset now.
+                let offset = clock(ClockId::CLOCK_REALTIME)? - monotonic()?;
+                let d = t1 - offset - t0;
                 let ns = nix::sys::time::TimeValLike::num_nanoseconds(&d);
                 rtts.push(Duration::from_nanos(ns.max(0) as u64));
             }
