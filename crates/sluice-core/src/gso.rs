@@ -30,7 +30,12 @@
 //!
 //! `data` starts at the network header (IPv4 or IPv6); the link-layer
 //! bytes a packet's `len` counts (`len - data.len()`) are counted again for
-//! every segment.
+//! every segment. A packet may also stop after its headers, its IP length
+//! counting payload bytes that are not there (the simulator's packets carry
+//! no payload): its pieces then stop after theirs too, their lengths and
+//! checksums accounting for zero bytes, which add nothing to a checksum.
+//! [`offload_checksum`] makes such a packet what a TCP sender hands a
+//! device with TSO: its checksum left to the device (`CHECKSUM_PARTIAL`).
 
 use crate::packet::{CsumPartial, Gso, GsoKind, Packet, Skb};
 
@@ -150,8 +155,36 @@ pub fn seg_len(pkt: &Packet) -> u32 {
 fn l2_len(pkt: &Packet, hdr: usize) -> u32 {
     let segs = pkt.segs();
     let real = pkt.skb_len.unwrap_or(pkt.len);
-    let headers = pkt.data.len() as u32 + (segs - 1) * hdr as u32;
+    let headers = ip_len(&pkt.data) as u32 + (segs - 1) * hdr as u32;
     real.saturating_sub(headers) / segs
+}
+
+/// The IP packet's length: the bytes present, or more where the header's
+/// length field counts payload that is not carried.
+fn ip_len(data: &[u8]) -> usize {
+    let field = match data.first().map(|b| b >> 4) {
+        Some(4) if data.len() >= 4 => u16::from_be_bytes([data[2], data[3]]) as usize,
+        Some(6) if data.len() >= 6 => 40 + u16::from_be_bytes([data[4], data[5]]) as usize,
+        _ => 0,
+    };
+    field.max(data.len())
+}
+
+/// Leave a TCP GSO packet's checksum to the device, as the kernel's TCP
+/// does for a device with TSO (`CHECKSUM_PARTIAL`): the field holds the
+/// pseudo-header sum, and [`split`] may cut the packet into pieces of
+/// several segments.
+pub fn offload_checksum(pkt: &mut Packet) -> Result<(), GsoError> {
+    let kind = pkt.gso.map_or(GsoKind::TcpV4, |g| g.kind);
+    let (_, thoff) = header_len(&pkt.data, kind)?;
+    let tlen = ip_len(&pkt.data) - thoff;
+    let check = fold(pseudo_header_sum(&pkt.data, thoff, tlen));
+    pkt.data[thoff + 16..thoff + 18].copy_from_slice(&check.to_be_bytes());
+    pkt.csum_partial = Some(CsumPartial {
+        start: thoff as u16,
+        offset: 16,
+    });
+    Ok(())
 }
 
 /// `skb_gso_segment`: the wire packets a GSO packet stands for, in order.
@@ -182,14 +215,21 @@ pub fn split(pkt: &Packet, per_piece: u16) -> Result<Vec<Packet>, GsoError> {
     let (hdr, thoff) = header_len(&pkt.data, g.kind)?;
     let l2 = l2_len(pkt, hdr);
     let size = g.size.max(1) as usize;
-    let payload = &pkt.data[hdr..];
-    let count = payload.len().div_ceil(size * k).max(1);
+    let payload = ip_len(&pkt.data) - hdr;
+    let present = &pkt.data[hdr..];
+    let count = payload.div_ceil(size * k).max(1);
     let mut pieces = Vec::with_capacity(count);
-    for (i, chunk) in payload.chunks(size * k).enumerate() {
+    for i in 0..count {
+        let from = i * size * k;
+        let chunk_len = (size * k).min(payload - from);
+        let chunk = present
+            .get(from..(from + chunk_len).min(present.len()))
+            .unwrap_or(&[]);
         let mut data = Vec::with_capacity(hdr + chunk.len());
         data.extend_from_slice(&pkt.data[..hdr]);
         data.extend_from_slice(chunk);
-        fix_network_header(&mut data, thoff, (i * k) as u16);
+        let piece_len = hdr + chunk_len;
+        fix_network_header(&mut data, thoff, (i * k) as u16, piece_len);
         let (first, last) = (i == 0, i + 1 == count);
         match g.kind {
             GsoKind::TcpV4 | GsoKind::TcpV6 => {
@@ -204,12 +244,12 @@ pub fn split(pkt: &Packet, per_piece: u16) -> Result<Vec<Packet>, GsoError> {
                 }
             }
             GsoKind::UdpL4 => {
-                let ulen = (data.len() - thoff) as u16;
+                let ulen = (piece_len - thoff) as u16;
                 data[thoff + 4..thoff + 6].copy_from_slice(&ulen.to_be_bytes());
             }
         }
         let csum_at = thoff + if g.kind == GsoKind::UdpL4 { 6 } else { 16 };
-        let pseudo = pseudo_header_sum(&data, thoff);
+        let pseudo = pseudo_header_sum(&data, thoff, piece_len - thoff);
         let check = if pkt.csum_partial.is_some() {
             fold(pseudo)
         } else {
@@ -222,10 +262,10 @@ pub fn split(pkt: &Packet, per_piece: u16) -> Result<Vec<Packet>, GsoError> {
             }
         };
         data[csum_at..csum_at + 2].copy_from_slice(&check.to_be_bytes());
-        let segs = chunk.len().div_ceil(size) as u32;
+        let segs = chunk_len.div_ceil(size) as u32;
         pieces.push(Packet::from(Skb {
             // Every segment's headers and link layer, as `init` counts them.
-            len: data.len() as u32 + l2 + (segs - 1) * (hdr as u32 + l2),
+            len: piece_len as u32 + l2 + (segs - 1) * (hdr as u32 + l2),
             data,
             protocol: pkt.protocol,
             mark: pkt.mark,
@@ -258,11 +298,12 @@ pub fn split(pkt: &Packet, per_piece: u16) -> Result<Vec<Packet>, GsoError> {
     Ok(pieces)
 }
 
-/// The `index`th segment's IP header: its total or payload length and,
-/// for IPv4, the ID (the original's plus `index`) and header checksum.
-fn fix_network_header(data: &mut [u8], thoff: usize, index: u16) {
+/// The `index`th segment's IP header: its total or payload length (of
+/// `len` bytes in all) and, for IPv4, the ID (the original's plus `index`)
+/// and header checksum.
+fn fix_network_header(data: &mut [u8], thoff: usize, index: u16, len: usize) {
     if data[0] >> 4 == 4 {
-        let tot = data.len() as u16;
+        let tot = len as u16;
         data[2..4].copy_from_slice(&tot.to_be_bytes());
         let id = u16::from_be_bytes([data[4], data[5]]).wrapping_add(index);
         data[4..6].copy_from_slice(&id.to_be_bytes());
@@ -271,7 +312,7 @@ fn fix_network_header(data: &mut [u8], thoff: usize, index: u16) {
         let c = !fold(sum(&data[..ihl.min(thoff)], 0));
         data[10..12].copy_from_slice(&c.to_be_bytes());
     } else {
-        let plen = (data.len() - 40) as u16;
+        let plen = (len - 40) as u16;
         data[4..6].copy_from_slice(&plen.to_be_bytes());
     }
 }
@@ -293,10 +334,10 @@ pub fn checksum_help(pkt: &mut Packet) -> Result<(), GsoError> {
     Ok(())
 }
 
-/// The pseudo-header sum of the transport segment at `thoff` (RFC 793 /
-/// RFC 8200 §8.1), its length taken from the bytes present.
-fn pseudo_header_sum(data: &[u8], thoff: usize) -> u64 {
-    let tlen = (data.len() - thoff) as u64;
+/// The pseudo-header sum of the `tlen`-byte transport segment at `thoff`
+/// (RFC 793 / RFC 8200 §8.1).
+fn pseudo_header_sum(data: &[u8], thoff: usize, tlen: usize) -> u64 {
+    let tlen = tlen as u64;
     if data[0] >> 4 == 4 {
         sum(&data[12..20], data[9] as u64 + tlen)
     } else {
@@ -433,7 +474,7 @@ mod tests {
                 start: thoff as u16,
                 offset: off as u16,
             });
-            let f = fold(pseudo_header_sum(&p.data, thoff));
+            let f = fold(pseudo_header_sum(&p.data, thoff, p.data.len() - thoff));
             p.data[at..at + 2].copy_from_slice(&f.to_be_bytes());
         }
         init(&mut p, size, kind, false).unwrap();
@@ -476,6 +517,44 @@ mod tests {
     }
 
     #[test]
+    fn a_packet_without_its_payload_splits_as_the_whole_one_would() {
+        // The same 5000 zero bytes carried, and only counted: every piece
+        // is the carried one's headers, with its length and checksums.
+        for (partial, per_piece) in [(false, 1), (true, 1), (true, 2)] {
+            let mut whole = tcp4(5000, 0x18);
+            whole[52..].fill(0);
+            let mut full = Packet::new(whole.clone(), 14 + whole.len() as u32, ETH_P_IP);
+            init(&mut full, 1448, GsoKind::TcpV4, false).unwrap();
+            let mut bare = full.clone();
+            bare.data.truncate(52);
+            if partial {
+                offload_checksum(&mut full).unwrap();
+                offload_checksum(&mut bare).unwrap();
+                assert_eq!(full.data[..52], bare.data[..]);
+            }
+            assert_eq!(seg_len(&bare), seg_len(&full));
+            let (a, b) = (
+                split(&full, per_piece).unwrap(),
+                split(&bare, per_piece).unwrap(),
+            );
+            assert_eq!(a.len(), b.len());
+            assert_eq!(a.len(), 4usize.div_ceil(per_piece as usize));
+            for (x, y) in a.iter().zip(&b) {
+                assert_eq!(
+                    (x.len, x.gso, x.csum_partial),
+                    (y.len, y.gso, y.csum_partial)
+                );
+                assert_eq!(
+                    x.data[..52],
+                    y.data[..],
+                    "partial {partial}, {per_piece} per piece"
+                );
+                assert_eq!(y.data.len(), 52);
+            }
+        }
+    }
+
+    #[test]
     fn tcp_segments_carry_the_payload_in_order_with_fixed_headers() {
         for partial in [false, true] {
             let orig = tcp4(5000, 0x80 | 0x18 | 0x01); // CWR, ACK, PSH, FIN
@@ -505,7 +584,7 @@ mod tests {
                 checksum_help(&mut s).unwrap();
                 let th = &s.data[20..];
                 assert_eq!(
-                    fold(sum(th, pseudo_header_sum(&s.data, 20))),
+                    fold(sum(th, pseudo_header_sum(&s.data, 20, s.data.len() - 20))),
                     0xffff,
                     "segment {i} partial {partial}"
                 );
@@ -641,7 +720,7 @@ mod tests {
             start: 20,
             offset: 6,
         });
-        let f = fold(pseudo_header_sum(&p.data, 20));
+        let f = fold(pseudo_header_sum(&p.data, 20, p.data.len() - 20));
         p.data[26..28].copy_from_slice(&f.to_be_bytes());
         checksum_help(&mut p).unwrap();
         assert!(p.csum_partial.is_none());

@@ -88,8 +88,14 @@ impl Default for PortConfig {
 /// Counters of the part of the path after the qdisc.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PortStats {
-    /// Packets put on the wire.
+    /// Packets put on the wire, a GSO packet counting its segments.
     pub tx_packets: u64,
+    /// Packets put on the wire as they travel: each piece of a GSO packet
+    /// cut for the wire ([`WIRE_CHUNK`]) one.
+    pub tx_pieces: u64,
+    /// Packets added by cutting GSO packets into pieces for the wire (a
+    /// packet cut in three adds two).
+    pub cut: u64,
     /// Bytes put on the wire (accounted length, without `overhead`).
     pub tx_bytes: u64,
     /// Packets lost because the ring was full (noqueue roots only).
@@ -451,6 +457,7 @@ impl Port {
             return Some(pkt);
         };
         let first = pieces.remove(0);
+        self.stats.cut += pieces.len() as u64;
         for p in pieces.into_iter().rev() {
             self.push_ring_front(p);
         }
@@ -602,6 +609,7 @@ impl Port {
     /// is lost.
     fn depart(&mut self, pkt: Packet, t: Time, delivered: &mut Vec<(Time, Packet)>) {
         self.stats.tx_packets += pkt.segs() as u64;
+        self.stats.tx_pieces += 1;
         self.stats.tx_bytes += pkt.len as u64;
         if !self.up || (self.cfg.loss > 0.0 && self.rng.gen::<f64>() < self.cfg.loss) {
             self.stats.wire_losses += 1;

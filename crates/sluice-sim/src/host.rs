@@ -9,10 +9,10 @@
 //! write on them or open new ones.
 
 use crate::ip::{icmp_echo, parse_icmp_echo, parse_udp, udp, Ipv4Info, ETH_HLEN};
-use crate::tcp::{Ipv4Meta, Segment, TcpConfig, TcpConnection};
+use crate::tcp::{Flags, Ipv4Meta, Segment, TcpConfig, TcpConnection};
 use crate::web::{ConnKey, Directory, ServerConn, Sockets, WebApp};
 use sluice_core::packet::ETH_P_IP;
-use sluice_core::packet::{Packet, Skb};
+use sluice_core::packet::{Gso, GsoKind, Packet, Skb};
 use sluice_core::time::{Duration, Time};
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
@@ -596,22 +596,45 @@ impl Host {
                 .record(now, read - conn.read_seen);
             conn.read_seen = read;
         }
-        while let Some(seg) = conn.tcp.poll_transmit(now) {
-            self.ip_id = self.ip_id.wrapping_add(1);
-            let meta = Ipv4Meta {
-                src,
-                dst: conn.remote,
-                tos: conn.tos,
-                ttl: 64,
-                id: self.ip_id,
-            };
-            let mut pkt = out.blank_packet();
-            if seg.emit_ipv4_into(&meta, &mut pkt.data).is_ok() {
-                pkt.len = seg.ip_len() as u32 + ETH_HLEN;
-                pkt.protocol = ETH_P_IP;
-                pkt.priority = sluice_core::qdisc::pfifo_fast::tos_to_priority(conn.tos);
-                out.packets.push(pkt);
+        // Consecutive segments go out as one GSO packet of up to
+        // `tso_segs` (`tso.rs`): `packet` is its first segment, carrying the
+        // payload of all, their count, and the last one.
+        let mss = conn.tcp.mss;
+        let mut packet: Option<(Segment, u16, Segment)> = None;
+        let mut limit = 1;
+        loop {
+            let next = conn.tcp.poll_transmit(now);
+            if let (Some((head, segs, last)), Some(seg)) = (&mut packet, &next) {
+                if u32::from(*segs) < limit && last.continued_by(seg, mss) {
+                    head.payload_len += seg.payload_len;
+                    head.flags
+                        .insert(Flags(seg.flags.0 & (Flags::PSH.0 | Flags::FIN.0)));
+                    *segs += 1;
+                    *last = seg.clone();
+                    continue;
+                }
             }
+            if let Some((head, segs, _)) = packet.take() {
+                let meta = Ipv4Meta {
+                    src,
+                    dst: conn.remote,
+                    tos: conn.tos,
+                    ttl: 64,
+                    id: self.ip_id.wrapping_add(1),
+                };
+                self.ip_id = self.ip_id.wrapping_add(segs);
+                let mut pkt = out.blank_packet();
+                if tcp_packet(&head, segs, mss, &meta, &mut pkt).is_ok() {
+                    out.packets.push(pkt);
+                }
+            }
+            let Some(seg) = next else {
+                break;
+            };
+            if seg.payload_len > 0 {
+                limit = conn.tcp.tso_segs();
+            }
+            packet = Some((seg.clone(), 1, seg));
         }
         if let Some(t) = conn.tcp.poll_timeout() {
             if conn.timer_at.is_none_or(|at| t < at) {
@@ -621,45 +644,60 @@ impl Host {
         }
     }
 
-    fn tcp_segment(&mut self, pkt: &Packet, info: &Ipv4Info, now: Time, out: &mut Output) {
-        let Ok((_, seg)) = Segment::parse_ipv4(&pkt.data) else {
-            return;
+    /// A TCP packet arrived: its segment, or each of a GSO packet's in turn
+    /// (as the kernel's TCP takes a packet GRO put together), then what the
+    /// connection sends in answer, once.
+    fn tcp_packet(&mut self, pkt: &Packet, info: &Ipv4Info, now: Time, out: &mut Output) {
+        let c = if pkt.gso.is_some() {
+            let segs = sluice_core::gso::segment(pkt).unwrap_or_default();
+            segs.iter()
+                .filter_map(|s| self.tcp_segment(&s.data, info.src, now))
+                .last()
+        } else {
+            self.tcp_segment(&pkt.data, info.src, now)
         };
+        if let Some(c) = c {
+            self.service(c, now, out);
+        }
+    }
+
+    /// One segment from `src` into its connection (a new one for a SYN to a
+    /// listening port), whose index it returns.
+    fn tcp_segment(&mut self, data: &[u8], src: Ipv4Addr, now: Time) -> Option<usize> {
+        let (_, seg) = Segment::parse_ipv4(data).ok()?;
         if let Some(arrivals) = &mut self.tcp_arrivals {
             arrivals
-                .entry((info.src, seg.src_port, seg.dst_port))
+                .entry((src, seg.src_port, seg.dst_port))
                 .or_default()
-                .record(now, info.total_len as u64);
+                .record(now, seg.ip_len() as u64);
         }
-        let c = match self.demux.get(&(info.src, seg.src_port, seg.dst_port)) {
+        let c = match self.demux.get(&(src, seg.src_port, seg.dst_port)) {
             Some(&c) => c,
             None => {
-                let Some(cfg) = self.listeners.get(&seg.dst_port) else {
-                    return;
-                };
-                if !seg.flags.contains(crate::tcp::Flags::SYN) {
-                    return;
+                let cfg = self.listeners.get(&seg.dst_port)?;
+                if !seg.flags.contains(Flags::SYN) {
+                    return None;
                 }
                 let mut tcp = TcpConnection::new(cfg.clone(), seg.dst_port, 0);
                 tcp.listen();
                 let role = match self.web_servers.get(&seg.dst_port) {
                     Some(dir) => Role::WebServer(ServerConn::new(
                         dir.clone(),
-                        info.src,
+                        src,
                         seg.src_port,
                         seg.dst_port,
                     )),
                     None => Role::Bulk,
                 };
                 let c = self.conns.len();
-                self.conns.push(Conn::new(tcp, info.src, 0, Some(0), role));
+                self.conns.push(Conn::new(tcp, src, 0, Some(0), role));
                 // The listener learns the remote port from the SYN.
-                self.demux.insert((info.src, seg.src_port, seg.dst_port), c);
+                self.demux.insert((src, seg.src_port, seg.dst_port), c);
                 c
             }
         };
         self.conns[c].tcp.on_segment(&seg, now);
-        self.service(c, now, out);
+        Some(c)
     }
 
     /// A packet addressed to this host arrived: replies and timers are appended to `out`.
@@ -677,7 +715,7 @@ impl Host {
                     }
                 }
             }
-            6 => self.tcp_segment(&pkt, info, now, out),
+            6 => self.tcp_packet(&pkt, info, now, out),
             17 => {
                 if let Some((sport, dport, _)) = parse_udp(&pkt, info) {
                     self.udp_rx
@@ -702,4 +740,31 @@ impl Host {
             }
         }
     }
+}
+
+/// The packet carrying `head` — `segs` segments of `mss` bytes in one GSO
+/// packet when more than one, its checksum left to the device — into `pkt`.
+fn tcp_packet(
+    head: &Segment,
+    segs: u16,
+    mss: u32,
+    meta: &Ipv4Meta,
+    pkt: &mut Packet,
+) -> Result<(), crate::tcp::wire::EmitError> {
+    head.emit_ipv4_into(meta, &mut pkt.data)?;
+    let headers = (head.ip_len() - head.payload_len as usize) as u32 + ETH_HLEN;
+    pkt.len = head.ip_len() as u32 + ETH_HLEN + u32::from(segs - 1) * headers;
+    pkt.protocol = ETH_P_IP;
+    pkt.priority = sluice_core::qdisc::pfifo_fast::tos_to_priority(meta.tos);
+    if segs > 1 {
+        pkt.gso = Some(Gso {
+            size: mss as u16,
+            segs,
+            kind: GsoKind::TcpV4,
+            ecn: head.flags.contains(Flags::CWR),
+        });
+        // Headers the simulator wrote itself: they are well formed.
+        let _ = sluice_core::gso::offload_checksum(pkt);
+    }
+    Ok(())
 }

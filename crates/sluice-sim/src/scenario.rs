@@ -156,6 +156,15 @@ pub struct NodeSpec {
     /// Kernel settings of the node's TCP ([`crate::sysctl`]), by sysctl name.
     #[serde(default)]
     pub sysctl: BTreeMap<String, toml::Value>,
+    /// Segmentation offload on the node's interfaces (Linux's default):
+    /// its TCP sends packets of several segments (`crate::tcp::tso`);
+    /// false is `ethtool -K DEV gso off tso off`, one segment per packet.
+    #[serde(default = "yes")]
+    pub gso: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// A link between two node devices.

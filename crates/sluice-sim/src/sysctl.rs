@@ -54,7 +54,8 @@ pub fn of_node(n: &NodeSpec, vars: &BTreeMap<String, String>) -> Result<TcpConfi
     for (k, v) in &n.sysctl {
         m.insert(k.clone(), substitute(&value_text(v), vars)?);
     }
-    tcp_config(&m, &format!("node {}", n.name))
+    let cfg = tcp_config(&m, &format!("node {}", n.name))?;
+    Ok(TcpConfig { gso: n.gso, ..cfg })
 }
 
 /// Every setting of [`KNOWN`] as `cfg` has it, as `sysctl -w` takes it: what

@@ -123,14 +123,17 @@ pub enum Event {
 }
 
 /// Packet accounting over the whole network, for conservation checks:
-/// every packet handed to an interface is dropped there (qdisc or ring),
-/// still queued, or transmitted; every transmitted one is lost on the wire,
-/// still in flight, or has arrived; every arrival passed ingress or was
-/// dropped by it.
+/// every packet handed to an interface, and every piece a GSO packet was
+/// cut into for the wire beyond its first, is dropped there (qdisc or
+/// ring), still queued, or transmitted; every transmitted one is lost on
+/// the wire, still in flight, or has arrived; every arrival passed ingress
+/// or was dropped by it. A GSO packet counts as one until it is cut.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Census {
     /// Packets handed to interfaces (sent by hosts or forwarded).
     pub entered: u64,
+    /// Pieces GSO packets were cut into for the wire, beyond the first.
+    pub cut: u64,
     /// Dropped by root qdiscs (refused or shed).
     pub qdisc_dropped: u64,
     /// Dropped because a noqueue device's ring was full.
@@ -758,7 +761,8 @@ impl World {
                 c.qdisc_dropped += root.drops;
                 c.queued += root.qlen as u64 + ifc.port.backlog_packets() as u64;
                 c.ring_dropped += ifc.port.stats.ring_drops;
-                c.transmitted += ifc.port.stats.tx_packets;
+                c.transmitted += ifc.port.stats.tx_pieces;
+                c.cut += ifc.port.stats.cut;
                 c.wire_lost += ifc.port.stats.wire_losses;
             }
         }

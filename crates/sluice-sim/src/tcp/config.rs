@@ -113,6 +113,9 @@ pub struct TcpConfig {
     pub synack_retries: u32,
     /// RTO retransmissions of the same data before giving up (`tcp_retries2`).
     pub max_retransmits: u32,
+    /// Segmentation offload: data leaves in packets of several segments,
+    /// as `tcp_tso_segs` sizes them (`tso.rs`); false sends one per packet.
+    pub gso: bool,
 }
 
 impl Default for TcpConfig {
@@ -142,6 +145,7 @@ impl Default for TcpConfig {
             syn_retries: 6,
             synack_retries: 5,
             max_retransmits: 15,
+            gso: true,
         }
     }
 }

@@ -197,6 +197,9 @@ pub struct TcpConnection {
     pub(crate) rate: RateState,
     /// Pacing: when the next data segment may leave (`tcp_wstamp_ns`).
     pub(crate) wstamp: Time,
+    /// Pacing: when the packet being built started and how many more
+    /// segments it may take.
+    pub(crate) gso_room: (Time, u32),
     /// Pacing held data back until this time (the pacing timer).
     pub(crate) pacing_wake: Option<Time>,
     /// The send buffer.
@@ -269,6 +272,7 @@ impl TcpConnection {
             error: None,
             rate: RateState::default(),
             wstamp: Time::ZERO,
+            gso_room: (Time::ZERO, 0),
             pacing_wake: None,
             sndbuf,
         }

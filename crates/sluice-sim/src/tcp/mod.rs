@@ -31,6 +31,7 @@
 //! | `rtt.rs` | SRTT/RTTVAR/RTO the way Linux computes them | RFC 6298, `tcp_rtt_estimator` |
 //! | `timers.rs` | RTO, TLP, reordering, zero-window probe, SYN | `tcp_timer.c` |
 //! | `output.rs` | what to send, Nagle, cwnd validation, ECN marks | `tcp_write_xmit` |
+//! | `tso.rs` | segments per packet (GSO), the pacing rate it is sized from | `tcp_tso_autosize`, `tcp_update_pacing_rate` |
 //! | `cc.rs`, `cubic.rs`, `reno.rs`, `bbr.rs` | congestion control | RFC 9438, RFC 5681, `tcp_cubic.c`, `tcp_bbr.c` |
 //! | `rate.rs` | delivery-rate samples | `tcp_rate.c` |
 //! | `stats.rs` | counters | `tcp_info` |
@@ -39,7 +40,7 @@
 //! congestion control that asks for it (BBR), `tcp_wstamp_ns` advancing by
 //! each data segment's length at the pacing rate (`output.rs`).
 //!
-//! Not modelled (each file says more): TSO/GSO, TCP small queues,
+//! Not modelled (each file says more): TCP small queues,
 //! SACK compression, F-RTO and D-SACK undo, PAWS, urgent data, simultaneous open, RST
 //! generation, IPv6, path MTU discovery, reordering adaptation.
 //!
@@ -86,6 +87,7 @@ pub mod segment;
 pub mod seq;
 pub mod stats;
 mod timers;
+mod tso;
 pub mod wire;
 
 pub use config::{CongestionAlgorithm, EcnMode, TcpConfig};

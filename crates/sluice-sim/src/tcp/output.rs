@@ -30,8 +30,9 @@
 //! `wstamp`, which each data segment moves on by its payload at the rate
 //! (less up to half of it for lateness), from the tenth segment on. Every
 //! transmission also takes a delivery-rate snapshot (`tcp_rate_skb_sent`).
-//! Not modelled: TSO and autocorking, TCP small queues (a host-level
-//! concern).
+//! A packet of several segments (`tso.rs`) is paced as one, as Linux
+//! paces its GSO packets. Not modelled: autocorking, TCP small queues (a
+//! host-level concern).
 
 use super::cc::CongestionControl;
 use super::conn::{bbr_cx, CaState, TcpConnection, TcpState};
@@ -61,9 +62,14 @@ impl TcpConnection {
         None
     }
 
-    /// `tcp_pacing_check`: must data wait for the pacing timer?
+    /// `tcp_pacing_check`: must data wait for the pacing timer? Not the
+    /// rest of a packet whose first segment has gone (Linux paces packets,
+    /// each of up to [`TcpConnection::tso_segs`] segments).
     fn paced(&mut self, now: Time) -> bool {
         if self.cc.pacing_rate().is_none() || self.wstamp <= now {
+            return false;
+        }
+        if self.gso_room.0 == now && self.gso_room.1 > 0 {
             return false;
         }
         let unsent = self.write_end > self.snd_nxt || self.sb.next_lost().is_some();
@@ -78,6 +84,10 @@ impl TcpConnection {
     fn pace(&mut self, len: u32, now: Time) {
         let Some(rate) = self.cc.pacing_rate().filter(|&r| r > 0) else {
             return;
+        };
+        self.gso_room = match self.gso_room {
+            (at, room) if at == now && room > 0 => (now, room - 1),
+            _ => (now, self.tso_segs() - 1),
         };
         let prior = self.wstamp;
         self.wstamp = self.wstamp.max(now);

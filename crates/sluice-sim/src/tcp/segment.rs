@@ -329,6 +329,35 @@ impl Segment {
         let fin = u32::from(self.flags.contains(Flags::FIN));
         self.payload_len.saturating_add(syn + fin)
     }
+    /// Whether `next` can follow this segment in one GSO packet, as the
+    /// kernel's TCP builds them: its data starts where this segment's
+    /// full-sized (`mss`) payload ends, and everything but the sequence
+    /// number and the flags the segmentation sets (PSH and FIN on the last
+    /// segment, CWR on the first) is the same.
+    pub fn continued_by(&self, next: &Segment, mss: u32) -> bool {
+        let own = Flags(Flags::PSH.0 | Flags::FIN.0 | Flags::SYN.0 | Flags::RST.0);
+        let set_by_gso = Flags(Flags::PSH.0 | Flags::FIN.0);
+        self.payload_len == mss
+            && next.payload_len > 0
+            && self.flags.0 & own.0 == 0
+            && next.flags.0 & !set_by_gso.0 == self.flags.0 & !Flags::CWR.0
+            && next.seq == self.seq.wrapping_add(mss)
+            && (
+                next.src_port,
+                next.dst_port,
+                next.ack,
+                next.window,
+                next.ecn,
+            ) == (
+                self.src_port,
+                self.dst_port,
+                self.ack,
+                self.window,
+                self.ecn,
+            )
+            && next.options == self.options
+    }
+
     /// True for a segment that only acknowledges: no payload, no SYN/FIN/RST.
     pub fn is_pure_ack(&self) -> bool {
         self.payload_len == 0
