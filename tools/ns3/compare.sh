@@ -59,13 +59,18 @@ cases=(
     "pfifo_fast, 1 flow, 4 MiB|--variant pfifo_fast --set flows=1 --set buf=4MiB|--qdisc=pfifo_fast --flows=1 --buf=5242880"
 )
 
+# ns-3's TCP sends one segment per packet: so does sluice's sender here
+# (`gso = false`; Linux's default hands qdiscs GSO packets of several).
+scenario=$out/dumbbell.toml
+sed '/^name = "sender"$/a gso = false' examples/dumbbell.toml >"$scenario"
+
 results=$out/results.jsonl
 : >"$results"
 for c in "${cases[@]}"; do
     IFS='|' read -r name sargs nargs <<<"$c"
     echo "running: $name" >&2
     # shellcheck disable=SC2086 # the argument lists are meant to split
-    s=$("$sluice" sim dumbbell --json $sargs)
+    s=$("$sluice" sim "$scenario" --json $sargs)
     # shellcheck disable=SC2086
     n=$("$bin" $nargs ${NS3_ARGS:-})
     printf '{"case":"%s","sluice":%s,"ns3":%s}\n' "$name" "$(tr -d '\n' <<<"$s")" "$n" >>"$results"
