@@ -19,6 +19,7 @@ mod shims;
 mod sim;
 mod sim_live;
 mod sweep;
+mod web_live;
 use std::process::ExitCode;
 
 fn emit(o: &Outcome) -> ExitCode {
@@ -448,6 +449,10 @@ fn main() -> ExitCode {
             }
             Some("proxy") => return ExitCode::from(proxy::main(&argv[2..]) as u8),
             Some("shims") => return ExitCode::from(shims::main(&argv[2..]) as u8),
+            // Hidden: the HTTP server and browser `sim --live` runs for a
+            // web workload (web_live.rs), not in the usage or completions.
+            Some("web-server") => return ExitCode::from(web_live::server_main(&argv[2..]) as u8),
+            Some("web-client") => return ExitCode::from(web_live::client_main(&argv[2..]) as u8),
             // `sluice qdisc ...` is `sluice tc qdisc ...`: a tool that
             // resolves a `tc` link to this binary calls it so (shims.rs).
             _ if is_tc_command(&argv[1..]) => run_tc(&argv[1..]),

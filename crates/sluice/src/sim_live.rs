@@ -15,21 +15,26 @@
 //! over the kernel's sockets: `tcp` is an iperf3 client and server per
 //! flow (`-C` from `cc`; `-w` only where the scenario sets a buffer, so
 //! an unset one is autotuned by the kernel, as in the model), `udp` iperf3
-//! `-u`, `ping` ping. They start at their scenario times, measured from
+//! `-u`, `ping` ping, and `web` this binary's own hidden `web-server` and
+//! `web-client` (web_live.rs: hyper's HTTP/1.1 over up to `connections`
+//! connections, or HTTP/2 in cleartext on one, page then objects, as the
+//! model loads them). They start at their scenario times, measured from
 //! the moment the network is up; the run lasts the scenario's duration in
 //! real time, with a progress bar.
 //!
 //! **What is measured.** The same table and JSON as a simulated run: ping
 //! replies (every one, with its time), each flow's bytes per second as
-//! its iperf3 server counted them, and each link's qdisc drops (`tc -s`).
+//! its iperf3 server counted them, each page load's time as the browser
+//! timed it, and each link's qdisc drops (`tc -s`).
 //! A flow's goodput is its bytes from its start (or the warm-up) to the
 //! end, so the total over the interval all ran is comparable.
 //!
 //! **What is refused**, with the reason, before anything is made: node
-//! scripts, `ip`/`iptables` lines, web workloads, timed events,
-//! time-varying links, ifb devices, and a transmit queue length other than
-//! 1000 — each of these the live plane can do for one link, but this
-//! front end does not map yet. Live runs need root (namespaces named in
+//! scripts, `ip`/`iptables` lines, timed events, time-varying links, ifb
+//! devices, and a transmit queue length other than 1000 — each of these
+//! the live plane can do for one link, but this front end does not map
+//! yet — and web workloads' TLS handshakes (`handshake = true`: no TLS
+//! live yet). Live runs need root (namespaces named in
 //! `/run/netns`), iperf3 and ping.
 //!
 //! **Clean-up.** The link daemons die with this process (they are tied to
@@ -42,9 +47,11 @@ use sluice_core::port::TxBuffer;
 use sluice_core::time::{Duration, Time};
 use sluice_net::link::{self, LinkSpec, Side, Wire};
 use sluice_sim::host::{App, BIN};
-use sluice_sim::report::{FlowResult, PingResult, RunResult};
+use sluice_sim::report::{FlowResult, PingResult, RunResult, WebResult};
 use sluice_sim::run::{build_with, Built, Measure, ScriptRunner};
 use sluice_sim::scenario::{substitute, Scenario};
+use sluice_sim::tcp::TcpConfig;
+use sluice_sim::web::LoadSample;
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::path::Path;
@@ -384,16 +391,20 @@ impl Plan {
             errors: vec![],
             tc_stats: None,
         };
-        let mut si = 0;
+        // Servers' outputs are in the order of the programs that have one.
+        let mut server_out = server_out.iter();
         for (i, out) in outputs {
             let p = &programs[i];
+            let server = match p.server {
+                Some(_) => server_out.next().map_or("", String::as_str),
+                None => "",
+            };
             match p.kind {
                 Kind::Ping { sent } => result.pings.push(ping_result(&p.label, sent, &out, t0)),
                 Kind::Tcp | Kind::Udp => {
-                    let server = &server_out[si];
-                    si += 1;
                     result.flows.push(flow_result(p, server, self.warmup, end)?);
                 }
+                Kind::Web => result.webs.push(web_result(p, &out)?),
             }
         }
         result.compute_shares();
@@ -545,10 +556,93 @@ impl Plan {
                     kind: Kind::Udp,
                 })
             }
-            Measure::Web { .. } | Measure::Group(_) => {
-                Err(format!("{label}: web workloads do not run live yet"))
+            Measure::Web { node, app } => {
+                let App::Web(web) = &w.nodes[*node].host.apps[*app] else {
+                    return Err(format!("{label}: not a web workload"));
+                };
+                *port += 1;
+                self.web_program(label, *node, &web.params, w, end, *port)
             }
+            Measure::Group(_) => Err(format!("{label}: nested groups do not run live")),
         }
+    }
+
+    /// `sluice web-server` on the web workload's server node and `sluice
+    /// web-client` on its own, the server on `port`.
+    fn web_program(
+        &self,
+        label: &str,
+        node: usize,
+        p: &sluice_sim::web::WebParams,
+        w: &sluice_sim::world::World,
+        end: Time,
+        port: u16,
+    ) -> Result<Program, String> {
+        if p.handshake {
+            return Err(format!(
+                "{label}: TLS handshakes (handshake = true) do not run live yet"
+            ));
+        }
+        let server = w
+            .nodes
+            .iter()
+            .position(|n| n.addr == p.dst)
+            .ok_or_else(|| format!("{label}: no node has the server's address {}", p.dst))?;
+        let exe = std::env::current_exe().map_err(|e| format!("own path: {e}"))?;
+        let exe = exe.to_string_lossy();
+        let words = |w: &[&str]| -> Vec<String> { w.iter().map(|s| s.to_string()).collect() };
+        // Milliseconds, rounded up, from the workload's start.
+        let ms = |d: Duration| d.0.div_ceil(1_000_000).to_string();
+        let server_cfg = w.nodes[server]
+            .host
+            .listeners
+            .get(&p.port)
+            .unwrap_or(&p.cfg);
+        // The server outlives the run by a second, then exits by itself.
+        let serve_for = ms(Duration(end.0) + Duration::from_secs(1));
+        let mut server_cmd = words(&[
+            &exe,
+            "web-server",
+            "--listen",
+            &format!("{}:{port}", p.dst),
+            "--page",
+            &p.page.to_string(),
+            "--objects",
+            &crate::web_live::format_sizes(&p.objects),
+            "--for",
+            &serve_for,
+        ]);
+        server_cmd.extend(web_socket_args(server_cfg, 0));
+        let mut client_cmd = words(&[
+            &exe,
+            "web-client",
+            "--url",
+            &format!("http://{}:{port}/", p.dst),
+            if p.multiplexed { "--h2" } else { "--h1" },
+            "--connections",
+            &p.connections.to_string(),
+            "--repeat",
+            &p.repeat.to_string(),
+            "--interval",
+            &ms(p.interval),
+            "--request",
+            &p.request.to_string(),
+            "--stop",
+            &ms(p.stop.min(end) - p.start),
+            "--end",
+            &ms(end - p.start),
+        ]);
+        if p.warm {
+            client_cmd.push("--warm".into());
+        }
+        client_cmd.extend(web_socket_args(&p.cfg, p.tos));
+        Ok(Program {
+            label: label.into(),
+            start: p.start,
+            client: self.exec(node, &client_cmd),
+            server: Some(self.exec(server, &server_cmd)),
+            kind: Kind::Web,
+        })
     }
 
     /// An iperf3 server for one test on `port`, reporting every
@@ -561,11 +655,11 @@ impl Plan {
         )
     }
 
-    fn exec(&self, node: usize, cmd: &[&str]) -> Vec<String> {
+    fn exec(&self, node: usize, cmd: &[impl AsRef<str>]) -> Vec<String> {
         ["ip", "netns", "exec", &self.ns[node]]
-            .iter()
-            .chain(cmd)
-            .map(|s| s.to_string())
+            .into_iter()
+            .chain(cmd.iter().map(AsRef::as_ref))
+            .map(String::from)
             .collect()
     }
 }
@@ -696,6 +790,7 @@ enum Kind {
     Ping { sent: u64 },
     Tcp,
     Udp,
+    Web,
 }
 
 /// What a live run made, removed on the way out whatever happened.
@@ -865,6 +960,62 @@ fn flow_result(p: &Program, server: &str, warmup: Time, end: Time) -> Result<Flo
     })
 }
 
+/// `sluice web-server` and `web-client`'s socket options for `cfg`: its
+/// congestion control, the buffers it sets (as iperf3's `-w` passes them),
+/// and the TOS byte.
+fn web_socket_args(cfg: &TcpConfig, tos: u8) -> Vec<String> {
+    let mut args = vec!["--cc".to_string(), cfg.congestion.name().to_string()];
+    if let Some(b) = cfg.send_buffer {
+        args.extend(["--sndbuf".into(), b.to_string()]);
+    }
+    if let Some(b) = cfg.recv_buffer {
+        args.extend(["--rcvbuf".into(), b.to_string()]);
+    }
+    if tos != 0 {
+        args.extend(["--tos".into(), tos.to_string()]);
+    }
+    args
+}
+
+/// A web workload's result from its browser's lines (web_live.rs says
+/// what they are): `load start_ns=S took_ns=T ...` per load, then `done`,
+/// `unfinished` or `error MESSAGE`.
+fn web_result(p: &Program, out: &str) -> Result<WebResult, String> {
+    let mut samples = vec![];
+    let mut last = None;
+    for line in out.lines() {
+        if let Some(e) = line.strip_prefix("error ") {
+            return Err(format!("{}: web client: {e}", p.label));
+        }
+        let Some(fields) = line.strip_prefix("load ") else {
+            last = Some(line);
+            continue;
+        };
+        let field = |k: &str| {
+            fields
+                .split_whitespace()
+                .find_map(|f| f.strip_prefix(k)?.strip_prefix('='))
+                .and_then(|v| v.parse::<u64>().ok())
+                .ok_or_else(|| format!("{}: web client: no {k} in {line:?}", p.label))
+        };
+        samples.push(LoadSample {
+            start: p.start + Duration(field("start_ns")?),
+            took: Duration(field("took_ns")?),
+        });
+    }
+    let unfinished = match last {
+        Some("done") => false,
+        Some("unfinished") => true,
+        _ => {
+            return Err(format!(
+                "{}: the web client stopped before the end of the run: {out:?}",
+                p.label
+            ))
+        }
+    };
+    Ok(WebResult::from_samples(&p.label, &samples, unfinished))
+}
+
 /// The drops of the root qdiscs in `tc -s qdisc show` output.
 fn root_drops(text: &str) -> u64 {
     let mut total = 0;
@@ -973,6 +1124,12 @@ pub fn compare(sim: &[RunResult], live: &[RunResult], tol: &Tolerances) -> (Stri
                 );
             }
         }
+        for lw in &l.webs {
+            if let Some(sw) = s.webs.iter().find(|w| w.name == lw.name) {
+                let what = format!("web {} mean load ms", lw.name);
+                row(&mut out, what, sw.load_ms, lw.load_ms, false, None);
+            }
+        }
         if !l.flows.is_empty() {
             let (sg, ..) = s.aggregate_goodput();
             let (lg, ..) = l.aggregate_goodput();
@@ -997,6 +1154,37 @@ mod tests {
     fn root_drops_sum_only_root_qdiscs() {
         let text = "qdisc pfifo 1: dev a0 root refcnt 2 limit 100p\n Sent 100 bytes 1 pkt (dropped 7, overlimits 0 requeues 0)\nqdisc pfifo 2: dev a0 parent 1:1 limit 10p\n Sent 1 bytes 1 pkt (dropped 3, overlimits 0 requeues 0)\nqdisc fq_codel 0: dev b0 root refcnt 2\n Sent 1 bytes 1 pkt (dropped 5, overlimits 0 requeues 0)\n";
         assert_eq!(root_drops(text), 12);
+    }
+
+    #[test]
+    fn web_client_lines_become_load_samples() {
+        let p = Program {
+            label: "page".into(),
+            start: Time(2_000_000_000),
+            client: vec![],
+            server: None,
+            kind: Kind::Web,
+        };
+        let out = "load start_ns=1000000 took_ns=300000000 bytes=50000 connections=6\n\
+                   load start_ns=1001000000 took_ns=500000000 bytes=50000 connections=6\n\
+                   unfinished\n";
+        let r = web_result(&p, out).unwrap();
+        assert_eq!((r.loads, r.unfinished), (2, true));
+        assert_eq!((r.min_ms, r.load_ms, r.max_ms), (300.0, 400.0, 500.0));
+        // From the run's start: the workload's, plus the browser's offset.
+        assert_eq!(r.series, [(2.001, 300.0), (3.001, 500.0)]);
+        let e = web_result(&p, "error connect: Connection refused (os error 111)\n");
+        assert_eq!(
+            e.unwrap_err(),
+            "page: web client: connect: Connection refused (os error 111)"
+        );
+        let killed = "load start_ns=1000000 took_ns=300000000 bytes=50000 connections=6\n";
+        assert!(web_result(&p, killed).is_err());
+        assert!(
+            !web_result(&p, &format!("{killed}done\n"))
+                .unwrap()
+                .unfinished
+        );
     }
 
     #[test]
