@@ -151,6 +151,8 @@ struct Plan {
     programs: Vec<Program>,
     /// Per node: the sysctls its namespace is given.
     sysctls: Vec<Vec<(&'static str, String)>>,
+    /// Per node: segmentation offload (`gso = false`: one segment a packet).
+    gso: Vec<bool>,
 }
 
 impl Plan {
@@ -249,6 +251,7 @@ impl Plan {
             duration: b.duration,
             warmup: b.warmup,
             programs: vec![],
+            gso: sc.nodes.iter().map(|n| n.gso).collect(),
             sysctls: sc
                 .nodes
                 .iter()
@@ -302,6 +305,20 @@ impl Plan {
             link::up_tied(&exe, spec.clone(), true)
                 .map_err(|e| format!("link {}: {e}", spec.name))?;
             net.links.push(spec.name.clone());
+        }
+        // A node without offload: its TCP sizes packets to the devices'
+        // `gso_max_segs`, so one segment each (`tcp_tso_segs`).
+        for spec in &self.links {
+            for side in [&spec.a, &spec.b] {
+                let node = self.ns.iter().position(|n| side.netns.as_ref() == Some(n));
+                if node.is_some_and(|i| !self.gso[i]) {
+                    let ns = side.netns.as_deref().unwrap_or_default();
+                    link::run(
+                        "ip",
+                        &["-n", ns, "link", "set", "dev", &side.ifname, "gso_max_segs", "1"],
+                    )?;
+                }
+            }
         }
         for (i, routes) in self.routes.iter().enumerate() {
             for (dst, dev) in routes {
