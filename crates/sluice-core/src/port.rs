@@ -193,6 +193,10 @@ pub struct Port {
     /// The latest time the port was called at.
     clock: Time,
     rng: Xoshiro256PlusPlus,
+    /// The context of every call into the qdisc tree, reset for each
+    /// ([`Cx::reset`]) rather than made anew: one is needed per packet
+    /// in and about two per packet out.
+    cx: Cx,
     /// Counters.
     pub stats: PortStats,
 }
@@ -217,6 +221,7 @@ impl Port {
             last_arrival: Time::ZERO,
             clock: Time::ZERO,
             rng: Xoshiro256PlusPlus::seed_from_u64(cfg.seed),
+            cx: Cx::default(),
             stats: PortStats::default(),
         }
     }
@@ -296,7 +301,6 @@ impl Port {
                 }
             }
         }
-        let mut cx = Cx::new(now);
         // clsact's egress filters come first (`sch_handle_egress`).
         let mut pkt = dev.egress_hook(pkt, now)?;
         pkt.tstamp = now;
@@ -310,8 +314,9 @@ impl Port {
             }
             self.push_ring(pkt);
         } else {
-            let r = dev.root.enqueue_root(pkt, &mut cx);
-            self.stats.qdisc_shed += cx.drops.len() as u64;
+            self.cx.reset(now);
+            let r = dev.root.enqueue_root(pkt, &mut self.cx);
+            self.stats.qdisc_shed += self.cx.drops.len() as u64;
             r?;
             self.busy = true;
         }
@@ -587,9 +592,9 @@ impl Port {
         if !self.busy {
             return None;
         }
-        let mut cx = Cx::new(t);
-        let got = dev.root.dequeue(&mut cx);
-        self.stats.qdisc_shed += cx.drops.len() as u64;
+        self.cx.reset(t);
+        let got = dev.root.dequeue(&mut self.cx);
+        self.stats.qdisc_shed += self.cx.drops.len() as u64;
         match got {
             Dequeue::Packet(mut p) => {
                 p.restore_len();
@@ -651,9 +656,9 @@ impl Port {
         if !self.ring_has_room(0) {
             return;
         }
-        let mut cx = Cx::new(now);
+        self.cx.reset(now);
         loop {
-            match dev.root.dequeue(&mut cx) {
+            match dev.root.dequeue(&mut self.cx) {
                 Dequeue::Packet(mut p) => {
                     self.qdisc_wake = None;
                     p.restore_len();
@@ -675,7 +680,7 @@ impl Port {
                 }
             }
         }
-        self.stats.qdisc_shed += cx.drops.len() as u64;
+        self.stats.qdisc_shed += self.cx.drops.len() as u64;
         self.start_wire(now);
     }
 }

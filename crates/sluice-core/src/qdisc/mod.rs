@@ -123,6 +123,22 @@ impl Cx {
             ..Default::default()
         }
     }
+
+    /// Make this context what [`Cx::new`] makes at `now`, keeping its
+    /// buffers: a caller that calls into qdiscs per packet (a port) keeps
+    /// one context rather than make and drop one, three `Vec`s, each time.
+    pub fn reset(&mut self, now: Time) {
+        self.now = now;
+        self.shed_packets = 0;
+        self.shed_bytes = 0;
+        self.split_packets = 0;
+        self.split_bytes = 0;
+        self.own_drops = 0;
+        self.journal.clear();
+        self.drops.clear();
+        self.to_root.clear();
+        self.reinjecting = false;
+    }
     /// Report that a packet of `len` bytes that was queued below has been dropped.
     pub fn shed(&mut self, len: u32, reason: DropReason) {
         self.note();
