@@ -634,7 +634,7 @@ impl Port {
 
     /// Start the ring's head on an idle wire (at a fixed rate).
     fn start_wire(&mut self, now: Time) {
-        if self.on_wire.is_some() || self.trace.is_some() {
+        if self.on_wire.is_some() || self.trace.is_some() || self.ring.is_empty() {
             return;
         }
         if let Some(pkt) = self.next_for_wire() {

@@ -337,7 +337,16 @@ impl RxFlow {
     pub fn record(&mut self, now: Time, bytes: u64) {
         self.packets += 1;
         self.bytes += bytes;
-        *self.bins.entry(now.0 / BIN.0).or_default() += bytes;
+        let bin = now.0 / BIN.0;
+        // Time moves on, so the bin is nearly always the last one: found
+        // at the end of the map without comparing keys down the tree.
+        if let Some(mut last) = self.bins.last_entry() {
+            if *last.key() == bin {
+                *last.get_mut() += bytes;
+                return;
+            }
+        }
+        *self.bins.entry(bin).or_default() += bytes;
     }
 }
 
@@ -597,44 +606,43 @@ impl Host {
             conn.read_seen = read;
         }
         // Consecutive segments go out as one GSO packet of up to
-        // `tso_segs` (`tso.rs`): `packet` is its first segment, carrying the
-        // payload of all, their count, and the last one.
+        // `tso_segs` (`tso.rs`): `head` is its first segment, carrying the
+        // payload of all; `last` the last one, which the next must continue.
         let mss = conn.tcp.mss;
-        let mut packet: Option<(Segment, u16, Segment)> = None;
-        let mut limit = 1;
-        loop {
-            let next = conn.tcp.poll_transmit(now);
-            if let (Some((head, segs, last)), Some(seg)) = (&mut packet, &next) {
-                if u32::from(*segs) < limit && last.continued_by(seg, mss) {
+        let mut next = conn.tcp.poll_transmit(now);
+        while let Some(mut head) = next {
+            let limit = if head.payload_len > 0 {
+                conn.tcp.tso_segs()
+            } else {
+                1
+            };
+            let mut segs = 1u16;
+            next = conn.tcp.poll_transmit(now);
+            if next.is_some() && head.payload_len == mss && limit > 1 {
+                let mut last = head.clone();
+                while let Some(seg) =
+                    next.take_if(|seg| u32::from(segs) < limit && last.continued_by(seg, mss))
+                {
                     head.payload_len += seg.payload_len;
                     head.flags
                         .insert(Flags(seg.flags.0 & (Flags::PSH.0 | Flags::FIN.0)));
-                    *segs += 1;
-                    *last = seg.clone();
-                    continue;
+                    segs += 1;
+                    last = seg;
+                    next = conn.tcp.poll_transmit(now);
                 }
             }
-            if let Some((head, segs, _)) = packet.take() {
-                let meta = Ipv4Meta {
-                    src,
-                    dst: conn.remote,
-                    tos: conn.tos,
-                    ttl: 64,
-                    id: self.ip_id.wrapping_add(1),
-                };
-                self.ip_id = self.ip_id.wrapping_add(segs);
-                let mut pkt = out.blank_packet();
-                if tcp_packet(&head, segs, mss, &meta, &mut pkt).is_ok() {
-                    out.packets.push(pkt);
-                }
-            }
-            let Some(seg) = next else {
-                break;
+            let meta = Ipv4Meta {
+                src,
+                dst: conn.remote,
+                tos: conn.tos,
+                ttl: 64,
+                id: self.ip_id.wrapping_add(1),
             };
-            if seg.payload_len > 0 {
-                limit = conn.tcp.tso_segs();
+            self.ip_id = self.ip_id.wrapping_add(segs);
+            let mut pkt = out.blank_packet();
+            if tcp_packet(&head, segs, mss, &meta, &mut pkt).is_ok() {
+                out.packets.push(pkt);
             }
-            packet = Some((seg.clone(), 1, seg));
         }
         if let Some(t) = conn.tcp.poll_timeout() {
             if conn.timer_at.is_none_or(|at| t < at) {

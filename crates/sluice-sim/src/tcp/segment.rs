@@ -243,6 +243,17 @@ impl TcpOptions {
     /// Decode options, skipping unknown kinds as Linux's
     /// `tcp_parse_options()` does; malformed lengths end the parse.
     pub fn decode(mut bytes: &[u8]) -> TcpOptions {
+        // What every segment but the handshake's carries, alone when it
+        // has no SACK blocks: `NOP NOP TS`, read at once.
+        if let [1, 1, 8, 10, v0, v1, v2, v3, e0, e1, e2, e3] = *bytes {
+            return TcpOptions {
+                timestamp: Some((
+                    u32::from_be_bytes([v0, v1, v2, v3]),
+                    u32::from_be_bytes([e0, e1, e2, e3]),
+                )),
+                ..TcpOptions::default()
+            };
+        }
         let mut opts = TcpOptions::default();
         while let Some((&kind, rest)) = bytes.split_first() {
             match kind {
