@@ -268,6 +268,16 @@ impl DelayTrace {
         })
     }
 
+    /// The delays, one per [`DelayTrace::step`].
+    pub fn delays(&self) -> &[Duration] {
+        &self.delays
+    }
+
+    /// How long each delay holds.
+    pub fn step(&self) -> Duration {
+        self.step
+    }
+
     /// The delay of a packet leaving the wire `since` after the trace started.
     pub fn delay_at(&self, since: Duration) -> Duration {
         let i = (since.0 / self.step.0) % self.delays.len() as u64;

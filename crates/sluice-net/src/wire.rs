@@ -127,6 +127,71 @@ impl WireSettings {
         })
     }
 
+    /// The settings that make `c` (the inverse of [`WireSettings::change`]):
+    /// a trace, schedule or delay trace written out as the text that
+    /// parses back to it, each named `name` and what it is. A delay trace
+    /// that lets packets reorder has no text form.
+    pub fn from_change(c: &WireChange, name: &str) -> Result<WireSettings, String> {
+        let file = |what: &str, text: String| TextFile {
+            name: format!("{name} {what}"),
+            text,
+        };
+        let schedule = c.schedule.as_ref().map(|s| {
+            let cell = |v: Option<String>| v.unwrap_or_default();
+            let mut text = String::new();
+            for (at, row) in s.steps() {
+                text += &format!(
+                    "{}ns,{},{},{}\n",
+                    at.0,
+                    cell(row.rate_bps.map(|r| match r {
+                        0 => "0".to_string(),
+                        r => format!("{r}bit"),
+                    })),
+                    cell(row.delay.map(|d| format!("{}ns", d.0))),
+                    cell(row.loss.map(|l| l.to_string())),
+                );
+            }
+            if let Some(p) = s.period() {
+                text += &format!("{}ns,loop\n", p.0);
+            }
+            file("schedule", text)
+        });
+        let delay_trace = match &c.delay_trace {
+            Some(d) if d.reorder => {
+                return Err(format!(
+                    "{name}: a delay trace that reorders has no text form"
+                ))
+            }
+            Some(d) => Some(d),
+            None => None,
+        };
+        Ok(WireSettings {
+            rate_bps: c.rate_bps,
+            delay_ns: c.delay.map(|d| d.0),
+            loss: c.loss,
+            buffer: c.buffer.map(|b| match b {
+                TxBuffer::Packets(n) => Buffer::Packets(n),
+                TxBuffer::Bytes(n) => Buffer::Bytes(n),
+            }),
+            up: c.up,
+            trace: c
+                .trace
+                .as_ref()
+                .map(|(t, _)| file("trace", t.to_mahimahi())),
+            once: c.trace.as_ref().is_some_and(|(_, once)| *once),
+            schedule,
+            delay_trace: delay_trace.map(|d| {
+                let ms: Vec<String> = d
+                    .delays()
+                    .iter()
+                    .map(|x| (x.0 / 1_000_000).to_string())
+                    .collect();
+                file("delay trace", ms.join("\n") + "\n")
+            }),
+            delay_trace_step_ns: delay_trace.map(|d| d.step().0),
+        })
+    }
+
     /// The same settings without the files' texts (their names stay): what
     /// a link's record keeps once the daemon has built its wires.
     pub fn without_texts(&self) -> WireSettings {
@@ -204,6 +269,32 @@ mod tests {
         assert_eq!(c.buffer, Some(TxBuffer::Packets(0)));
         assert!(s.without_texts().trace.unwrap().text.is_empty());
         assert!(WireSettings::default().is_empty());
+    }
+
+    #[test]
+    fn a_change_written_out_parses_back_to_itself() {
+        let s = WireSettings {
+            delay_ns: Some(7_000_000),
+            loss: Some(0.125),
+            up: Some(true),
+            buffer: Some(Buffer::Bytes(64_000)),
+            trace: file("t", "0\n0\n3\n10\n"),
+            once: true,
+            schedule: file(
+                "s",
+                "0s,50mbit,20ms,0%\n15s,0,,\n15.3s,50mbit,45ms,\n15.305s,5mbit,,1%,ramp\n30s,loop\n",
+            ),
+            delay_trace: file("d", "5\n20\n7\n"),
+            delay_trace_step_ns: Some(2_000_000),
+            ..Default::default()
+        };
+        let c = s.change().unwrap();
+        let back = WireSettings::from_change(&c, "x").unwrap();
+        assert_eq!(back.change().unwrap(), c);
+        assert_eq!(back.schedule.unwrap().name, "x schedule");
+        let mut d = c.clone();
+        d.delay_trace.as_mut().unwrap().reorder = true;
+        assert!(WireSettings::from_change(&d, "x").is_err());
     }
 
     #[test]

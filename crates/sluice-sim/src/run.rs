@@ -47,6 +47,9 @@ pub struct LinkWatch {
     /// Its queueing delay is recorded (not on a delay trace, where a
     /// packet's propagation delay is not known from outside).
     pub watched: bool,
+    /// What the wire starts with at time 0 (a trace, a schedule, a delay
+    /// trace; nothing when only events change it).
+    pub start: WireChange,
 }
 
 /// Start every link direction's trace, schedule and delay trace at time 0,
@@ -82,7 +85,7 @@ fn watch_links(
                 .map_err(|e| format!("link {name}: {e}"))?;
             let watched = init.delay_trace.is_none();
             if init != WireChange::default() {
-                world.change_wire(node, iface, Time::ZERO, init);
+                world.change_wire(node, iface, Time::ZERO, init.clone());
             }
             if watched {
                 world.watch(node, iface);
@@ -92,6 +95,7 @@ fn watch_links(
                 at: (node, iface),
                 timeline,
                 watched,
+                start: init,
             });
         }
     }

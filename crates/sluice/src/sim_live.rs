@@ -20,7 +20,12 @@
 //! connections, or HTTP/2 in cleartext on one, page then objects, as the
 //! model loads them). They start at their scenario times, measured from
 //! the moment the network is up; the run lasts the scenario's duration in
-//! real time, with a progress bar.
+//! real time, with a progress bar. A link's trace, schedule or delay trace
+//! starts with its daemon (written out as text that reads back to what the
+//! simulator built, `WireSettings::from_change`), and a timed event is a
+//! request to a daemon at its time: its tc lines, or the wire's change
+//! (as `sluice link set`). A node with `gso = false` gets `gso_max_segs 1`
+//! on its devices, so the kernel's TCP sends one segment per packet.
 //!
 //! **What is measured.** The same table and JSON as a simulated run: ping
 //! replies (every one, with its time), each flow's bytes per second as
@@ -30,7 +35,7 @@
 //! end, so the total over the interval all ran is comparable.
 //!
 //! **What is refused**, with the reason, before anything is made: node
-//! scripts, `ip`/`iptables` lines, timed events, time-varying links, ifb
+//! scripts, `ip`/`iptables` lines (in `tc = [...]` or events), ifb
 //! devices, and a transmit queue length other than 1000 — each of these
 //! the live plane can do for one link, but this front end does not map
 //! yet — and web workloads' TLS handshakes (`handshake = true`: no TLS
@@ -44,8 +49,12 @@
 
 use indicatif::{ProgressBar, ProgressStyle};
 use sluice_core::port::TxBuffer;
+use sluice_core::port::WireChange;
 use sluice_core::time::{Duration, Time};
+use sluice_net::control::Request;
 use sluice_net::link::{self, LinkSpec, Side, Wire};
+use sluice_net::wire::WireSettings;
+use sluice_sim::events::Action;
 use sluice_sim::host::{App, BIN};
 use sluice_sim::report::{FlowResult, PingResult, RunResult, WebResult};
 use sluice_sim::run::{build_with, Built, Measure, ScriptRunner};
@@ -153,6 +162,55 @@ struct Plan {
     sysctls: Vec<Vec<(&'static str, String)>>,
     /// Per node: segmentation offload (`gso = false`: one segment a packet).
     gso: Vec<bool>,
+    /// The scenario's timed events, as requests to link daemons, in order.
+    events: Vec<LiveEvent>,
+}
+
+/// A timed event run live: a request to one link's daemon at its time.
+struct LiveEvent {
+    at: Time,
+    /// `event at 10s`, for its messages.
+    what: String,
+    /// The daemon's link.
+    link: String,
+    request: Request,
+}
+
+/// A node's command line `line` (from its namespace `ns`) for the link
+/// daemon that owns the device it names: the index of that link and the
+/// words after `tc`, the device renamed `a0` or `b0`.
+fn on_link(
+    ns: &str,
+    links: &[LinkSpec],
+    node: &str,
+    line: &str,
+) -> Result<(usize, Vec<String>), String> {
+    let mut words: Vec<String> = line.split_whitespace().map(String::from).collect();
+    if words.first().map(String::as_str) != Some("tc") {
+        return Err(format!("node {node}: `{line}`: only tc lines run live yet"));
+    }
+    words.remove(0);
+    let Some(i) = words.iter().position(|x| x == "dev").map(|i| i + 1) else {
+        return Err(format!("node {node}: `{line}` names no device"));
+    };
+    let dev = words.get(i).cloned().unwrap_or_default();
+    let on = |s: &Side| s.netns.as_deref() == Some(ns) && s.ifname == dev;
+    let Some((k, side)) = links.iter().enumerate().find_map(|(k, l)| {
+        let side = if on(&l.a) {
+            "a0"
+        } else if on(&l.b) {
+            "b0"
+        } else {
+            return None;
+        };
+        Some((k, side))
+    }) else {
+        return Err(format!(
+            "node {node}: `{line}`: no link has its device {dev}"
+        ));
+    };
+    words[i] = side.to_string();
+    Ok((k, words))
 }
 
 impl Plan {
@@ -170,6 +228,8 @@ impl Plan {
             n.net.devices[n.ifaces[iface].dev].info.name.clone()
         };
         let mut links: Vec<LinkSpec> = vec![];
+        // Per link: the (node, interface) of its side a and of its side b.
+        let mut ends = vec![];
         let mut seen = vec![];
         for (ni, n) in w.nodes.iter().enumerate() {
             for (ii, ifc) in n.ifaces.iter().enumerate() {
@@ -185,6 +245,7 @@ impl Plan {
                     default_via: None,
                 };
                 let name = format!("ss{pid}l{}", links.len());
+                ends.push(((ni, ii), (pn, pi)));
                 links.push(LinkSpec {
                     ab: wire(ifc.port.config()),
                     ba: wire(w.nodes[pn].ifaces[pi].port.config()),
@@ -193,41 +254,74 @@ impl Plan {
                 });
             }
         }
-        // Each node's tc lines, to the daemon whose device they name, as
-        // its `dev a0` or `dev b0`.
+        // Each node's tc lines, to the daemon whose device they name.
         for (ni, node) in sc.nodes.iter().enumerate() {
             for line in &node.tc {
                 let line = substitute(line, vars)?;
-                let mut words: Vec<String> = line.split_whitespace().map(String::from).collect();
-                if words.first().map(String::as_str) != Some("tc") {
-                    return Err(format!(
-                        "node {}: `{line}`: only tc lines run live yet",
-                        node.name
-                    ));
+                let (k, words) = on_link(&ns[ni], &links, &node.name, &line)?;
+                links[k].tc.push(words);
+            }
+        }
+        // What the wires start with: a trace, a schedule, a delay trace.
+        let link_of = |at: (usize, usize)| {
+            ends.iter().enumerate().find_map(|(k, &(a, b))| {
+                [(a, true), (b, false)]
+                    .into_iter()
+                    .find(|e| e.0 == at)
+                    .map(|(_, ab)| (k, ab))
+            })
+        };
+        for watch in &b.links {
+            if watch.start == WireChange::default() {
+                continue;
+            }
+            let Some((k, ab)) = link_of(watch.at) else {
+                continue;
+            };
+            let settings = WireSettings::from_change(&watch.start, &watch.name)?;
+            if ab {
+                links[k].ab_start = settings;
+            } else {
+                links[k].ba_start = settings;
+            }
+        }
+        // Timed events: tc lines for a daemon, or a wire's change.
+        let mut events = vec![];
+        for t in &w.timed {
+            match &t.action {
+                Action::Commands { node, lines } => {
+                    for (line, _) in lines {
+                        let (k, argv) = on_link(&ns[*node], &links, &w.nodes[*node].name, line)
+                            .map_err(|e| format!("{}: {e}", t.what))?;
+                        events.push(LiveEvent {
+                            at: t.at,
+                            what: t.what.clone(),
+                            link: links[k].name.clone(),
+                            request: Request::Tc { argv, batch: None },
+                        });
+                    }
                 }
-                words.remove(0);
-                let Some(i) = words.iter().position(|x| x == "dev").map(|i| i + 1) else {
-                    return Err(format!("node {}: `{line}` names no device", node.name));
-                };
-                let dev = words.get(i).cloned().unwrap_or_default();
-                let on = |s: &Side| s.netns.as_deref() == Some(ns[ni].as_str()) && s.ifname == dev;
-                let Some((spec, side)) = links.iter_mut().find_map(|l| {
-                    let side = if on(&l.a) {
-                        "a0"
-                    } else if on(&l.b) {
-                        "b0"
-                    } else {
-                        return None;
+                Action::Wire {
+                    node,
+                    iface,
+                    change,
+                } => {
+                    let Some((k, ab)) = link_of((*node, *iface)) else {
+                        return Err(format!("{}: no live link has that end", t.what));
                     };
-                    Some((l, side))
-                }) else {
-                    return Err(format!(
-                        "node {}: `{line}`: no link has its device {dev}",
-                        node.name
-                    ));
-                };
-                words[i] = side.to_string();
-                spec.tc.push(words);
+                    let settings = Box::new(WireSettings::from_change(change, &t.what)?);
+                    let (ab, ba) = if ab {
+                        (Some(settings), None)
+                    } else {
+                        (None, Some(settings))
+                    };
+                    events.push(LiveEvent {
+                        at: t.at,
+                        what: t.what.clone(),
+                        link: links[k].name.clone(),
+                        request: Request::Wire { ab, ba },
+                    });
+                }
             }
         }
         let routes = w
@@ -251,6 +345,7 @@ impl Plan {
             duration: b.duration,
             warmup: b.warmup,
             programs: vec![],
+            events,
             gso: sc.nodes.iter().map(|n| n.gso).collect(),
             sysctls: sc
                 .nodes
@@ -315,7 +410,16 @@ impl Plan {
                     let ns = side.netns.as_deref().unwrap_or_default();
                     link::run(
                         "ip",
-                        &["-n", ns, "link", "set", "dev", &side.ifname, "gso_max_segs", "1"],
+                        &[
+                            "-n",
+                            ns,
+                            "link",
+                            "set",
+                            "dev",
+                            &side.ifname,
+                            "gso_max_segs",
+                            "1",
+                        ],
                     )?;
                 }
             }
@@ -365,8 +469,17 @@ impl Plan {
         let bar = progress(end);
         let mut clients: Vec<Option<Running>> = programs.iter().map(|_| None).collect();
         let end_wall = std::time::Duration::from_nanos(end.0);
+        let mut events = self.events.iter().peekable();
+        let mut errors = vec![];
         loop {
             let now = t0.elapsed();
+            while let Some(e) = events.next_if(|e| now >= std::time::Duration::from_nanos(e.at.0)) {
+                match sluice_net::control::request(&e.link, &e.request) {
+                    Ok(r) if r.code == 0 => {}
+                    Ok(r) => errors.push(format!("{}: {}", e.what, r.stderr.trim())),
+                    Err(err) => errors.push(format!("{}: {err}", e.what)),
+                }
+            }
             for (i, p) in programs.iter().enumerate() {
                 if clients[i].is_some() || now < std::time::Duration::from_nanos(p.start.0) {
                     continue;
@@ -386,7 +499,15 @@ impl Plan {
             if now >= end_wall + std::time::Duration::from_secs(2) {
                 break;
             }
-            std::thread::sleep(std::time::Duration::from_millis(20));
+            // Until the next event (they run within a millisecond of
+            // their time), at most 20 ms.
+            let tick = std::time::Duration::from_millis(20);
+            let wait = events.peek().map_or(tick, |e| {
+                std::time::Duration::from_nanos(e.at.0)
+                    .saturating_sub(t0.elapsed())
+                    .min(tick)
+            });
+            std::thread::sleep(wait);
         }
         bar.finish_and_clear();
         let outputs: Vec<(usize, String)> = clients
@@ -405,7 +526,7 @@ impl Plan {
             webs: vec![],
             losses: Default::default(),
             links: vec![],
-            errors: vec![],
+            errors,
             tc_stats: None,
         };
         // Servers' outputs are in the order of the programs that have one.
@@ -707,14 +828,6 @@ fn check_global_sysctls(nodes: &[Vec<(&'static str, String)>]) -> Result<(), Str
 
 /// The scenario's features this front end does not map to a live network.
 fn refuse_unsupported(sc: &Scenario, b: &Built) -> Result<(), String> {
-    if !sc.events.is_empty() {
-        return Err("timed events do not run live yet".into());
-    }
-    if !b.links.is_empty() {
-        return Err(
-            "time-varying links (traces, schedules) do not run live yet; use `sluice link`".into(),
-        );
-    }
     for n in &sc.nodes {
         if n.script.as_ref().is_some_and(|s| !s.trim().is_empty()) {
             return Err(format!(

@@ -283,3 +283,114 @@ fn page_loads_run_live_over_http11_and_h2_in_the_round_trips_each_needs() {
     assert!(h2_max <= 400.0, "HTTP/2 {h2_max} ms");
     assert!(h2_max < h1_min, "HTTP/2 {h2_max} ms, HTTP/1.1 {h1_min} ms");
 }
+
+/// A UDP stream of 12 Mbit/s through a router whose tbf is changed from 8
+/// to 3 Mbit/s at 3 s by a timed event, while the last link's schedule
+/// cuts its rate from 100 to 2 Mbit/s at 6 s.
+const CHANGES: &str = r#"
+name = "changes"
+duration = "9s"
+
+[[node]]
+name = "sender"
+addr = "10.0.0.1"
+
+[[node]]
+name = "router"
+addr = "10.0.0.254"
+router = true
+tc = ["tc qdisc replace dev eth1 root tbf rate 8mbit burst 20k latency 50ms"]
+
+[[node]]
+name = "receiver"
+addr = "10.0.1.1"
+
+[[link]]
+a = "sender:eth0"
+b = "router:eth0"
+rate = "1gbit"
+delay = "1ms"
+buffer = "1000p"
+
+[[link]]
+a = "router:eth1"
+b = "receiver:eth0"
+rate = "100mbit"
+delay = "10ms"
+buffer = "1p"
+schedule_ab = "0s,100mbit,,\n6s,2mbit,,"
+
+[[event]]
+at = "3s"
+node = "router"
+commands = ["tc qdisc change dev eth1 root tbf rate 3mbit burst 20k latency 50ms"]
+
+[[workload]]
+type = "udp"
+name = "first"
+from = "sender"
+to = "receiver"
+rate = "12mbit"
+start = "0.5s"
+stop = "2.5s"
+
+[[workload]]
+type = "udp"
+name = "second"
+from = "sender"
+to = "receiver"
+rate = "12mbit"
+start = "3.5s"
+stop = "5.5s"
+
+[[workload]]
+type = "udp"
+name = "third"
+from = "sender"
+to = "receiver"
+rate = "12mbit"
+start = "6.5s"
+stop = "8.5s"
+"#;
+
+#[test]
+fn timed_events_and_schedules_change_a_live_run_at_their_times() {
+    if skip_live(&["iperf3", "ping"]) {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let state = private_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), CHANGES);
+    let out = sluice(state.path(), &["sim", &file, "--live", "--json"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "sim --live failed: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    let run = &j["runs"][0];
+    assert_eq!(run["errors"].as_array().map_or(0, Vec::len), 0, "{run}");
+    let goodput = |name: &str| {
+        run["flows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["name"] == name)
+            .and_then(|f| f["goodput_mbps"].as_f64())
+            .unwrap_or_else(|| panic!("no flow {name}: {run}"))
+    };
+    let (first, second, third) = (goodput("first"), goodput("second"), goodput("third"));
+    println!("live: {first:.2} / {second:.2} / {third:.2} Mbit/s");
+    // tbf counts 1514-byte frames of 1500-byte datagrams: rate x 1500/1514
+    // of IP bytes, less the UDP/IP headers iperf3 does not count — 8 and
+    // 3 Mbit/s give 7.8 and 2.9 of payload; then the 2 Mbit/s wire, less
+    // its framing, 1.95 at most.
+    assert!((7.2..=8.1).contains(&first), "before the event: {first}");
+    assert!((2.6..=3.1).contains(&second), "after the event: {second}");
+    assert!(
+        (1.5..=2.0).contains(&third),
+        "after the schedule's step: {third}"
+    );
+}
