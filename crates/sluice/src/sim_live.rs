@@ -36,7 +36,8 @@
 //!
 //! **What is refused**, with the reason, before anything is made: node
 //! scripts, `ip`/`iptables` lines (in `tc = [...]` or events), ifb
-//! devices, and a transmit queue length other than 1000 — each of these
+//! devices, a transmit queue length other than 1000 and several transmit
+//! queues — each of these
 //! the live plane can do for one link, but this front end does not map
 //! yet — and web workloads' TLS handshakes (`handshake = true`: no TLS
 //! live yet). Live runs need root (namespaces named in
@@ -843,6 +844,12 @@ fn refuse_unsupported(sc: &Scenario, b: &Built) -> Result<(), String> {
                 return Err(format!(
                     "node {}: device {}: ifb devices do not run live yet",
                     n.name, dev.info.name
+                ));
+            }
+            if dev.info.num_tx_queues != 1 {
+                return Err(format!(
+                    "node {}: device {}: {} transmit queues (a live device has one)",
+                    n.name, dev.info.name, dev.info.num_tx_queues
                 ));
             }
             if dev.info.txqueuelen != 1000 {
