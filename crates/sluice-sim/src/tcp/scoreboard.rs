@@ -162,7 +162,7 @@ impl Scoreboard {
     fn remove_order(&mut self, order: u64) {
         // Mostly the oldest: the cumulative ACK takes segments in order.
         if self.by_send_order.front().is_some_and(|&(o, _)| o == order) {
-            self.by_send_order[0].1 = HOLE;
+            self.by_send_order.pop_front();
         } else if let Ok(i) = self.by_send_order.binary_search_by_key(&order, |&(o, _)| o) {
             self.by_send_order[i].1 = HOLE;
         }

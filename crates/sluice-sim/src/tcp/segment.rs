@@ -207,6 +207,19 @@ impl TcpOptions {
     /// [`TcpOptions::encode`] into the front of `buf` (at least
     /// [`TcpOptions::encoded_len`] bytes long); returns the length written.
     pub fn encode_to(&self, buf: &mut [u8]) -> usize {
+        // `NOP NOP TS` alone, the common case (see `decode`), at once.
+        if let (None, None, false, true, Some((val, ecr))) = (
+            self.mss,
+            self.window_scale,
+            self.sack_permitted,
+            self.sack.is_empty(),
+            self.timestamp,
+        ) {
+            buf[..4].copy_from_slice(&[1, 1, 8, 10]);
+            buf[4..8].copy_from_slice(&val.to_be_bytes());
+            buf[8..12].copy_from_slice(&ecr.to_be_bytes());
+            return 12;
+        }
         let mut at = 0;
         let mut put = |bytes: &[u8]| {
             buf[at..at + bytes.len()].copy_from_slice(bytes);
