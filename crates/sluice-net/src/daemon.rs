@@ -224,6 +224,12 @@ pub fn setup(spec: &LinkSpec, dir: &Path) -> Result<Running, String> {
         spec.mtu,
     );
     plane.net.now = crate::clock::now();
+    for words in &spec.ip {
+        let o = sluice_tc::ip::run(&mut plane.net, words);
+        if o.code != 0 {
+            return Err(format!("ip {}: {}", words.join(" "), o.stderr.trim()));
+        }
+    }
     for words in &spec.tc {
         let o = sluice_tc::tc::run(&mut plane.net, &Default::default(), words);
         if o.code != 0 {

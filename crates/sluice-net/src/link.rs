@@ -103,6 +103,10 @@ pub struct LinkSpec {
     pub ab: Wire,
     /// The b→a wire.
     pub ba: Wire,
+    /// ip commands (words after `ip`: `link set dev a0 txqueuelen 3`)
+    /// applied to the link's devices before the tc commands.
+    #[serde(default)]
+    pub ip: Vec<Vec<String>>,
     /// tc commands (words after `tc`) applied before the link carries traffic.
     pub tc: Vec<Vec<String>>,
     /// Masquerade the subnet out of the host (shell): iptables rules tagged `sluice:NAME`.
@@ -145,6 +149,7 @@ impl LinkSpec {
             b,
             ab: Wire::default(),
             ba: Wire::default(),
+            ip: vec![],
             tc: vec![],
             nat_subnet: None,
             mtu: 1500,

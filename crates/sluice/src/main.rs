@@ -12,6 +12,7 @@ mod bench_live;
 mod bench_proxy;
 mod completions;
 mod live;
+mod live_node;
 mod mm;
 mod proxy;
 mod replay;
@@ -87,6 +88,9 @@ fn finish(s: Session) {
 }
 
 fn run_tc(argv: &[String]) -> Outcome {
+    if let Some(o) = live_node::route("tc", argv) {
+        return o;
+    }
     let (opts, words) = match tc::parse_global(argv) {
         Ok(x) => x,
         Err(o) => return o,
@@ -297,6 +301,9 @@ fn run_batch(s: &mut Session, opts: &tc::Opts, file: &str) -> Outcome {
 }
 
 fn run_ip(argv: &[String]) -> Outcome {
+    if let Some(o) = live_node::route("ip", argv) {
+        return o;
+    }
     let mut netns = None;
     let mut words = vec![];
     let mut it = argv.iter();
@@ -327,6 +334,9 @@ fn run_ip(argv: &[String]) -> Outcome {
 /// first two arguments, NAME not starting with `-` (`sluice iptables -n
 /// -L` stays numeric). A running link of that name takes the command live.
 fn run_iptables(argv: &[String], sluice_n: bool) -> Outcome {
+    if let Some(o) = live_node::route("iptables", argv) {
+        return o;
+    }
     let (netns, argv) = match argv {
         [n, name, rest @ ..] if sluice_n && n == "-n" && !name.starts_with('-') => {
             (Some(name.clone()), rest)

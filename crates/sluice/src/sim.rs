@@ -74,8 +74,9 @@ pub struct SimArgs {
 }
 
 /// Runs node scripts with bash, this binary's `tc`/`ip`/`iptables` links first on PATH,
-/// against a state directory holding the node's namespace.
-struct BashRunner {
+/// against a state directory holding the node's namespace (or, live, the
+/// node's link daemons: [`crate::live_node`]).
+pub(crate) struct BashRunner {
     exe: PathBuf,
     base_dir: Option<PathBuf>,
 }
@@ -94,26 +95,24 @@ impl BashRunner {
         };
         std::fs::read_to_string(&path).map_err(|e| format!("script {}: {e}", path.display()))
     }
-}
 
-impl ScriptRunner for BashRunner {
-    fn run_script(
+    /// Run `script` for `node` with bash, this binary's tools first on
+    /// PATH and the variables `env`, in the temporary directory `tmp`.
+    fn bash(
         &self,
+        tmp: &std::path::Path,
         node: &str,
-        setup: &[Vec<String>],
         script: &str,
-        seed: u64,
-    ) -> Result<Net, String> {
+        env: &[(&str, String)],
+    ) -> Result<(), String> {
         let text = self.script_text(script)?;
-        let tmp = tempfile::tempdir().map_err(|e| format!("temporary directory: {e}"))?;
-        let (links, state) = (tmp.path().join("bin"), tmp.path().join("state"));
+        let links = tmp.join("bin");
         let io = |e: std::io::Error| format!("node {node}: {e}");
         std::fs::create_dir_all(&links).map_err(io)?;
         for tool in ["tc", "ip", "iptables"] {
             std::os::unix::fs::symlink(&self.exe, links.join(tool)).map_err(io)?;
         }
-        write_log(&state, node, setup).map_err(io)?;
-        let script_path = tmp.path().join("script.sh");
+        let script_path = tmp.join("script.sh");
         std::fs::write(&script_path, text).map_err(io)?;
         let path = format!(
             "{}:{}",
@@ -123,9 +122,7 @@ impl ScriptRunner for BashRunner {
         let out = std::process::Command::new("bash")
             .arg(&script_path)
             .env("PATH", path)
-            .env("SLUICE_STATE_DIR", &state)
-            .env("SLUICE_NETNS", node)
-            .env("SLUICE_SEED", seed.to_string())
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(std::process::Stdio::null())
             .output()
             .map_err(|e| format!("node {node}: bash: {e}"))?;
@@ -136,6 +133,44 @@ impl ScriptRunner for BashRunner {
                 String::from_utf8_lossy(&out.stderr).trim()
             ));
         }
+        Ok(())
+    }
+
+    /// Run `script` for `node` of a live run, whose devices are
+    /// `$SLUICE_LIVE_NODE`'s `devices` ([`crate::live_node`]).
+    pub(crate) fn run_live(&self, node: &str, script: &str, devices: String) -> Result<(), String> {
+        let tmp = tempfile::tempdir().map_err(|e| format!("temporary directory: {e}"))?;
+        self.bash(
+            tmp.path(),
+            node,
+            script,
+            &[(crate::live_node::ENV, devices)],
+        )
+    }
+}
+
+impl ScriptRunner for BashRunner {
+    fn run_script(
+        &self,
+        node: &str,
+        setup: &[Vec<String>],
+        script: &str,
+        seed: u64,
+    ) -> Result<Net, String> {
+        let tmp = tempfile::tempdir().map_err(|e| format!("temporary directory: {e}"))?;
+        let state = tmp.path().join("state");
+        let io = |e: std::io::Error| format!("node {node}: {e}");
+        write_log(&state, node, setup).map_err(io)?;
+        self.bash(
+            tmp.path(),
+            node,
+            script,
+            &[
+                ("SLUICE_STATE_DIR", state.to_string_lossy().into_owned()),
+                ("SLUICE_NETNS", node.to_string()),
+                ("SLUICE_SEED", seed.to_string()),
+            ],
+        )?;
         std::env::set_var("SLUICE_SEED", seed.to_string());
         let session = Session::open(&state, Some(node), replay, None).map_err(io)?;
         std::env::remove_var("SLUICE_SEED");
@@ -167,7 +202,7 @@ pub(crate) fn load_scenario(
 }
 
 /// The runner of node scripts for scenarios read from `base_dir`.
-pub(crate) fn script_runner(base_dir: Option<&std::path::Path>) -> impl ScriptRunner + Sync {
+pub(crate) fn script_runner(base_dir: Option<&std::path::Path>) -> BashRunner {
     BashRunner {
         exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("sluice")),
         base_dir: base_dir.map(|p| p.to_path_buf()),

@@ -34,10 +34,13 @@
 //! A flow's goodput is its bytes from its start (or the warm-up) to the
 //! end, so the total over the interval all ran is comparable.
 //!
-//! **What is refused**, with the reason, before anything is made: node
-//! scripts, `ip`/`iptables` lines (in `tc = [...]` or events), ifb
-//! devices, a transmit queue length other than 1000 and several transmit
-//! queues — each of these
+//! A node's script runs with bash once its links are up, its `tc`, `ip`
+//! and `iptables` commands sent to the daemons of the devices they name
+//! (live_node.rs), as the simulator runs it against the node's state.
+//!
+//! **What is refused**, with the reason, before anything is made:
+//! `ip`/`iptables` lines in `tc = [...]` or events, ifb
+//! devices and several transmit queues — each of these
 //! the live plane can do for one link, but this front end does not map
 //! yet — and web workloads' TLS handshakes (`handshake = true`: no TLS
 //! live yet). Live runs need root (namespaces named in
@@ -48,6 +51,8 @@
 //! this process be killed — by the next `sim --live`, which removes any
 //! `sluice-sim-PID-*` namespace whose PID is gone.
 
+use crate::live_node;
+use crate::sim::BashRunner;
 use indicatif::{ProgressBar, ProgressStyle};
 use sluice_core::port::TxBuffer;
 use sluice_core::port::WireChange;
@@ -58,7 +63,7 @@ use sluice_net::wire::WireSettings;
 use sluice_sim::events::Action;
 use sluice_sim::host::{App, BIN};
 use sluice_sim::report::{FlowResult, PingResult, RunResult, WebResult};
-use sluice_sim::run::{build_with, Built, Measure, ScriptRunner};
+use sluice_sim::run::{build_with, Built, Measure};
 use sluice_sim::scenario::{substitute, Scenario};
 use sluice_sim::tcp::TcpConfig;
 use sluice_sim::web::LoadSample;
@@ -78,7 +83,7 @@ pub fn run_all(
     sc: &Scenario,
     overrides: &BTreeMap<String, String>,
     only: Option<&str>,
-    runner: &dyn ScriptRunner,
+    runner: &BashRunner,
     tc_stats: bool,
 ) -> Result<Vec<RunResult>, String> {
     preflight()?;
@@ -100,7 +105,7 @@ pub fn run_all(
             build_with(sc, &vars, Some(runner)).map_err(|e| format!("variant {name}: {e}"))?;
         let plan =
             Plan::new(sc, &vars, &built).map_err(|e| format!("variant {name}: live: {e}"))?;
-        runs.push(plan.run(name, tc_stats)?);
+        runs.push(plan.run(name, runner, tc_stats)?);
     }
     Ok(runs)
 }
@@ -165,6 +170,28 @@ struct Plan {
     gso: Vec<bool>,
     /// The scenario's timed events, as requests to link daemons, in order.
     events: Vec<LiveEvent>,
+    /// Per node: its name and its script, `${}`s substituted.
+    names: Vec<String>,
+    scripts: Vec<Option<String>>,
+}
+
+/// The servers' ports: a workload's own port where no other server has
+/// it yet (so a script's rules that match ports see the scenario's), else
+/// the next free one from [`IPERF_PORT`].
+struct Ports {
+    next: u16,
+    used: std::collections::BTreeSet<u16>,
+}
+
+impl Ports {
+    fn take(&mut self, want: u16) -> u16 {
+        let mut port = want;
+        while port == 0 || !self.used.insert(port) {
+            port = self.next;
+            self.next = self.next.wrapping_add(1).max(IPERF_PORT);
+        }
+        port
+    }
 }
 
 /// A timed event run live: a request to one link's daemon at its time.
@@ -216,7 +243,7 @@ fn on_link(
 
 impl Plan {
     fn new(sc: &Scenario, vars: &BTreeMap<String, String>, b: &Built) -> Result<Plan, String> {
-        refuse_unsupported(sc, b)?;
+        refuse_unsupported(b)?;
         let pid = std::process::id();
         let w = &b.world;
         let ns: Vec<String> = w
@@ -247,7 +274,22 @@ impl Plan {
                 };
                 let name = format!("ss{pid}l{}", links.len());
                 ends.push(((ni, ii), (pn, pi)));
+                // A transmit queue length other than the live device's 1000.
+                let ip = [((ni, ii), "a0"), ((pn, pi), "b0")]
+                    .into_iter()
+                    .filter_map(|((node, iface), dev)| {
+                        let q = w.nodes[node].net.devices[w.nodes[node].ifaces[iface].dev]
+                            .info
+                            .txqueuelen;
+                        (q != 1000).then(|| {
+                            ["link", "set", "dev", dev, "txqueuelen", &q.to_string()]
+                                .map(String::from)
+                                .to_vec()
+                        })
+                    })
+                    .collect();
                 links.push(LinkSpec {
+                    ip,
                     ab: wire(ifc.port.config()),
                     ba: wire(w.nodes[pn].ifaces[pi].port.config()),
                     shared_netns: true,
@@ -347,6 +389,17 @@ impl Plan {
             warmup: b.warmup,
             programs: vec![],
             events,
+            names: sc.nodes.iter().map(|n| n.name.clone()).collect(),
+            scripts: sc
+                .nodes
+                .iter()
+                .map(|n| match &n.script {
+                    Some(s) => {
+                        substitute(s, vars).map(|s| Some(s).filter(|s| !s.trim().is_empty()))
+                    }
+                    None => Ok(None),
+                })
+                .collect::<Result<_, _>>()?,
             gso: sc.nodes.iter().map(|n| n.gso).collect(),
             sysctls: sc
                 .nodes
@@ -357,28 +410,31 @@ impl Plan {
                 .collect::<Result<_, _>>()?,
         };
         check_global_sysctls(&plan.sysctls)?;
-        let mut port = IPERF_PORT;
+        let mut ports = Ports {
+            next: IPERF_PORT,
+            used: Default::default(),
+        };
         for (label, m) in flat_labels(&b.labels) {
-            let p = plan.program(&label, &m, w, b.duration, &mut port)?;
+            let p = plan.program(&label, &m, w, b.duration, &mut ports)?;
             plan.programs.push(p);
         }
         Ok(plan)
     }
 
     /// Make the network, run the workloads, measure, remove everything.
-    fn run(&self, variant: &str, tc_stats: bool) -> Result<RunResult, String> {
+    fn run(&self, variant: &str, runner: &BashRunner, tc_stats: bool) -> Result<RunResult, String> {
         let mut net = Network {
             ns: vec![],
             links: vec![],
         };
         let result = self
-            .setup(&mut net)
+            .setup(&mut net, runner)
             .and_then(|()| self.measure(variant, &net, tc_stats));
         net.remove();
         result
     }
 
-    fn setup(&self, net: &mut Network) -> Result<(), String> {
+    fn setup(&self, net: &mut Network, runner: &BashRunner) -> Result<(), String> {
         for (i, ns) in self.ns.iter().enumerate() {
             link::run("ip", &["netns", "add", ns])?;
             net.ns.push(ns.clone());
@@ -401,6 +457,22 @@ impl Plan {
             link::up_tied(&exe, spec.clone(), true)
                 .map_err(|e| format!("link {}: {e}", spec.name))?;
             net.links.push(spec.name.clone());
+        }
+        // Node scripts, their commands sent to the daemons of the devices
+        // they name (live_node.rs).
+        for (i, script) in self.scripts.iter().enumerate() {
+            let Some(script) = script else {
+                continue;
+            };
+            let mut devices = vec![];
+            for spec in &self.links {
+                for (side, dev) in [(&spec.a, "a0"), (&spec.b, "b0")] {
+                    if side.netns.as_ref() == Some(&self.ns[i]) {
+                        devices.push((side.ifname.clone(), spec.name.clone(), dev));
+                    }
+                }
+            }
+            runner.run_live(&self.names[i], script, live_node::encode(&devices))?;
         }
         // A node without offload: its TCP sizes packets to the devices'
         // `gso_max_segs`, so one segment each (`tcp_tso_segs`).
@@ -570,7 +642,7 @@ impl Plan {
         m: &Measure,
         w: &sluice_sim::world::World,
         end: Time,
-        port: &mut u16,
+        ports: &mut Ports,
     ) -> Result<Program, String> {
         // Whole seconds from `from` to `to` (iperf3's -t), at least one.
         let secs =
@@ -618,8 +690,7 @@ impl Plan {
                 let App::Tcp(t) = app else {
                     unreachable!("matched above")
                 };
-                *port += 1;
-                let p = port.to_string();
+                let p = ports.take(key.2).to_string();
                 let mut args: Vec<String> = [
                     "iperf3",
                     "-c",
@@ -663,8 +734,7 @@ impl Plan {
                 let App::Udp(u) = app else {
                     unreachable!("matched above")
                 };
-                *port += 1;
-                let p = port.to_string();
+                let p = ports.take(key.2).to_string();
                 // The scenario's rate counts IP packets; iperf3's -b counts payload.
                 let ip_len = u64::from(u.size) + 28;
                 let payload_bps = u.rate_bps * u64::from(u.size) / ip_len.max(1);
@@ -699,8 +769,8 @@ impl Plan {
                 let App::Web(web) = &w.nodes[*node].host.apps[*app] else {
                     return Err(format!("{label}: not a web workload"));
                 };
-                *port += 1;
-                self.web_program(label, *node, &web.params, w, end, *port)
+                let port = ports.take(web.params.port);
+                self.web_program(label, *node, &web.params, w, end, port)
             }
             Measure::Group(_) => Err(format!("{label}: nested groups do not run live")),
         }
@@ -828,15 +898,7 @@ fn check_global_sysctls(nodes: &[Vec<(&'static str, String)>]) -> Result<(), Str
 }
 
 /// The scenario's features this front end does not map to a live network.
-fn refuse_unsupported(sc: &Scenario, b: &Built) -> Result<(), String> {
-    for n in &sc.nodes {
-        if n.script.as_ref().is_some_and(|s| !s.trim().is_empty()) {
-            return Err(format!(
-                "node {}: scripts do not run live yet; use `tc = [...]`",
-                n.name
-            ));
-        }
-    }
+fn refuse_unsupported(b: &Built) -> Result<(), String> {
     for (ni, n) in b.world.nodes.iter().enumerate() {
         for (i, ifc) in n.ifaces.iter().enumerate() {
             let dev = &n.net.devices[ifc.dev];
@@ -850,12 +912,6 @@ fn refuse_unsupported(sc: &Scenario, b: &Built) -> Result<(), String> {
                 return Err(format!(
                     "node {}: device {}: {} transmit queues (a live device has one)",
                     n.name, dev.info.name, dev.info.num_tx_queues
-                ));
-            }
-            if dev.info.txqueuelen != 1000 {
-                return Err(format!(
-                    "node {}: device {}: txqueuelen {} (a live device has 1000)",
-                    n.name, dev.info.name, dev.info.txqueuelen
                 ));
             }
         }
