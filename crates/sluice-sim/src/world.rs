@@ -17,7 +17,7 @@
 //! a DROP is a loss counted as `netfilter`. A packet arriving on a node starts
 //! as a new skb: mark 0, priority from its TOS. Everything is driven by one [`EventQueue`].
 
-use crate::engine::EventQueue;
+use crate::engine::{EventQueue, Lane};
 use crate::events::{Action, Timed};
 use crate::host::BIN;
 use crate::host::{Host, HostEvent, Output};
@@ -46,6 +46,9 @@ pub struct Iface {
     pub peer: (usize, usize),
     /// The time of the port wake-up already scheduled, if any.
     scheduled: Option<Time>,
+    /// Where the packets on the wire wait to arrive: a wire is first in,
+    /// first out ([`Lane`]).
+    wire: Lane,
     /// The device's MAC address (`mac_of`), the source of what leaves
     /// here and the destination of what the peer sends; refreshed as
     /// [`Node`]'s flags are.
@@ -249,6 +252,7 @@ impl World {
         let ia = self.nodes[a.0].ifaces.len();
         let ib = self.nodes[b.0].ifaces.len();
         for ((n, name, cfg), peer) in [(a, (b.0, ib)), (b, (a.0, ia))] {
+            let wire = self.queue.lane();
             let node = &mut self.nodes[n];
             let dev = node
                 .net
@@ -264,6 +268,7 @@ impl World {
                 port: Port::new(cfg),
                 peer,
                 scheduled: None,
+                wire,
                 monitor: None,
                 mac: mac_of(&node.net.devices[dev]).unwrap_or_default(),
             });
@@ -517,6 +522,8 @@ impl World {
         if n.net.devices[dev].kind != DevKind::Ifb {
             return None;
         }
+        let wire = self.queue.lane();
+        let n = &mut self.nodes[node];
         let i = n.ifaces.len();
         let mac = mac_of(&n.net.devices[dev]).unwrap_or_default();
         n.ifaces.push(Iface {
@@ -528,6 +535,7 @@ impl World {
             }),
             peer: (node, i),
             scheduled: None,
+            wire,
             monitor: None,
         });
         Some(i)
@@ -610,7 +618,7 @@ impl World {
             .advance(&mut n.net.devices[ifc.dev], now, &mut delivered);
         self.losses.wire += ifc.port.stats.wire_losses - lost_before;
         self.losses.egress += ifc.port.stats.qdisc_shed - shed_before;
-        let (pn, pi) = ifc.peer;
+        let ((pn, pi), wire) = (ifc.peer, ifc.wire);
         if let Some(m) = &mut ifc.monitor {
             let delay = ifc.port.config().delay;
             for (at, pkt) in &delivered {
@@ -620,7 +628,8 @@ impl World {
         }
         for (at, pkt) in delivered.drain(..) {
             self.in_flight += 1;
-            self.queue.schedule(
+            self.queue.schedule_in(
+                wire,
                 at,
                 Event::Arrive {
                     node: pn,
