@@ -394,3 +394,105 @@ fn timed_events_and_schedules_change_a_live_run_at_their_times() {
         "after the schedule's step: {third}"
     );
 }
+
+/// A router's script: HTB splits 4 Mbit/s 3:1 between a class that an
+/// iptables MARK on destination port 8022 sends to through an fw filter,
+/// and the default class; the router's device has a transmit queue of 50
+/// packets, which HTB takes for its direct queue.
+const SCRIPTED: &str = r#"
+name = "scripted"
+duration = "8s"
+warmup = "2s"
+
+[[node]]
+name = "sender"
+addr = "10.0.0.1"
+
+[[node]]
+name = "router"
+addr = "10.0.0.254"
+router = true
+script = """
+tc qdisc add dev eth1 root handle 1: htb default 20
+tc class add dev eth1 parent 1: classid 1:1 htb rate 4mbit
+tc class add dev eth1 parent 1:1 classid 1:10 htb rate 3mbit ceil 4mbit
+tc class add dev eth1 parent 1:1 classid 1:20 htb rate 1mbit ceil 4mbit
+tc filter add dev eth1 parent 1: protocol ip prio 1 handle 10 fw flowid 1:10
+iptables -t mangle -A POSTROUTING -o eth1 -p tcp --dport 8022 -j MARK --set-mark 10
+"""
+
+[[node]]
+name = "receiver"
+addr = "10.0.1.1"
+
+[[link]]
+a = "sender:eth0"
+b = "router:eth0"
+rate = "1gbit"
+delay = "1ms"
+buffer = "1000p"
+
+[[link]]
+a = "router:eth1"
+b = "receiver:eth0"
+rate = "100mbit"
+delay = "10ms"
+buffer = "1p"
+txqueuelen_a = 50
+
+[[workload]]
+type = "tcp"
+name = "marked"
+from = "sender"
+to = "receiver"
+port = 8022
+
+[[workload]]
+type = "tcp"
+name = "other"
+from = "sender"
+to = "receiver"
+port = 8080
+"#;
+
+#[test]
+fn a_node_script_and_its_transmit_queue_length_shape_a_live_run() {
+    if skip_live(&["iperf3", "ping"]) {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let state = private_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), SCRIPTED);
+    let out = sluice(state.path(), &["sim", &file, "--live", "--json", "--tc-stats"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "sim --live failed: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    let run = &j["runs"][0];
+    let share = |name: &str| {
+        run["flows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["name"] == name)
+            .and_then(|f| f["share"].as_f64())
+            .map(|s| s * 100.0)
+            .unwrap_or_else(|| panic!("no share of {name}: {run}"))
+    };
+    let (marked, other) = (share("marked"), share("other"));
+    println!("live shares: marked {marked:.1} %, other {other:.1} %");
+    // Both backlogged: HTB gives each class its rate and lends the rest
+    // in proportion to the rates (their quanta), 3:1.
+    assert!((68.0..=82.0).contains(&marked), "marked {marked} %");
+    assert!((18.0..=32.0).contains(&other), "other {other} %");
+    // HTB sized its direct queue by the device's transmit queue length.
+    let stats = run["tc_stats"].as_str().unwrap_or_default();
+    assert!(
+        stats.contains("qdisc htb 1: dev a0 root refcnt 2 r2q 10 default 0x20 direct_packets_stat 0 direct_qlen 50"),
+        "no htb with the device's 50 packets in:\n{stats}"
+    );
+}
