@@ -421,6 +421,17 @@ impl Plan {
         Ok(plan)
     }
 
+    /// Node `i`'s devices: each side of a link in its namespace, with the
+    /// link and the device's name in its daemon.
+    fn devices_of(&self, i: usize) -> impl Iterator<Item = (&Side, &LinkSpec, &'static str)> {
+        self.links.iter().flat_map(move |spec| {
+            [(&spec.a, "a0"), (&spec.b, "b0")]
+                .into_iter()
+                .filter(move |(side, _)| side.netns.as_ref() == Some(&self.ns[i]))
+                .map(move |(side, dev)| (side, spec, dev))
+        })
+    }
+
     /// Make the network, run the workloads, measure, remove everything.
     fn run(&self, variant: &str, runner: &BashRunner, tc_stats: bool) -> Result<RunResult, String> {
         let mut net = Network {
@@ -464,37 +475,22 @@ impl Plan {
             let Some(script) = script else {
                 continue;
             };
-            let mut devices = vec![];
-            for spec in &self.links {
-                for (side, dev) in [(&spec.a, "a0"), (&spec.b, "b0")] {
-                    if side.netns.as_ref() == Some(&self.ns[i]) {
-                        devices.push((side.ifname.clone(), spec.name.clone(), dev));
-                    }
-                }
-            }
+            let devices: Vec<_> = self
+                .devices_of(i)
+                .map(|(side, spec, dev)| (side.ifname.clone(), spec.name.clone(), dev))
+                .collect();
             runner.run_live(&self.names[i], script, live_node::encode(&devices))?;
         }
         // A node without offload: its TCP sizes packets to the devices'
         // `gso_max_segs`, so one segment each (`tcp_tso_segs`).
-        for spec in &self.links {
-            for side in [&spec.a, &spec.b] {
-                let node = self.ns.iter().position(|n| side.netns.as_ref() == Some(n));
-                if node.is_some_and(|i| !self.gso[i]) {
-                    let ns = side.netns.as_deref().unwrap_or_default();
-                    link::run(
-                        "ip",
-                        &[
-                            "-n",
-                            ns,
-                            "link",
-                            "set",
-                            "dev",
-                            &side.ifname,
-                            "gso_max_segs",
-                            "1",
-                        ],
-                    )?;
-                }
+        for i in (0..self.ns.len()).filter(|&i| !self.gso[i]) {
+            for (side, _, _) in self.devices_of(i) {
+                let dev = side.ifname.as_str();
+                let ns = self.ns[i].as_str();
+                link::run(
+                    "ip",
+                    &["-n", ns, "link", "set", "dev", dev, "gso_max_segs", "1"],
+                )?;
             }
         }
         for (i, routes) in self.routes.iter().enumerate() {
