@@ -257,6 +257,33 @@ impl EphemeralPorts {
     }
 }
 
+/// Connections by (remote address, remote port, local port), the last one
+/// found kept at hand: a host's segments come in runs of one connection's,
+/// and comparing the tuple once costs less than comparing it down a tree.
+#[derive(Debug, Default)]
+struct Demux {
+    map: BTreeMap<(Ipv4Addr, u16, u16), usize>,
+    last: Option<((Ipv4Addr, u16, u16), usize)>,
+}
+
+impl Demux {
+    fn get(&mut self, key: (Ipv4Addr, u16, u16)) -> Option<usize> {
+        if let Some((k, c)) = self.last {
+            if k == key {
+                return Some(c);
+            }
+        }
+        let c = *self.map.get(&key)?;
+        self.last = Some((key, c));
+        Some(c)
+    }
+
+    fn insert(&mut self, key: (Ipv4Addr, u16, u16), c: usize) {
+        self.map.insert(key, c);
+        self.last = None;
+    }
+}
+
 /// A web app's view of its host's connections.
 struct HostSockets<'a> {
     addr: Ipv4Addr,
@@ -266,7 +293,7 @@ struct HostSockets<'a> {
     tos: u8,
     cfg: TcpConfig,
     conns: &'a mut Vec<Conn>,
-    demux: &'a mut BTreeMap<(Ipv4Addr, u16, u16), usize>,
+    demux: &'a mut Demux,
     /// The app's reserved ports not yet used: (next, last).
     ports: &'a mut (u32, u16),
 }
@@ -374,7 +401,7 @@ pub struct Host {
     /// their clients ask for (see [`crate::web`]).
     pub web_servers: BTreeMap<u16, Directory>,
     /// Connection by (remote address, remote port, local port).
-    demux: BTreeMap<(Ipv4Addr, u16, u16), usize>,
+    demux: Demux,
     /// Ephemeral TCP ports (bulk flows and web connections take theirs
     /// when the scenario is built).
     pub tcp_ports: EphemeralPorts,
@@ -400,7 +427,7 @@ impl Host {
             conns: vec![],
             listeners: BTreeMap::new(),
             web_servers: BTreeMap::new(),
-            demux: BTreeMap::new(),
+            demux: Demux::default(),
             tcp_ports: EphemeralPorts::default(),
             udp_ports: EphemeralPorts::default(),
             web_ports: BTreeMap::new(),
@@ -679,8 +706,8 @@ impl Host {
                 .or_default()
                 .record(now, seg.ip_len() as u64);
         }
-        let c = match self.demux.get(&(src, seg.src_port, seg.dst_port)) {
-            Some(&c) => c,
+        let c = match self.demux.get((src, seg.src_port, seg.dst_port)) {
+            Some(c) => c,
             None => {
                 let cfg = self.listeners.get(&seg.dst_port)?;
                 if !seg.flags.contains(Flags::SYN) {

@@ -50,8 +50,10 @@ impl TcpConnection {
             self.pacing_wake,
         ]
         .into_iter()
-        .flatten()
-        .min()
+        .fold(None, |earliest, t| match (earliest, t) {
+            (Some(e), Some(t)) => Some(e.min(t)),
+            (e, t) => e.or(t),
+        })
     }
 
     /// Run every timer that has expired by `now`.
