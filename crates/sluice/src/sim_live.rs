@@ -550,7 +550,10 @@ impl Plan {
                 }
             }
             for (i, p) in programs.iter().enumerate() {
-                if clients[i].is_some() || now < std::time::Duration::from_nanos(p.start.0) {
+                if clients[i].is_some()
+                    || p.client.is_empty()
+                    || now < std::time::Duration::from_nanos(p.start.0)
+                {
                     continue;
                 }
                 match spawn(&p.client) {
@@ -686,6 +689,16 @@ impl Plan {
                 let App::Tcp(t) = app else {
                     unreachable!("matched above")
                 };
+                if t.bytes == Some(0) {
+                    // Sends nothing (iperf3's `-n 0` would mean no limit).
+                    return Ok(Program {
+                        label: label.into(),
+                        start: *start,
+                        client: vec![],
+                        server: None,
+                        kind: Kind::Tcp,
+                    });
+                }
                 let p = ports.take(key.2).to_string();
                 let mut args: Vec<String> = [
                     "iperf3",
@@ -1093,8 +1106,12 @@ fn ping_result(label: &str, sent: u64, out: &str, t0: Instant) -> PingResult {
 
 /// A flow's result from its iperf3 server's JSON report.
 fn flow_result(p: &Program, server: &str, warmup: Time, end: Time) -> Result<FlowResult, String> {
-    let j: serde_json::Value = serde_json::from_str(server)
-        .map_err(|e| format!("{}: iperf3 server report: {e}", p.label))?;
+    // A flow without programs (it sends nothing) has no report.
+    let j: serde_json::Value = match p.server {
+        None => serde_json::Value::Null,
+        Some(_) => serde_json::from_str(server)
+            .map_err(|e| format!("{}: iperf3 server report: {e}", p.label))?,
+    };
     let start_s = p.start.0 as f64 / 1e9;
     let end_s = end.0 as f64 / 1e9;
     let from_s = start_s.max(warmup.0 as f64 / 1e9);
