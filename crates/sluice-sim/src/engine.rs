@@ -18,8 +18,8 @@
 //! fixed delay). A lane is a queue of keys of which only the first is in
 //! the near heap; when it comes out, the next takes its place. The keys
 //! are those the heaps would hold, so the order is the same, but the heaps
-//! hold one entry per wire rather than one per packet on it — on a
-//! satellite path, thousands.
+//! hold one entry per wire rather than one per packet on it (over a
+//! hundred on a 60 Mbit/s satellite hop of 27 ms).
 
 use sluice_core::time::{Duration, Time};
 use std::collections::{BinaryHeap, VecDeque};
