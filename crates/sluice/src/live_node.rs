@@ -1,9 +1,11 @@
-//! A scenario node's script, run live: its `tc`, `ip` and `iptables`
-//! commands go to the link daemons that own the devices they name.
+//! A scenario node, run live: its `tc`, `ip` and `iptables` commands (its
+//! `tc = [...]` lines, its events', its script's) go to the link daemons
+//! that own the devices they name.
 //!
-//! `sim --live` runs a node's script with bash, this binary's `tc`, `ip`
-//! and `iptables` first on PATH, and `$SLUICE_LIVE_NODE` listing the
-//! node's devices as `eth0=LINK:a0,eth1=LINK:b0`: each device is side a
+//! `sim --live` runs a node's lines through [`run`], and its script with
+//! bash, this binary's `tc`, `ip` and `iptables` first on PATH, and
+//! `$SLUICE_LIVE_NODE` listing the node's devices as
+//! `eth0=LINK:a0,eth1=LINK:b0` ([`route`]): each device is side a
 //! or b of a running link, whose daemon holds its qdiscs and netfilter
 //! (the simulator runs the same script against the node's own state). A
 //! command goes to the link of the device it names (`dev X` for tc and
@@ -42,7 +44,13 @@ fn devices(env: &str) -> Vec<(&str, &str, &str)> {
 /// names, or `None` when it names none.
 pub fn route(tool: &str, argv: &[String]) -> Option<Outcome> {
     let env = std::env::var(ENV).ok()?;
-    let devs = devices(&env);
+    Some(run(&env, tool, argv))
+}
+
+/// Run `tool`'s (`tc`, `ip`, `iptables`) command line `argv` on the live
+/// node whose devices are `env` ([`encode`]).
+pub fn run(env: &str, tool: &str, argv: &[String]) -> Outcome {
+    let devs = devices(env);
     let flags: &[&str] = if tool == "iptables" {
         &["-o", "--out-interface", "-i", "--in-interface"]
     } else {
@@ -67,7 +75,7 @@ pub fn route(tool: &str, argv: &[String]) -> Option<Outcome> {
     };
     if let Some(i) = named {
         let Some(&(_, link, side)) = devs.iter().find(|d| d.0 == argv[i]) else {
-            return Some(Outcome {
+            return Outcome {
                 stderr: format!(
                     "Cannot find device \"{}\" (a live node has {})\n",
                     argv[i],
@@ -75,11 +83,11 @@ pub fn route(tool: &str, argv: &[String]) -> Option<Outcome> {
                 ),
                 code: 1,
                 ..Default::default()
-            });
+            };
         };
         let mut argv = argv.to_vec();
         argv[i] = side.to_string();
-        return Some(send(link, &argv));
+        return send(link, &argv);
     }
     let mut all = Outcome::default();
     for (_, link, _) in devs {
@@ -88,7 +96,7 @@ pub fn route(tool: &str, argv: &[String]) -> Option<Outcome> {
         all.stderr += &o.stderr;
         all.code = all.code.max(o.code);
     }
-    Some(all)
+    all
 }
 
 #[cfg(test)]

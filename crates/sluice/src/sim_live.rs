@@ -38,8 +38,7 @@
 //! and `iptables` commands sent to the daemons of the devices they name
 //! (live_node.rs), as the simulator runs it against the node's state.
 //!
-//! **What is refused**, with the reason, before anything is made:
-//! `ip`/`iptables` lines in `tc = [...]` or events, ifb
+//! **What is refused**, with the reason, before anything is made: ifb
 //! devices and several transmit queues — each of these
 //! the live plane can do for one link, but this front end does not map
 //! yet — and web workloads' TLS handshakes (`handshake = true`: no TLS
@@ -170,8 +169,10 @@ struct Plan {
     gso: Vec<bool>,
     /// The scenario's timed events, as requests to link daemons, in order.
     events: Vec<LiveEvent>,
-    /// Per node: its name and its script, `${}`s substituted.
+    /// Per node: its name, its `tc = [...]` lines and its script, `${}`s
+    /// substituted.
     names: Vec<String>,
+    lines: Vec<Vec<String>>,
     scripts: Vec<Option<String>>,
 }
 
@@ -194,51 +195,19 @@ impl Ports {
     }
 }
 
-/// A timed event run live: a request to one link's daemon at its time.
+/// A timed event run live, at its time.
 struct LiveEvent {
     at: Time,
     /// `event at 10s`, for its messages.
     what: String,
-    /// The daemon's link.
-    link: String,
-    request: Request,
+    action: LiveAction,
 }
 
-/// A node's command line `line` (from its namespace `ns`) for the link
-/// daemon that owns the device it names: the index of that link and the
-/// words after `tc`, the device renamed `a0` or `b0`.
-fn on_link(
-    ns: &str,
-    links: &[LinkSpec],
-    node: &str,
-    line: &str,
-) -> Result<(usize, Vec<String>), String> {
-    let mut words: Vec<String> = line.split_whitespace().map(String::from).collect();
-    if words.first().map(String::as_str) != Some("tc") {
-        return Err(format!("node {node}: `{line}`: only tc lines run live yet"));
-    }
-    words.remove(0);
-    let Some(i) = words.iter().position(|x| x == "dev").map(|i| i + 1) else {
-        return Err(format!("node {node}: `{line}` names no device"));
-    };
-    let dev = words.get(i).cloned().unwrap_or_default();
-    let on = |s: &Side| s.netns.as_deref() == Some(ns) && s.ifname == dev;
-    let Some((k, side)) = links.iter().enumerate().find_map(|(k, l)| {
-        let side = if on(&l.a) {
-            "a0"
-        } else if on(&l.b) {
-            "b0"
-        } else {
-            return None;
-        };
-        Some((k, side))
-    }) else {
-        return Err(format!(
-            "node {node}: `{line}`: no link has its device {dev}"
-        ));
-    };
-    words[i] = side.to_string();
-    Ok((k, words))
+enum LiveAction {
+    /// A node's command line, as [`live_node::run`] takes it.
+    Command { node: usize, words: Vec<String> },
+    /// A wire's change, for link `link`'s daemon.
+    Wire { link: String, request: Request },
 }
 
 impl Plan {
@@ -297,14 +266,12 @@ impl Plan {
                 });
             }
         }
-        // Each node's tc lines, to the daemon whose device they name.
-        for (ni, node) in sc.nodes.iter().enumerate() {
-            for line in &node.tc {
-                let line = substitute(line, vars)?;
-                let (k, words) = on_link(&ns[ni], &links, &node.name, &line)?;
-                links[k].tc.push(words);
-            }
-        }
+        // Each node's lines, run once its links are up.
+        let lines = sc
+            .nodes
+            .iter()
+            .map(|n| n.tc.iter().map(|l| substitute(l, vars)).collect())
+            .collect::<Result<_, _>>()?;
         // What the wires start with: a trace, a schedule, a delay trace.
         let link_of = |at: (usize, usize)| {
             ends.iter().enumerate().find_map(|(k, &(a, b))| {
@@ -333,14 +300,14 @@ impl Plan {
         for t in &w.timed {
             match &t.action {
                 Action::Commands { node, lines } => {
-                    for (line, _) in lines {
-                        let (k, argv) = on_link(&ns[*node], &links, &w.nodes[*node].name, line)
-                            .map_err(|e| format!("{}: {e}", t.what))?;
+                    for (_, words) in lines {
                         events.push(LiveEvent {
                             at: t.at,
                             what: t.what.clone(),
-                            link: links[k].name.clone(),
-                            request: Request::Tc { argv, batch: None },
+                            action: LiveAction::Command {
+                                node: *node,
+                                words: words.clone(),
+                            },
                         });
                     }
                 }
@@ -361,8 +328,10 @@ impl Plan {
                     events.push(LiveEvent {
                         at: t.at,
                         what: t.what.clone(),
-                        link: links[k].name.clone(),
-                        request: Request::Wire { ab, ba },
+                        action: LiveAction::Wire {
+                            link: links[k].name.clone(),
+                            request: Request::Wire { ab, ba },
+                        },
                     });
                 }
             }
@@ -390,6 +359,7 @@ impl Plan {
             programs: vec![],
             events,
             names: sc.nodes.iter().map(|n| n.name.clone()).collect(),
+            lines,
             scripts: sc
                 .nodes
                 .iter()
@@ -432,6 +402,25 @@ impl Plan {
         })
     }
 
+    /// `$SLUICE_LIVE_NODE` of node `i` ([`live_node::encode`]).
+    fn devices_env(&self, i: usize) -> String {
+        let devices: Vec<_> = self
+            .devices_of(i)
+            .map(|(side, spec, dev)| (side.ifname.clone(), spec.name.clone(), dev))
+            .collect();
+        live_node::encode(&devices)
+    }
+
+    /// Run node `i`'s command line `words` (`tc ...`, `ip ...`,
+    /// `iptables ...`) on its daemons.
+    fn command(&self, i: usize, words: &[String]) -> Result<(), String> {
+        let o = live_node::run(&self.devices_env(i), &words[0], &words[1..]);
+        match o.code {
+            0 => Ok(()),
+            _ => Err(o.stderr.trim().to_string()),
+        }
+    }
+
     /// Make the network, run the workloads, measure, remove everything.
     fn run(&self, variant: &str, runner: &BashRunner, tc_stats: bool) -> Result<RunResult, String> {
         let mut net = Network {
@@ -469,17 +458,17 @@ impl Plan {
                 .map_err(|e| format!("link {}: {e}", spec.name))?;
             net.links.push(spec.name.clone());
         }
-        // Node scripts, their commands sent to the daemons of the devices
-        // they name (live_node.rs).
-        for (i, script) in self.scripts.iter().enumerate() {
-            let Some(script) = script else {
-                continue;
-            };
-            let devices: Vec<_> = self
-                .devices_of(i)
-                .map(|(side, spec, dev)| (side.ifname.clone(), spec.name.clone(), dev))
-                .collect();
-            runner.run_live(&self.names[i], script, live_node::encode(&devices))?;
+        // Each node's lines, then its script: their commands go to the
+        // daemons of the devices they name (live_node.rs).
+        for i in 0..self.ns.len() {
+            for line in &self.lines[i] {
+                let words: Vec<String> = line.split_whitespace().map(String::from).collect();
+                self.command(i, &words)
+                    .map_err(|e| format!("node {}: `{line}`: {e}", self.names[i]))?;
+            }
+            if let Some(script) = &self.scripts[i] {
+                runner.run_live(&self.names[i], script, self.devices_env(i))?;
+            }
         }
         // A node without offload: its TCP sizes packets to the devices'
         // `gso_max_segs`, so one segment each (`tcp_tso_segs`).
@@ -543,10 +532,18 @@ impl Plan {
         loop {
             let now = t0.elapsed();
             while let Some(e) = events.next_if(|e| now >= std::time::Duration::from_nanos(e.at.0)) {
-                match sluice_net::control::request(&e.link, &e.request) {
-                    Ok(r) if r.code == 0 => {}
-                    Ok(r) => errors.push(format!("{}: {}", e.what, r.stderr.trim())),
-                    Err(err) => errors.push(format!("{}: {err}", e.what)),
+                let done = match &e.action {
+                    LiveAction::Command { node, words } => self.command(*node, words),
+                    LiveAction::Wire { link, request } => {
+                        match sluice_net::control::request(link, request) {
+                            Ok(r) if r.code == 0 => Ok(()),
+                            Ok(r) => Err(r.stderr.trim().to_string()),
+                            Err(err) => Err(err),
+                        }
+                    }
+                };
+                if let Err(err) = done {
+                    errors.push(format!("{}: {err}", e.what));
                 }
             }
             for (i, p) in programs.iter().enumerate() {
