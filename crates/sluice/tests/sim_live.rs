@@ -86,6 +86,34 @@ fn write(dir: &Path, text: &str) -> String {
     p.to_string_lossy().into_owned()
 }
 
+/// `sluice sim SCENARIO --live --json EXTRA...` with its own state
+/// directory: the JSON report, the run having succeeded.
+fn live_json(scenario: &str, extra: &[&str]) -> serde_json::Value {
+    let state = private_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), scenario);
+    let args = [&["sim", file.as_str(), "--live", "--json"], extra].concat();
+    let out = sluice(state.path(), &args);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "sim --live failed: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(&text).expect("JSON")
+}
+
+/// Field `field` of flow `name` in a run's report.
+fn flow(run: &serde_json::Value, name: &str, field: &str) -> f64 {
+    run["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == name)
+        .and_then(|f| f[field].as_f64())
+        .unwrap_or_else(|| panic!("no {field} of flow {name}: {run}"))
+}
+
 #[test]
 fn a_routed_scenario_runs_live_and_agrees_with_physics_and_the_simulator() {
     if skip_live(&["iperf3", "ping"]) {
@@ -241,24 +269,14 @@ fn page_loads_run_live_over_http11_and_h2_in_the_round_trips_each_needs() {
         return;
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let state = private_dir();
-    let dir = tempfile::tempdir().unwrap();
-    let file = write(dir.path(), PAGE_LOADS);
-    let out = sluice(state.path(), &["sim", &file, "--live", "--json"]);
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "sim --live failed: {text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let j: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    let j = live_json(PAGE_LOADS, &[]);
     let load = |variant: &str| {
         let run = j["runs"]
             .as_array()
             .unwrap()
             .iter()
             .find(|r| r["variant"] == variant)
-            .unwrap_or_else(|| panic!("no variant {variant} in {text}"));
+            .unwrap_or_else(|| panic!("no variant {variant} in {j}"));
         let web = &run["webs"][0];
         assert_eq!(web["name"], "page");
         assert_eq!(web["loads"], 3, "{variant}: {web}");
@@ -359,28 +377,10 @@ fn timed_events_and_schedules_change_a_live_run_at_their_times() {
         return;
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let state = private_dir();
-    let dir = tempfile::tempdir().unwrap();
-    let file = write(dir.path(), CHANGES);
-    let out = sluice(state.path(), &["sim", &file, "--live", "--json"]);
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "sim --live failed: {text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let j: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    let j = live_json(CHANGES, &[]);
     let run = &j["runs"][0];
     assert_eq!(run["errors"].as_array().map_or(0, Vec::len), 0, "{run}");
-    let goodput = |name: &str| {
-        run["flows"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|f| f["name"] == name)
-            .and_then(|f| f["goodput_mbps"].as_f64())
-            .unwrap_or_else(|| panic!("no flow {name}: {run}"))
-    };
+    let goodput = |name| flow(run, name, "goodput_mbps");
     let (first, second, third) = (goodput("first"), goodput("second"), goodput("third"));
     println!("live: {first:.2} / {second:.2} / {third:.2} Mbit/s");
     // tbf counts 1514-byte frames of 1500-byte datagrams: rate x 1500/1514
@@ -461,28 +461,9 @@ fn a_node_script_and_its_transmit_queue_length_shape_a_live_run() {
         return;
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let state = private_dir();
-    let dir = tempfile::tempdir().unwrap();
-    let file = write(dir.path(), SCRIPTED);
-    let out = sluice(state.path(), &["sim", &file, "--live", "--json", "--tc-stats"]);
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "sim --live failed: {text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let j: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    let j = live_json(SCRIPTED, &["--tc-stats"]);
     let run = &j["runs"][0];
-    let share = |name: &str| {
-        run["flows"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|f| f["name"] == name)
-            .and_then(|f| f["share"].as_f64())
-            .map(|s| s * 100.0)
-            .unwrap_or_else(|| panic!("no share of {name}: {run}"))
-    };
+    let share = |name| flow(run, name, "share") * 100.0;
     let (marked, other) = (share("marked"), share("other"));
     println!("live shares: marked {marked:.1} %, other {other:.1} %");
     // Both backlogged: HTB gives each class its rate and lends the rest
