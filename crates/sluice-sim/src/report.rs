@@ -297,7 +297,13 @@ impl RunResult {
         if self.flows.is_empty() || hi <= lo {
             return (0.0, 0.0, 0.0, false);
         }
-        let bytes: f64 = self.flows.iter().map(|f| f.bytes_between(lo, hi)).sum();
+        // A float sum starts at -0.0: adding 0.0 makes nothing read 0, not -0.
+        let bytes = self
+            .flows
+            .iter()
+            .map(|f| f.bytes_between(lo, hi))
+            .sum::<f64>()
+            + 0.0;
         (bytes * 8.0 / (hi - lo) / 1e6, lo, hi, all_ran)
     }
 
