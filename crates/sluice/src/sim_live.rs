@@ -568,8 +568,8 @@ impl Plan {
             if now >= end_wall + std::time::Duration::from_secs(2) {
                 break;
             }
-            // Until the next event (they run within a millisecond of
-            // their time), at most 20 ms.
+            // Until the next event, so that it runs at its time rather
+            // than up to a tick late; at most 20 ms.
             let tick = std::time::Duration::from_millis(20);
             let wait = events.peek().map_or(tick, |e| {
                 std::time::Duration::from_nanos(e.at.0)
