@@ -483,10 +483,7 @@ impl Port {
                 .map(|w| w.done)
                 .filter(|&t| t != Time::NEVER)
         };
-        let earliest = |a: Option<Time>, b: Option<Time>| match (a, b) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let earliest = Dequeue::earliest;
         let mut next = earliest(wire, self.qdisc_wake);
         if let Some(s) = &self.schedule {
             next = earliest(next, s.next_time());

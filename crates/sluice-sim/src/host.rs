@@ -667,7 +667,7 @@ impl Host {
             };
             self.ip_id = self.ip_id.wrapping_add(segs);
             let mut pkt = out.blank_packet();
-            if tcp_packet(&head, segs, mss, &meta, &mut pkt).is_ok() {
+            if build_tcp_packet(&head, segs, mss, &meta, &mut pkt).is_ok() {
                 out.packets.push(pkt);
             }
         }
@@ -779,7 +779,7 @@ impl Host {
 
 /// The packet carrying `head` — `segs` segments of `mss` bytes in one GSO
 /// packet when more than one, its checksum left to the device — into `pkt`.
-fn tcp_packet(
+fn build_tcp_packet(
     head: &Segment,
     segs: u16,
     mss: u32,

@@ -35,6 +35,7 @@
 use super::cc::Window;
 use super::conn::CaState;
 use super::rate::{RateSample, RateState};
+use super::tso::{BBR_MIN_TSO_RATE, GSO_MAX_BYTES, PACING_SHIFT};
 use sluice_core::time::{Duration, Time};
 
 const BW_SCALE: u32 = 24;
@@ -64,9 +65,7 @@ const PROBE_RTT_MODE_MS: u32 = 200;
 const CWND_MIN_TARGET: u32 = 4;
 const FULL_BW_THRESH: u32 = BBR_UNIT * 5 / 4;
 const FULL_BW_CNT: u32 = 3;
-const MIN_TSO_RATE: u64 = 1_200_000; // bits/s
 const PACING_MARGIN_PERCENT: u64 = 1;
-const PACING_SHIFT: u32 = 10;
 const INIT_CWND: u32 = 10;
 // Long-term (policer) sampling.
 const LT_INTVL_MIN_RTTS: u32 = 4;
@@ -333,15 +332,19 @@ impl Bbr {
         }
     }
 
-    fn tso_segs_goal(&self, mss: u32) -> u32 {
-        let min_segs = if self.pacing_rate < MIN_TSO_RATE >> 3 {
+    /// `bbr_min_tso_segs`: one segment a packet below 1.2 Mbit/s, else two.
+    pub fn min_tso_segs(&self) -> u32 {
+        if self.pacing_rate < BBR_MIN_TSO_RATE / 8 {
             1
         } else {
             2
-        };
-        let bytes = (self.pacing_rate >> PACING_SHIFT).min(65536 - 1 - 320);
+        }
+    }
+
+    fn tso_segs_goal(&self, mss: u32) -> u32 {
+        let bytes = (self.pacing_rate >> PACING_SHIFT).min(GSO_MAX_BYTES);
         ((bytes / u64::from(mss.max(1))) as u32)
-            .max(min_segs)
+            .max(self.min_tso_segs())
             .min(0x7F)
     }
 

@@ -50,10 +50,7 @@ impl TcpConnection {
             self.pacing_wake,
         ]
         .into_iter()
-        .fold(None, |earliest, t| match (earliest, t) {
-            (Some(e), Some(t)) => Some(e.min(t)),
-            (e, t) => e.or(t),
-        })
+        .fold(None, sluice_core::qdisc::Dequeue::earliest)
     }
 
     /// Run every timer that has expired by `now`.

@@ -38,15 +38,15 @@ use super::cc::CongestionControl;
 use super::conn::TcpConnection;
 
 /// `sk_gso_max_size`: the device's 64 KiB less TCP's header reserve.
-const GSO_MAX_BYTES: u64 = 65_536 - 1 - 320;
+pub(super) const GSO_MAX_BYTES: u64 = 65_536 - 1 - 320;
 /// `sk_pacing_shift`: a packet is about 1/1024 s of the pacing rate.
-const PACING_SHIFT: u32 = 10;
+pub(super) const PACING_SHIFT: u32 = 10;
 /// `tcp_tso_rtt_log`: the bonus for short paths halves every 2^9 µs of min RTT.
 const TSO_RTT_LOG: u32 = 9;
 /// `tcp_min_tso_segs`.
 const MIN_TSO_SEGS: u32 = 2;
 /// BBR's `bbr_min_tso_rate`: under it, one segment per packet (bit/s).
-const BBR_MIN_TSO_RATE: u64 = 1_200_000;
+pub(super) const BBR_MIN_TSO_RATE: u64 = 1_200_000;
 /// `tcp_pacing_ss_ratio` and `tcp_pacing_ca_ratio`, percent.
 const PACING_SS_RATIO: u64 = 200;
 const PACING_CA_RATIO: u64 = 120;
@@ -57,12 +57,11 @@ impl TcpConnection {
         if !self.cfg.gso {
             return 1;
         }
-        let rate = self.sk_pacing_rate();
-        let min_segs = match self.cc {
-            CongestionControl::Bbr(_) if rate < BBR_MIN_TSO_RATE / 8 => 1,
+        let min_segs = match &self.cc {
+            CongestionControl::Bbr(b) => b.min_tso_segs(),
             _ => MIN_TSO_SEGS,
         };
-        let mut bytes = rate >> PACING_SHIFT;
+        let mut bytes = self.sk_pacing_rate() >> PACING_SHIFT;
         let shift = self
             .rtt
             .min_rtt()
